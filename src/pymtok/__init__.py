@@ -1,0 +1,52 @@
+"""pymtok: MNN's LLM tokenizer files (.mtok and tokenizer.txt) in Python, exact against HF.
+
+>>> import pymtok
+>>> tok = pymtok.load("Qwen3-0.6B/")                  # doctest: +SKIP
+>>> tok.encode("Hello world")                          # doctest: +SKIP
+[9707, 1879]
+>>> tok.decode([9707, 1879])                           # doctest: +SKIP
+'Hello world'
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import FormatError, PymtokError, TemplateError
+from .tokenizer import DecodeStream, Tokenizer, TokenizerMeta
+
+__all__ = [
+    "DecodeStream", "FormatError", "PymtokError", "TemplateError", "Tokenizer", "TokenizerMeta",
+    "load",
+]
+
+
+def load(path: str | os.PathLike[str]) -> Tokenizer:
+    """Load a tokenizer from ``tokenizer.json``, ``tokenizer.mtok``, ``tokenizer.txt`` or a folder.
+
+    A folder is searched for ``tokenizer.json``, then ``tokenizer.mtok``, then ``tokenizer.txt``.
+    """
+    p = Path(path)
+    if p.is_dir():
+        for name in ("tokenizer.json", "tokenizer.mtok", "tokenizer.txt"):
+            if (p / name).is_file():
+                p = p / name
+                break
+        else:
+            raise FormatError(f"{p}: no tokenizer.json, tokenizer.mtok or tokenizer.txt in this folder")
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such tokenizer file")
+    with open(p, "rb") as f:
+        head = f.read(16)
+    if head.startswith(b"430 4"):
+        from .mtok import read_mtok
+
+        return read_mtok(p)
+    if head.startswith(b"430 "):
+        from .legacy import read_txt
+
+        return read_txt(p)
+    from .hf_json import load_folder
+
+    return load_folder(p)

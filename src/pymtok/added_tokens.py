@@ -1,0 +1,186 @@
+"""Added tokens: strings matched in the text before the model ever sees it.
+
+HF matches tokens flagged ``normalized: false`` on the raw text first, then normalizes each
+remaining segment and matches the ``normalized: true`` tokens (in their normalized form) there.
+Both passes take the leftmost-longest match and honour ``single_word``, ``lstrip`` and ``rstrip``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from .errors import FormatError
+
+# HF decides these with Rust's `regex` crate, whose Unicode \w and \s are spelled out here
+_WORD_CHAR = regex.compile(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]")
+_TRAILING_SPACE = regex.compile(r"\p{White_Space}*$")
+_LEADING_SPACE = regex.compile(r"\p{White_Space}*")
+
+
+@dataclass(frozen=True)
+class AddedToken:
+    content: str
+    special: bool = False
+    single_word: bool = False
+    lstrip: bool = False
+    rstrip: bool = False
+    normalized: bool = True
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> AddedToken:
+        content = cfg.get("content")
+        if not isinstance(content, str):
+            raise FormatError(f"added token {cfg!r} has no string 'content'")
+        special = bool(cfg.get("special", False))
+        return cls(
+            content=content,
+            special=special,
+            single_word=bool(cfg.get("single_word", False)),
+            lstrip=bool(cfg.get("lstrip", False)),
+            rstrip=bool(cfg.get("rstrip", False)),
+            # HF's default: special tokens are matched raw, others after normalization
+            normalized=bool(cfg.get("normalized", not special)),
+        )
+
+
+def _trie_pattern(strings: Iterable[str]) -> str:
+    """A regex matching any of ``strings``, longest alternative first at each position.
+
+    A plain alternation of hundreds of literals is tried alternative by alternative at every
+    position; a trie-shaped pattern shares prefixes, and greedy optional tails make the
+    leftmost match the longest one (HF's LeftmostLongest).
+    """
+    trie: dict[str, Any] = {}
+    for s in strings:
+        node = trie
+        for ch in s:
+            node = node.setdefault(ch, {})
+        node[""] = True
+
+    def emit(node: dict[str, Any]) -> str:
+        branches = [regex.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if "" in node:
+            return "(?:" + body + ")?"
+        return body
+
+    return emit(trie)
+
+
+Segment = tuple[str, int, int | None]
+"""(text, offset in the original input, added-token id or None for text the model encodes)."""
+
+
+class AddedVocabulary:
+    """The ``added_tokens`` of a tokenizer: id assignment, matching and lookup.
+
+    Ids follow HF's loader rather than the file's ``id`` fields: a token already in the model
+    vocabulary keeps the model's id, any other gets the next id after the largest one so far.
+    """
+
+    def __init__(
+        self,
+        tokens: Iterable[AddedToken],
+        *,
+        token_to_model_id: Callable[[str], int | None],
+        model_vocab_size: int,
+        normalizer: Callable[[str], str] | None,
+    ) -> None:
+        self.by_id: dict[int, AddedToken] = {}
+        self.ids: dict[str, int] = {}
+        self.special: set[str] = set()
+        self._normalized_form: dict[int, str] = {}
+        for token in tokens:
+            if not token.content:
+                continue
+            if self.by_id.get(self.ids.get(token.content, -1)) == token:
+                continue
+            id = self.ids.get(token.content)
+            if id is None:
+                id = token_to_model_id(token.content)
+            if id is None:
+                id = self._next_id(model_vocab_size)
+            if token.normalized and normalizer is not None:
+                form = normalizer(token.content)
+                if form != token.content:
+                    self._normalized_form[id] = form
+            self.ids[token.content] = id
+            if token.special:
+                self.special.add(token.content)
+            self.by_id[id] = token
+        raw = {t.content: i for i, t in self.by_id.items() if not t.normalized}
+        norm = {self._normalized_form.get(i, t.content): i for i, t in self.by_id.items() if t.normalized}
+        self._raw = self._matcher(raw)
+        self._norm = self._matcher(norm)
+
+    def _next_id(self, model_vocab_size: int) -> int:
+        if not self.by_id:
+            return model_vocab_size
+        top = max(self.by_id)
+        return top + 1 if top >= model_vocab_size or model_vocab_size == 0 else model_vocab_size
+
+    @staticmethod
+    def _matcher(table: dict[str, int]) -> tuple[regex.Pattern[str], dict[str, int]] | None:
+        if not table:
+            return None
+        return regex.compile(_trie_pattern(table)), table
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def token_for_decode(self, id: int) -> str | None:
+        """The text HF's decoder receives for an added token (its normalized form if it has one)."""
+        token = self.by_id.get(id)
+        if token is None:
+            return None
+        return self._normalized_form.get(id, token.content)
+
+    def split(self, text: str, normalizer: Callable[[str], str] | None) -> list[Segment]:
+        """Cut ``text`` into added tokens and normalized text segments for the model."""
+        out: list[Segment] = []
+        for piece, offset, id in self._find(text, 0, self._raw):
+            if id is not None:
+                out.append((piece, offset, id))
+                continue
+            normalized = normalizer(piece) if normalizer is not None else piece
+            out.extend(self._find(normalized, offset, self._norm))
+        return out
+
+    def _find(
+        self,
+        text: str,
+        base: int,
+        matcher: tuple[regex.Pattern[str], dict[str, int]] | None,
+    ) -> list[Segment]:
+        if matcher is None or not text:
+            return [(text, base, None)]
+        pattern, table = matcher
+        out: list[Segment] = []
+        done = 0
+        for m in pattern.finditer(text):
+            start, stop = m.span()
+            id = table[m.group()]
+            token = self.by_id[id]
+            if token.single_word and (
+                (start > 0 and _WORD_CHAR.match(text, start - 1))
+                or (stop < len(text) and _WORD_CHAR.match(text, stop))
+            ):
+                continue
+            if token.lstrip:
+                # spaces already taken by the previous match's rstrip stay there
+                start = max(_TRAILING_SPACE.search(text, 0, start).start(), done)  # type: ignore[union-attr]
+            if token.rstrip:
+                stop = _LEADING_SPACE.match(text, stop).end()  # type: ignore[union-attr]
+            if done < start:
+                out.append((text[done:start], base + done, None))
+            out.append((text[start:stop], base + start, id))
+            done = stop
+        if done < len(text):
+            out.append((text[done:], base + done, None))
+        return out

@@ -1,0 +1,184 @@
+"""Reading a HuggingFace model folder: ``tokenizer.json`` plus the configs beside it.
+
+Also derives MNN's header lists (special, stop and prefix ids) the way MNN's exporter does
+(FORMAT.md §1.2), with our own encoder where MNN asks ``transformers``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import FormatError
+from .tokenizer import Tokenizer, TokenizerMeta
+
+_NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+
+
+_U64_MAX = 2**64 - 1
+_POW10 = [float(f"1e{k}") for k in range(309)]
+
+
+def serde_float(literal: str) -> float:
+    """A JSON number as HF's Rust loader (serde_json without ``float_roundtrip``) reads it.
+
+    serde_json keeps up to 19 significant digits in a u64, converts that to f64 and then
+    multiplies or divides by a power of ten: two roundings, so it can land one ulp away from
+    the correctly rounded value Python's ``float`` gives. Unigram scores are compared for
+    equality during Viterbi, so that ulp decides ties and we must reproduce it.
+    """
+    text = literal.strip()
+    negative = text.startswith("-")
+    if negative or text.startswith("+"):
+        text = text[1:]
+    mantissa, _, exp_text = text.replace("E", "e").partition("e")
+    int_part, _, frac_part = mantissa.partition(".")
+    significand = 0
+    exponent = 0
+    overflowed = False
+    for ch in int_part:
+        if overflowed or significand * 10 + int(ch) > _U64_MAX:
+            overflowed = True
+            exponent += 1  # digits past u64 range are dropped but still scale the value
+        else:
+            significand = significand * 10 + int(ch)
+    for ch in frac_part:
+        if overflowed or significand * 10 + int(ch) > _U64_MAX:
+            overflowed = True
+        else:
+            significand = significand * 10 + int(ch)
+            exponent -= 1
+    if exp_text:
+        exponent += int(exp_text)
+    value = float(significand)
+    while True:
+        if abs(exponent) < len(_POW10):
+            value = value * _POW10[exponent] if exponent >= 0 else value / _POW10[-exponent]
+            break
+        if value == 0.0:
+            break
+        if exponent >= 0:
+            raise FormatError(f"JSON number {literal} is out of range")
+        value /= 1e308
+        exponent += 308
+    return -value if negative else value
+
+
+def read_json(path: Path, what: str) -> Any:
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read().decode("utf-8"), parse_float=serde_float)
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{path}: {what} is not UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{path}: {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+
+
+def read_optional_json(folder: Path, name: str) -> dict[str, Any]:
+    path = folder / name
+    if not path.is_file():
+        return {}
+    data = read_json(path, name)
+    if not isinstance(data, dict):
+        raise FormatError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def token_text(value: Any) -> str | None:
+    """A special-token entry of a config: a string or an AddedToken-style ``{"content": ...}``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and isinstance(value.get("content"), str):
+        return value["content"]
+    return None
+
+
+def special_token_strings(tokenizer_config: Mapping[str, Any]) -> dict[str, str]:
+    """The named special tokens (bos_token, eos_token, ...) of a ``tokenizer_config.json``."""
+    out: dict[str, str] = {}
+    for key in _NAMED_SPECIAL:
+        text = token_text(tokenizer_config.get(key))
+        if text is not None:
+            out[key] = text
+    return out
+
+
+def derive_meta(
+    tok: Tokenizer,
+    tokenizer_config: Mapping[str, Any],
+    generation_config: Mapping[str, Any],
+    chat_template: str | dict[str, str] | None,
+) -> TokenizerMeta:
+    """MNN's header lists and trailer values for a tokenizer loaded from a model folder."""
+    named = special_token_strings(tokenizer_config)
+    extra = tokenizer_config.get("additional_special_tokens") or tokenizer_config.get("extra_special_tokens") or []
+    if isinstance(extra, Mapping):
+        extra = list(extra.values())
+    special: list[int] = []
+    for text in [*named.values(), *(token_text(t) for t in extra)]:
+        id = tok.token_to_id(text) if text is not None else None
+        if id is not None and id not in special:
+            special.append(id)
+    for id, token in sorted(tok.added.by_id.items()):
+        if token.special and id not in special:
+            special.append(id)
+
+    stop: list[int] = []
+
+    def add_stop(id: int | None) -> None:
+        if id is not None and id not in stop:
+            stop.append(id)
+
+    if "eos_token" in named:
+        add_stop(tok.token_to_id(named["eos_token"]))
+    add_stop(tok.token_to_id("<|im_end|>"))
+    for marker in ("<|eot_id|>", "<turn|>"):
+        if tok.token_to_id(marker) is not None:
+            ids = tok.encode(marker)
+            if len(ids) == 1:
+                add_stop(ids[0])
+    if tok.token_to_id("<end_of_turn>") is not None:
+        ids = tok.encode("<end_of_turn>")
+        if len(ids) == 2 and ids[0] == 2:
+            add_stop(ids[1])
+    eos = generation_config.get("eos_token_id")
+    for id in eos if isinstance(eos, list) else [eos]:
+        if isinstance(id, int):
+            add_stop(id)
+
+    prefix: list[int] = []
+    ids = tok.encode("A")
+    if len(ids) > 1 and tok.decode(ids[-1:]) == "A":
+        prefix = ids[:-1]
+
+    return TokenizerMeta(
+        special_ids=special,
+        stop_ids=stop,
+        prefix_ids=prefix,
+        chat_template=chat_template,
+        special_tokens=named,
+        clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
+    )
+
+
+def load_folder(path: Path) -> Tokenizer:
+    """Load ``tokenizer.json`` (a file, or a folder holding one) with the configs beside it."""
+    from .chat import find_chat_template
+
+    file = path / "tokenizer.json" if path.is_dir() else path
+    if not file.is_file():
+        raise FormatError(f"{path}: no tokenizer.json there")
+    folder = file.parent
+    config = read_json(file, "tokenizer.json")
+    if not isinstance(config, dict):
+        raise FormatError(f"{file}: expected a JSON object at the top level")
+    try:
+        tok = Tokenizer.from_config(config)
+    except FormatError as exc:
+        raise FormatError(f"{file}: {exc}") from None
+    tokenizer_config = read_optional_json(folder, "tokenizer_config.json")
+    generation_config = read_optional_json(folder, "generation_config.json")
+    tok.meta = derive_meta(tok, tokenizer_config, generation_config, find_chat_template(folder))
+    return tok

@@ -1,0 +1,430 @@
+"""Models: turn one pre-tokenized piece into token ids (BPE, WordPiece, Unigram).
+
+Each class is built 1:1 from the ``model`` object of a ``tokenizer.json``; ``from_config`` picks
+the class from ``type`` (or, for old files without it, from the fields present, as HF does).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from .byte_level import byte_token
+from .errors import FormatError
+
+# Pieces longer than this (in characters) are not cached: they are rare and would bloat memory.
+_CACHE_MAX_PIECE = 256
+_CACHE_MAX_ENTRIES = 100_000
+
+
+class Model(Protocol):
+    def __call__(self, piece: str) -> list[int]: ...
+    def token_to_id(self, token: str) -> int | None: ...
+    def id_to_token(self, id: int) -> str | None: ...
+    def get_vocab(self) -> dict[str, int]: ...
+    @property
+    def vocab_size(self) -> int: ...
+
+
+class _VocabModel:
+    """Shared vocabulary plumbing: the token -> id map and its lazily built inverse."""
+
+    def __init__(self, vocab: Mapping[str, int]) -> None:
+        self.vocab = vocab
+        self._inverse: dict[int, str] | None = None
+
+    def token_to_id(self, token: str) -> int | None:
+        return self.vocab.get(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        if self._inverse is None:
+            self._inverse = {i: t for t, i in self.vocab.items()}
+        return self._inverse.get(id)
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+
+MergeTable = dict[tuple[int, int], tuple[int, int]]
+"""(left id, right id) -> (rank, merged id)."""
+
+
+class BPE(_VocabModel):
+    """Byte-pair encoding: start from characters (or byte-fallback pieces), apply merges by rank.
+
+    >>> bpe = BPE(vocab={"a": 0, "b": 1, "ab": 2}, merges=["a b"])
+    >>> bpe("abab")
+    [2, 2]
+    """
+
+    def __init__(
+        self,
+        *,
+        vocab: Mapping[str, int],
+        merges: Sequence[str | Sequence[str]] | None = None,
+        merge_table: MergeTable | None = None,
+        dropout: float | None = None,
+        unk_token: str | None = None,
+        continuing_subword_prefix: str | None = None,
+        end_of_word_suffix: str | None = None,
+        fuse_unk: bool = False,
+        byte_fallback: bool = False,
+        ignore_merges: bool = False,
+    ) -> None:
+        super().__init__(vocab)
+        if dropout:
+            raise FormatError(
+                f"BPE dropout={dropout} is randomised; pymtok only tokenizes deterministically"
+            )
+        self.unk_token = unk_token
+        self.continuing_subword_prefix = continuing_subword_prefix or None
+        self.end_of_word_suffix = end_of_word_suffix or None
+        self.fuse_unk = fuse_unk
+        self.byte_fallback = byte_fallback
+        self.ignore_merges = ignore_merges
+        if merge_table is None:
+            merge_table = self._merge_table(merges or [])
+        self.merges = merge_table
+        self._cache: dict[str, list[int]] = {}
+
+    def _merge_table(self, merges: Iterable[str | Sequence[str]]) -> MergeTable:
+        vocab = self.vocab
+        skip = len(self.continuing_subword_prefix or "")
+        table: MergeTable = {}
+        for rank, merge in enumerate(merges):
+            if isinstance(merge, str):
+                left, sep, right = merge.partition(" ")
+                if not sep:
+                    raise FormatError(f"BPE merge #{rank} {merge!r} is not 'left right'")
+            elif len(merge) == 2 and all(isinstance(m, str) for m in merge):
+                left, right = merge
+            else:
+                raise FormatError(f"BPE merge #{rank} {merge!r} is not a pair of strings")
+            a, b = vocab.get(left), vocab.get(right)
+            # HF drops the continuing-subword prefix of the right side, whether or not it has one
+            merged = vocab.get(left + right[skip:])
+            if a is None or b is None or merged is None:
+                missing = next(t for t, i in ((left, a), (right, b), (left + right[skip:], merged)) if i is None)
+                raise FormatError(f"BPE merge #{rank} ({left!r}, {right!r}): {missing!r} is not in the vocabulary")
+            table[(a, b)] = (rank, merged)
+        return table
+
+    def __call__(self, piece: str) -> list[int]:
+        if not piece:
+            return []
+        if self.ignore_merges:
+            whole = self.vocab.get(piece)
+            if whole is not None:
+                return [whole]
+        cached = self._cache.get(piece)
+        if cached is not None:
+            return cached
+        ids = self._merge(self._initial_symbols(piece))
+        if len(piece) <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
+            self._cache[piece] = ids
+        return ids
+
+    def _initial_symbols(self, piece: str) -> list[int]:
+        vocab = self.vocab
+        prefix, suffix = self.continuing_subword_prefix, self.end_of_word_suffix
+        out: list[int] = []
+        unk: int | None = None  # a pending (possibly fused) unknown run
+        last = len(piece) - 1
+        for i, ch in enumerate(piece):
+            s = ch
+            if prefix and i:
+                s = prefix + s
+            if suffix and i == last:
+                s = s + suffix
+            id = vocab.get(s)
+            if id is not None:
+                if unk is not None:
+                    out.append(unk)
+                    unk = None
+                out.append(id)
+                continue
+            if self.byte_fallback:
+                byte_ids = [vocab.get(byte_token(b)) for b in s.encode("utf-8")]
+                if None not in byte_ids:
+                    # HF leaves a pending unknown run open across byte-fallback pieces
+                    out.extend(byte_ids)  # type: ignore[arg-type]
+                    continue
+            if self.unk_token is not None:
+                unk_id = vocab.get(self.unk_token)
+                if unk_id is None:
+                    raise FormatError(f"BPE unk_token {self.unk_token!r} is not in the vocabulary")
+                if unk is not None and not self.fuse_unk:
+                    out.append(unk)
+                unk = unk_id
+        if unk is not None:
+            out.append(unk)
+        return out
+
+    def _merge(self, symbols: list[int]) -> list[int]:
+        n = len(symbols)
+        if n < 2:
+            return symbols
+        merges = self.merges
+        if n == 2:
+            m = merges.get((symbols[0], symbols[1]))
+            return [m[1]] if m is not None else symbols
+        ids = symbols[:]
+        nxt = list(range(1, n + 1))
+        nxt[-1] = -1
+        prv = list(range(-1, n - 1))
+        alive = [True] * n
+        heap: list[tuple[int, int, int]] = []
+        for i in range(n - 1):
+            m = merges.get((ids[i], ids[i + 1]))
+            if m is not None:
+                heap.append((m[0], i, m[1]))
+        heapq.heapify(heap)
+        push, pop = heapq.heappush, heapq.heappop
+        while heap:
+            _rank, pos, new_id = pop(heap)
+            j = nxt[pos]
+            if not alive[pos] or j == -1:
+                continue
+            m = merges.get((ids[pos], ids[j]))
+            if m is None or m[1] != new_id:
+                continue  # a stale entry: one side has merged since it was queued
+            ids[pos] = new_id
+            alive[j] = False
+            k = nxt[j]
+            nxt[pos] = k
+            if k != -1:
+                prv[k] = pos
+                m = merges.get((new_id, ids[k]))
+                if m is not None:
+                    push(heap, (m[0], pos, m[1]))
+            p = prv[pos]
+            if p != -1:
+                m = merges.get((ids[p], new_id))
+                if m is not None:
+                    push(heap, (m[0], p, m[1]))
+        return [ids[i] for i in range(n) if alive[i]]
+
+
+class WordPiece(_VocabModel):
+    """Greedy longest-match-first subwords with a continuation prefix (BERT).
+
+    >>> WordPiece(vocab={"[UNK]": 0, "un": 1, "##aff": 2, "##able": 3})("unaffable")
+    [1, 2, 3]
+    """
+
+    def __init__(
+        self,
+        *,
+        vocab: Mapping[str, int],
+        unk_token: str = "[UNK]",
+        continuing_subword_prefix: str = "##",
+        max_input_chars_per_word: int = 100,
+    ) -> None:
+        super().__init__(vocab)
+        self.unk_token = unk_token
+        self.continuing_subword_prefix = continuing_subword_prefix
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self._cache: dict[str, list[int]] = {}
+
+    def _unk(self) -> list[int]:
+        unk = self.vocab.get(self.unk_token)
+        if unk is None:
+            raise FormatError(f"WordPiece unk_token {self.unk_token!r} is not in the vocabulary")
+        return [unk]
+
+    def __call__(self, piece: str) -> list[int]:
+        if not piece:
+            return []
+        cached = self._cache.get(piece)
+        if cached is not None:
+            return cached
+        n = len(piece)
+        if n > self.max_input_chars_per_word:
+            return self._unk()
+        vocab, prefix = self.vocab, self.continuing_subword_prefix
+        out: list[int] = []
+        start = 0
+        while start < n:
+            end = n
+            found = None
+            while start < end:
+                sub = piece[start:end]
+                found = vocab.get(prefix + sub if start else sub)
+                if found is not None:
+                    break
+                end -= 1
+            if found is None:
+                out = self._unk()
+                break
+            out.append(found)
+            start = end
+        if n <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
+            self._cache[piece] = out
+        return out
+
+
+class Unigram(_VocabModel):
+    """SentencePiece's unigram language model: the best-scoring segmentation (Viterbi).
+
+    Pieces are scored by their log-probability; a character no piece covers becomes the unknown
+    piece scored ``min_score - 10``, and adjacent unknowns fuse into one, as in HF.
+    """
+
+    _UNK_PENALTY = 10.0
+
+    def __init__(
+        self,
+        *,
+        vocab: Sequence[Sequence[Any]],
+        unk_id: int | None = None,
+        byte_fallback: bool = False,
+    ) -> None:
+        token_ids: dict[str, int] = {}
+        scores: list[float] = []
+        for i, entry in enumerate(vocab):
+            if len(entry) != 2 or not isinstance(entry[0], str):
+                raise FormatError(f"Unigram vocab entry #{i} {entry!r} is not [piece, score]")
+            token_ids[entry[0]] = i  # HF keeps the last id of a duplicated piece
+            scores.append(float(entry[1]))
+        super().__init__(token_ids)
+        self.pieces = [entry[0] for entry in vocab]
+        self.scores = scores
+        if unk_id is not None and not 0 <= unk_id < len(scores):
+            raise FormatError(f"Unigram unk_id {unk_id} is outside the vocabulary (size {len(scores)})")
+        self.unk_id = unk_id
+        self.byte_fallback = byte_fallback
+        self.min_score = min(scores) if scores else 0.0
+        self.max_piece_len = max((len(p) for p in self.pieces), default=1)
+        self._cache: dict[str, list[int]] = {}
+
+    def id_to_token(self, id: int) -> str | None:
+        return self.pieces[id] if 0 <= id < len(self.pieces) else None
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.pieces)
+
+    def __call__(self, piece: str) -> list[int]:
+        if not piece:
+            return []
+        cached = self._cache.get(piece)
+        if cached is not None:
+            return cached
+        out: list[int] = []
+        for s in self._segment(piece):
+            id = self.vocab.get(s)
+            if id is None:
+                if self.byte_fallback:
+                    byte_ids = [self.vocab.get(byte_token(b)) for b in s.encode("utf-8")]
+                    if None not in byte_ids:
+                        out.extend(byte_ids)  # type: ignore[arg-type]
+                        continue
+                if self.unk_id is None:
+                    raise FormatError(f"Unigram model has no unk_id but {s!r} is not in its vocabulary")
+                id = self.unk_id
+            out.append(id)
+        if len(piece) <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
+            self._cache[piece] = out
+        return out
+
+    def _segment(self, text: str) -> list[str]:
+        n = len(text)
+        vocab, scores, unk_id = self.vocab, self.scores, self.unk_id
+        unk_score = self.min_score - self._UNK_PENALTY
+        best = [0.0] * (n + 1)
+        start_of: list[int] = [-1] * (n + 1)
+        node_id = [0] * (n + 1)
+        max_len = self.max_piece_len
+        for i in range(n):
+            here = best[i]
+            single = False
+            for end in range(i + 1, min(n, i + max_len) + 1):
+                id = vocab.get(text[i:end])
+                if id is None:
+                    continue
+                cand = here + scores[id]
+                if start_of[end] == -1 or cand > best[end]:
+                    best[end], start_of[end], node_id[end] = cand, i, id
+                if end == i + 1:
+                    single = True
+            if not single:
+                if unk_id is None:
+                    raise FormatError(f"Unigram model has no unk_id but {text[i]!r} is not in its vocabulary")
+                cand = here + unk_score
+                if start_of[i + 1] == -1 or cand > best[i + 1]:
+                    best[i + 1], start_of[i + 1], node_id[i + 1] = cand, i, unk_id
+        pieces: list[str] = []
+        unk_run: list[str] = []
+        end = n
+        while end > 0:
+            start = start_of[end]
+            if node_id[end] == unk_id:
+                unk_run.append(text[start:end])
+            else:
+                if unk_run:
+                    pieces.append("".join(reversed(unk_run)))
+                    unk_run = []
+                pieces.append(text[start:end])
+            end = start
+        if unk_run:
+            pieces.append("".join(reversed(unk_run)))
+        pieces.reverse()
+        return pieces
+
+
+def _model_type(cfg: Mapping[str, Any]) -> str:
+    kind = cfg.get("type")
+    if kind is not None:
+        return str(kind)
+    # Old tokenizer.json files omit "type"; HF tells the models apart by their fields.
+    if isinstance(cfg.get("vocab"), list):
+        return "Unigram"
+    if "merges" in cfg:
+        return "BPE"
+    if "continuing_subword_prefix" in cfg or "max_input_chars_per_word" in cfg:
+        return "WordPiece"
+    raise FormatError(f"model without 'type' whose fields {sorted(cfg)} match no known model")
+
+
+def from_config(cfg: Mapping[str, Any]) -> Model:
+    """Build the model described by a ``tokenizer.json`` ``model`` object."""
+    if not isinstance(cfg, Mapping):
+        raise FormatError(f"model config must be an object, got {type(cfg).__name__}")
+    kind = _model_type(cfg)
+    vocab = cfg.get("vocab")
+    if vocab is None:
+        raise FormatError(f"{kind} model has no 'vocab'")
+    try:
+        if kind == "BPE":
+            return BPE(
+                vocab=vocab,
+                merges=cfg.get("merges") or [],
+                dropout=cfg.get("dropout"),
+                unk_token=cfg.get("unk_token"),
+                continuing_subword_prefix=cfg.get("continuing_subword_prefix"),
+                end_of_word_suffix=cfg.get("end_of_word_suffix"),
+                fuse_unk=bool(cfg.get("fuse_unk", False)),
+                byte_fallback=bool(cfg.get("byte_fallback", False)),
+                ignore_merges=bool(cfg.get("ignore_merges", False)),
+            )
+        if kind == "WordPiece":
+            return WordPiece(
+                vocab=vocab,
+                unk_token=cfg.get("unk_token", "[UNK]"),
+                continuing_subword_prefix=cfg.get("continuing_subword_prefix", "##"),
+                max_input_chars_per_word=int(cfg.get("max_input_chars_per_word", 100)),
+            )
+        if kind == "Unigram":
+            return Unigram(
+                vocab=vocab,
+                unk_id=cfg.get("unk_id"),
+                byte_fallback=bool(cfg.get("byte_fallback", False)),
+            )
+    except (TypeError, AttributeError) as exc:
+        raise FormatError(f"{kind} model config is malformed: {exc}") from exc
+    raise FormatError(f"unknown model type {kind!r} (expected BPE, WordPiece or Unigram)")

@@ -1,0 +1,287 @@
+"""The tokenizer: one pipeline (added tokens → normalizer → pre-tokenizer → model → post-processor).
+
+Every file format is read into the same component configs (``tokenizer.json``'s shape) and built
+here by ``Tokenizer.from_config``; nothing else constructs a pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import decoders, models, normalizers, pre_tokenizers, processors
+from .added_tokens import AddedToken, AddedVocabulary
+from .errors import FormatError
+
+
+@dataclass
+class TokenizerMeta:
+    """What MNN files carry beside the pipeline (FORMAT.md §1, §5.1), and the chat context."""
+
+    special_ids: list[int] = field(default_factory=list)
+    stop_ids: list[int] = field(default_factory=list)
+    prefix_ids: list[int] = field(default_factory=list)
+    chat_template: str | dict[str, str] | None = None
+    # bos_token, eos_token, unk_token, ... as strings: the chat template context
+    special_tokens: dict[str, str] = field(default_factory=dict)
+    clean_up_tokenization_spaces: bool = False
+
+
+class Tokenizer:
+    """Encode text to ids and back, exactly as HF ``tokenizers`` does for the same config.
+
+    >>> tok = pymtok.load("Qwen3/tokenizer.json")          # doctest: +SKIP
+    >>> tok.encode("Hello world")                           # doctest: +SKIP
+    [9707, 1879]
+    """
+
+    def __init__(
+        self,
+        *,
+        model: models.Model,
+        normalizer: normalizers.Normalizer | None = None,
+        pre_tokenizer: pre_tokenizers.PreTokenizer | None = None,
+        decoder: decoders.Decoder | None = None,
+        post_processor: processors.PostProcessor | None = None,
+        added_tokens: Iterable[AddedToken] = (),
+        meta: TokenizerMeta | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.normalizer = normalizer
+        self.pre_tokenizer = pre_tokenizer
+        self.decoder = decoder
+        self.post_processor = post_processor
+        self.added = AddedVocabulary(
+            added_tokens,
+            token_to_model_id=model.token_to_id,
+            model_vocab_size=model.vocab_size,
+            normalizer=normalizer,
+        )
+        self.meta = meta if meta is not None else TokenizerMeta()
+        # The HF-shaped configuration this pipeline was built from (what .mtok's extension stores)
+        self.config: Mapping[str, Any] = config if config is not None else {}
+        self._chat: Any = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], meta: TokenizerMeta | None = None) -> Tokenizer:
+        """Build from a ``tokenizer.json``-shaped mapping (vocab tables may be any Mapping)."""
+        if not isinstance(config, Mapping):
+            raise FormatError(f"tokenizer config must be an object, got {type(config).__name__}")
+        if "model" not in config:
+            raise FormatError("tokenizer config has no 'model'")
+        added = config.get("added_tokens") or []
+        if not isinstance(added, list):
+            raise FormatError("'added_tokens' must be a list")
+        return cls(
+            model=models.from_config(config["model"]),
+            normalizer=normalizers.from_config(config.get("normalizer")),
+            pre_tokenizer=pre_tokenizers.from_config(config.get("pre_tokenizer")),
+            decoder=decoders.from_config(config.get("decoder")),
+            post_processor=processors.from_config(config.get("post_processor")),
+            added_tokens=[AddedToken.from_config(t) for t in added],
+            meta=meta,
+            config=config,
+        )
+
+    # -- encoding -------------------------------------------------------------------------
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text``; ``add_special_tokens`` applies the post-processor (BOS, CLS, ...)."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode() takes a str, got {type(text).__name__}")
+        _check_encodable(text)
+        ids: list[int] = []
+        for piece, offset, added_id in self.added.split(text, self.normalizer):
+            if added_id is not None:
+                ids.append(added_id)
+            elif piece:
+                ids.extend(self._encode_segment(piece, offset))
+        if add_special_tokens and self.post_processor is not None:
+            ids = self.post_processor(ids)
+        return ids
+
+    def _encode_segment(self, normalized: str, offset: int) -> list[int]:
+        pieces = [(normalized, offset)]
+        if self.pre_tokenizer is not None:
+            pieces = self.pre_tokenizer(pieces)
+        model = self.model
+        out: list[int] = []
+        for piece, _ in pieces:
+            out.extend(model(piece))
+        return out
+
+    def encode_batch(
+        self, texts: Sequence[str], add_special_tokens: bool = True, *, num_threads: int | None = None
+    ) -> list[list[int]]:
+        """``encode`` each text; ``num_threads`` > 1 spreads them over threads."""
+        if isinstance(texts, str):
+            raise TypeError("encode_batch() takes a list of str; use encode() for one string")
+        if not num_threads or num_threads == 1 or len(texts) < 2:
+            return [self.encode(t, add_special_tokens) for t in texts]
+        with ThreadPoolExecutor(max_workers=num_threads) as pool:
+            return list(pool.map(lambda t: self.encode(t, add_special_tokens), texts))
+
+    # -- decoding -------------------------------------------------------------------------
+
+    def decode(
+        self,
+        ids: Iterable[int],
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> str:
+        """The text of ``ids``, as ``transformers``' ``decode`` gives it for the same folder.
+
+        ``clean_up_tokenization_spaces`` overrides the folder's setting, as in transformers.
+        """
+        text = self._decode_tokens(ids, skip_special_tokens)
+        if clean_up_tokenization_spaces is None:
+            clean_up_tokenization_spaces = self.meta.clean_up_tokenization_spaces
+        # transformers 5 leaves BPE output alone: the cleanup was made for WordPiece spacing
+        if clean_up_tokenization_spaces and not isinstance(self.model, models.BPE):
+            text = decoders.clean_up_tokenization(text)
+        return text
+
+    def _decode_tokens(self, ids: Iterable[int], skip_special_tokens: bool) -> str:
+        tokens: list[str] = []
+        special = self.added.special
+        for id in ids:
+            if not isinstance(id, int) or isinstance(id, bool):
+                raise TypeError(f"token ids must be int, got {type(id).__name__}")
+            if id < 0:
+                raise ValueError(f"token id {id} is negative")
+            token = self.added.token_for_decode(id)
+            if token is None:
+                token = self.model.id_to_token(id)
+                if token is None:
+                    continue  # HF skips ids it does not know
+            if skip_special_tokens and token in special:
+                continue
+            tokens.append(token)
+        if self.decoder is not None:
+            return "".join(self.decoder(tokens))
+        return " ".join(tokens)
+
+    def decode_stream(self, skip_special_tokens: bool = False) -> DecodeStream:
+        """An incremental decoder: feed ids one by one, get text as soon as it is complete."""
+        return DecodeStream(self, skip_special_tokens)
+
+    # -- vocabulary -----------------------------------------------------------------------
+
+    def token_to_id(self, token: str) -> int | None:
+        id = self.added.ids.get(token)
+        return id if id is not None else self.model.token_to_id(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        token = self.added.by_id.get(id)
+        return token.content if token is not None else self.model.id_to_token(id)
+
+    def get_vocab(self) -> dict[str, int]:
+        vocab = self.model.get_vocab()
+        vocab.update(self.added.ids)
+        return vocab
+
+    @property
+    def vocab_size(self) -> int:
+        """Model vocabulary plus the added tokens it lacks (HF's ``get_vocab_size(True)``)."""
+        extra = sum(1 for t in self.added.ids if self.model.token_to_id(t) is None)
+        return self.model.vocab_size + extra
+
+    @property
+    def special_ids(self) -> list[int]:
+        return list(self.meta.special_ids)
+
+    @property
+    def stop_ids(self) -> list[int]:
+        return list(self.meta.stop_ids)
+
+    @property
+    def prefix_ids(self) -> list[int]:
+        return list(self.meta.prefix_ids)
+
+    # -- chat -----------------------------------------------------------------------------
+
+    @property
+    def chat_template(self) -> str | dict[str, str] | None:
+        return self.meta.chat_template
+
+    def apply_chat_template(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        tokenize: bool = False,
+        **template_kwargs: Any,
+    ) -> str | list[int]:
+        """Render ``messages`` with the model's chat template, as ``transformers`` does.
+
+        With ``tokenize=True`` the prompt is encoded without adding special tokens (the
+        template already holds them).
+        """
+        from .chat import ChatTemplate
+        from .errors import TemplateError
+
+        if self.meta.chat_template is None:
+            raise TemplateError("this tokenizer has no chat template")
+        if self._chat is None:
+            self._chat = ChatTemplate(self.meta.chat_template, special_tokens=self.meta.special_tokens)
+        prompt = self._chat.render(
+            messages,
+            tools=tools,
+            documents=documents,
+            add_generation_prompt=add_generation_prompt,
+            **template_kwargs,
+        )
+        return self.encode(prompt, add_special_tokens=False) if tokenize else prompt
+
+
+def _check_encodable(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"text holds a lone surrogate {text[exc.start]!r} at index {exc.start}; "
+            "it has no UTF-8 form to tokenize"
+        ) from None
+
+
+class DecodeStream:
+    """Incremental decoding with HF ``DecodeStream``'s semantics.
+
+    ``step(id)`` returns the text the new id completes, or ``None`` while a character is still
+    incomplete; the pieces joined equal ``decode`` of all ids.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False) -> None:
+        self._tok = tokenizer
+        self._skip = skip_special_tokens
+        self._ids: list[int] = []
+        self._prefix = ""
+        self._prefix_index = 0
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tok.decode(ids, self._skip)
+
+    def step(self, id: int) -> str | None:
+        if not self._prefix and self._ids:
+            prefix = self._decode(self._ids)
+            if not prefix.endswith("\ufffd"):
+                self._prefix = prefix
+                self._prefix_index = len(self._ids)
+        self._ids.append(id)
+        text = self._decode(self._ids)
+        if len(text.encode("utf-8")) <= len(self._prefix.encode("utf-8")) or text.endswith("\ufffd"):
+            return None
+        if not text.startswith(self._prefix):
+            raise ValueError(
+                f"decode stream: text {text!r} no longer starts with the emitted {self._prefix!r}"
+            )
+        new_text = text[len(self._prefix) :]
+        new_index = len(self._ids) - self._prefix_index
+        self._ids = self._ids[self._prefix_index :]
+        self._prefix = self._decode(self._ids)
+        self._prefix_index = new_index
+        return new_text

@@ -1,0 +1,116 @@
+"""Shared test plumbing: where the real-model fixtures live, the oracles, and corpus sampling.
+
+The fixtures are never part of the repository. ``PYMTOK_FIXTURES`` names the directory (``.ci/run``
+points it at ``../shared/fixtures``); when it is unset the real-model tests are skipped with a
+message saying how to get the files, and when it is set but files are missing the tests fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+HOW_TO_GET = (
+    "real-model fixtures not configured: set PYMTOK_FIXTURES to a directory laid out like "
+    "README.md 'Test fixtures' describes (tokenizers/NAME/tokenizer.json downloaded from the "
+    "Hugging Face Hub, legacy/, golden/llama.cpp/) and PYMTOK_CORPUS to a folder of UTF-8 text"
+)
+
+TOKENIZER_NAMES = [
+    "albert-base-v2", "all-minilm-l6-v2", "bert-base-chinese", "chatglm3-6b", "clip-vit",
+    "deepseek-v3", "falcon", "gemma-v1", "gpt-4o", "llama3", "mistral-7b-v0.1", "phi-3-mini",
+    "qwen3", "roberta-base", "t5-small",
+]
+
+# llama.cpp golden vocab name -> fixture folder (see the fixtures README)
+GOLDEN_FOR = {
+    "phi-3-mini": ["phi-3", "llama-spm"], "llama3": ["llama-bpe"], "qwen3": ["qwen2"],
+    "falcon": ["falcon"], "roberta-base": ["roberta-bpe"], "all-minilm-l6-v2": ["bert-bge"],
+}
+
+
+def fixtures_dir() -> Path:
+    env = os.environ.get("PYMTOK_FIXTURES")
+    if not env:
+        pytest.skip(HOW_TO_GET)
+    path = Path(env)
+    if not (path / "tokenizers").is_dir():
+        pytest.fail(f"PYMTOK_FIXTURES={env} has no tokenizers/ folder")
+    return path
+
+
+def fixture_path(*parts: str) -> Path:
+    path = fixtures_dir().joinpath(*parts)
+    if not path.exists():
+        pytest.fail(f"fixture missing: {path}")
+    return path
+
+
+def corpus_dir() -> Path:
+    env = os.environ.get("PYMTOK_CORPUS")
+    path = Path(env) if env else fixtures_dir().parent / "corpus"
+    if not path.is_dir():
+        pytest.fail(f"corpus folder missing: {path} (set PYMTOK_CORPUS)")
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def corpus_files() -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (p.name, p.read_text(encoding="utf-8"))
+        for p in sorted(corpus_dir().glob("*.txt"))
+        if p.name != "README.md"
+    )
+
+
+def corpus_chunks(count: int, seed: int = 0) -> list[str]:
+    """``count`` chunks drawn from every corpus file: whole lines, paragraphs, random windows.
+
+    Windows are cut at code point boundaries (Python strings cannot split a character).
+    """
+    rng = random.Random(seed)
+    files = corpus_files()
+    out: list[str] = []
+    per_file = -(-count // len(files))
+    for _name, text in files:
+        lines = text.split("\n")
+        paras = text.split("\n\n")
+        for k in range(per_file):
+            kind = k % 3
+            if kind == 0:
+                out.append(rng.choice(lines))
+            elif kind == 1:
+                out.append(rng.choice(paras)[:4000])
+            else:
+                start = rng.randrange(len(text))
+                out.append(text[start : start + rng.randint(1, 600)])
+    return out
+
+
+def golden_cases(fixture_name: str) -> list[tuple[str, list[int]]]:
+    """(text, HF ids without special tokens) from the llama.cpp vocab tests for a fixture."""
+    cases: list[tuple[str, list[int]]] = []
+    for vocab in GOLDEN_FOR.get(fixture_name, []):
+        base = fixture_path("golden", "llama.cpp", f"ggml-vocab-{vocab}.gguf.inp").with_suffix("")
+        # .inp: strings each followed by the marker; .out: one line of ids per string
+        inp = Path(str(base) + ".inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")
+        outs = Path(str(base) + ".out").read_text(encoding="utf-8").split("\n")
+        inp, outs = inp[:-1], outs[: len(inp) - 1]
+        assert len(inp) == len(outs), f"{base}: {len(inp)} inputs but {len(outs)} id lines"
+        cases.extend((text, [int(x) for x in ids.split()]) for text, ids in zip(inp, outs))
+    return cases
+
+
+@functools.lru_cache(maxsize=None)
+def hf_tokenizer(name: str):
+    """The oracle: HF ``tokenizers`` on the fixture's own tokenizer.json, padding/truncation off."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    tok = HFTokenizer.from_file(str(fixture_path("tokenizers", name, "tokenizer.json")))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
