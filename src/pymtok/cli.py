@@ -1,0 +1,400 @@
+"""The ``pymtok`` command: export, inspect, encode, decode, chat, count, verify, convert."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import PymtokError
+
+# Short texts in several scripts for export's self-check: enough to exercise normalizers,
+# splitting, byte fallback and added tokens without needing a corpus.
+SAMPLE_TEXTS = [
+    "Hello world! It's a test of the tokenizer, isn't it?",
+    "  leading and trailing spaces  \n\ttabs\tand\r\nnewlines\n\n",
+    "def f(x):\n    return x ** 2  # 12345 + 3.14159",
+    "你好，世界！这是一个测试。",
+    "吾輩は猫である。名前はまだ無い。",
+    "대한민국 헌법 제1조",
+    "Привет, мир! Ёжик в тумане.",
+    "مرحبا بالعالم",
+    "नमस्ते दुनिया",
+    "Emoji: 😀👍🏽 👨‍👩‍👧 🇯🇵 ✅",
+    "Accents: café naïve Ångström résumé e\u0301",
+    "Math: $\\int_0^1 x^2\\,dx = \\frac{1}{3}$",
+    "URL https://example.com/a?b=c&d=e#f and email a.b@example.org",
+    "ALL CAPS AND MiXeD CaSe DON'T I'M WE'LL",
+    "\u00a0non-breaking\u3000ideographic\u2028line separator",
+]
+
+
+def _load(path: str) -> Any:
+    from . import load
+
+    return load(path)
+
+
+def _progress(total: int, description: str) -> Any:
+    """A progress bar on a terminal (rich, when installed); otherwise nothing."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        return None
+    progress = Progress(transient=True)
+    progress.start()
+    progress.add_task(description, total=total)
+    return progress
+
+
+def _read_text_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
+    if not paths:
+        yield "<stdin>", sys.stdin.read()
+        return
+    for p in paths:
+        yield p, Path(p).read_text(encoding="utf-8")
+
+
+def _summary(tok: Any, path: Path) -> dict[str, Any]:
+    config = tok.config
+    model = config.get("model") or {}
+
+    def kind(c: Any) -> str | None:
+        return c.get("type") if isinstance(c, dict) else None
+
+    return {
+        "file": str(path),
+        "size_bytes": path.stat().st_size,
+        "model": type(tok.model).__name__,
+        "vocab_size": tok.vocab_size,
+        "merges": len(model.get("merges") or []) if isinstance(model, dict) else 0,
+        "normalizer": kind(config.get("normalizer")),
+        "pre_tokenizer": kind(config.get("pre_tokenizer")),
+        "decoder": kind(config.get("decoder")),
+        "post_processor": kind(config.get("post_processor")),
+        "added_tokens": len(tok.added),
+        "special_ids": len(tok.special_ids),
+        "stop_ids": len(tok.stop_ids),
+        "prefix_ids": len(tok.prefix_ids),
+        "chat_template": tok.chat_template is not None,
+    }
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from . import export, load
+
+    out_dir = Path(args.output or args.model_dir)
+    path = export(Path(args.model_dir), out_dir, format=args.format)
+    tok = load(path)
+    for key, value in _summary(tok, path).items():
+        print(f"{key:15s} {value}")
+    reference = Path(args.model_dir) / "tokenizer.json"
+    if reference.is_file():
+        ref = load(reference)
+        same = sum(
+            tok.encode(t, add_special_tokens=s) == ref.encode(t, add_special_tokens=s)
+            for t in SAMPLE_TEXTS
+            for s in (False, True)
+        )
+        total = 2 * len(SAMPLE_TEXTS)
+        print(f"{'self-check':15s} {same}/{total} sample encodings match tokenizer.json")
+        if same != total:
+            return 1
+    return 0
+
+
+def _tree(cfg: Any, indent: str = "") -> Iterator[str]:
+    if not isinstance(cfg, dict):
+        yield f"{indent}{cfg}"
+        return
+    options = {k: v for k, v in cfg.items() if k not in ("type", "normalizers", "pretokenizers", "decoders", "processors", "vocab", "merges", "precompiled_charsmap")}
+    shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in options.items())
+    yield f"{indent}{cfg.get('type')}" + (f"({shown})" if shown else "")
+    for key in ("normalizers", "pretokenizers", "decoders", "processors"):
+        for child in cfg.get(key) or []:
+            yield from _tree(child, indent + "  ")
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .mnn_compat import mnn_warnings
+
+    path = Path(args.file)
+    tok = _load(args.file)
+    config = tok.config
+    info = _summary(tok, path if path.is_file() else path / "tokenizer.json")
+    info.update(
+        special=tok.special_ids,
+        stop=tok.stop_ids,
+        prefix=tok.prefix_ids,
+        components={k: config.get(k) for k in ("normalizer", "pre_tokenizer", "decoder", "post_processor")},
+        model_options={k: v for k, v in (config.get("model") or {}).items() if k not in ("vocab", "merges")},
+        extension=getattr(tok.meta, "extension", None),
+        mnn_warnings=mnn_warnings(config, has_prefix_ids=bool(tok.prefix_ids)),
+        special_tokens=tok.meta.special_tokens,
+    )
+    template = tok.chat_template
+    if args.json:
+        info["chat_template"] = template
+        json.dump(info, sys.stdout, ensure_ascii=False, indent=2)
+        print()
+        return 0
+    for key in ("file", "size_bytes", "model", "vocab_size", "merges"):
+        print(f"{key:15s} {info[key]}")
+    print(f"{'header':15s} special {tok.special_ids[:12]}{'…' if len(tok.special_ids) > 12 else ''}  stop {tok.stop_ids}  prefix {tok.prefix_ids}")
+    print(f"{'model options':15s} {json.dumps(info['model_options'], ensure_ascii=False)}")
+    for key in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
+        print(f"{key}:")
+        for line in _tree(config.get(key), "  "):
+            print(line)
+    added = list(tok.added.by_id.items())
+    print(f"added tokens:   {len(added)} ({sum(t.special for _, t in added)} special)", end="")
+    print("  e.g. " + ", ".join(f"{i}:{t.content!r}" for i, t in added[:5]) if added else "")
+    if isinstance(template, dict):
+        print(f"chat template:  {len(template)} named: {', '.join(template)}")
+    elif template:
+        lines = template.splitlines()
+        print(f"chat template:  {len(lines)} lines")
+        for line in lines[:5]:
+            print(f"  | {line}")
+    else:
+        print("chat template:  none")
+    if info["extension"] is not None:
+        print(f"extension:      {info['extension']}")
+    if info["mnn_warnings"]:
+        print("MNN runtime will approximate:")
+        for w in info["mnn_warnings"]:
+            print(f"  - {w}")
+    return 0
+
+
+def _show(tok: Any, ids: list[int]) -> None:
+    try:
+        from rich.console import Console
+        from rich.text import Text
+    except ImportError:
+        raise PymtokError("--show needs the 'rich' package: pip install 'pymtok[cli]'") from None
+    stream = tok.decode_stream()
+    text = Text()
+    styles = ("on dark_blue", "on dark_green", "on dark_red", "on dark_magenta", "on dark_cyan")
+    colour = 0
+    for id in ids:
+        piece = stream.step(id)
+        if piece is None:
+            continue
+        text.append(piece, style=styles[colour % len(styles)])
+        colour += 1
+    console = Console()
+    console.print(text)
+    console.print(f"{len(ids)} tokens")
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    tok = _load(args.file)
+    text = args.text if args.text is not None else sys.stdin.read()
+    ids = tok.encode(text, add_special_tokens=not args.no_special)
+    if args.show:
+        _show(tok, ids)
+    elif args.tokens:
+        print(json.dumps([tok.id_to_token(i) for i in ids], ensure_ascii=False))
+    else:
+        print(" ".join(map(str, ids)))
+    return 0
+
+
+def _parse_ids(words: Sequence[str]) -> list[int]:
+    ids = []
+    for w in words:
+        for part in w.replace(",", " ").replace("[", " ").replace("]", " ").split():
+            try:
+                ids.append(int(part))
+            except ValueError:
+                raise PymtokError(f"not a token id: {part!r}") from None
+    return ids
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    tok = _load(args.file)
+    ids = _parse_ids(args.ids or [sys.stdin.read()])
+    sys.stdout.write(tok.decode(ids, skip_special_tokens=args.skip_special) + "\n")
+    return 0
+
+
+def _read_json_file(path: str, what: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise PymtokError(f"{path}: {what} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    tok = _load(args.file)
+    messages = _read_json_file(args.messages, "messages")
+    tools = _read_json_file(args.tools, "tools") if args.tools else None
+    out = tok.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=not args.no_generation_prompt, tokenize=args.tokenize
+    )
+    if args.tokenize:
+        print(" ".join(map(str, out)))
+    else:
+        sys.stdout.write(out)
+    return 0
+
+
+def cmd_count(args: argparse.Namespace) -> int:
+    tok = _load(args.file)
+    total = 0
+    for name, text in _read_text_inputs(args.paths):
+        n = len(tok.encode(text, add_special_tokens=False))
+        total += n
+        print(f"{n}\t{name}")
+    if len(args.paths) > 1:
+        print(f"{total}\ttotal")
+    return 0
+
+
+def _verify_texts(corpus: Sequence[str]) -> list[str]:
+    texts = list(SAMPLE_TEXTS)
+    for path in corpus:
+        content = Path(path).read_text(encoding="utf-8")
+        texts.extend(line for line in content.split("\n") if line)
+    return texts
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from . import load
+
+    tok = load(args.file)
+    reference_path = Path(args.against)
+    try:
+        from tokenizers import Tokenizer as HFTokenizer
+
+        json_path = reference_path / "tokenizer.json" if reference_path.is_dir() else reference_path
+        hf = HFTokenizer.from_file(str(json_path))
+        hf.no_padding()
+        hf.no_truncation()
+        oracle = "HF tokenizers"
+
+        def reference(text: str, special: bool) -> list[int]:
+            return hf.encode(text, add_special_tokens=special).ids
+
+    except ImportError:
+        ref = load(reference_path)
+        oracle = "pymtok on tokenizer.json (install 'tokenizers' to verify against HF itself)"
+
+        def reference(text: str, special: bool) -> list[int]:
+            return ref.encode(text, add_special_tokens=special)
+
+    texts = _verify_texts(args.corpus or [])
+    progress = _progress(len(texts), "verifying")
+    bad: list[str] = []
+    for i, text in enumerate(texts):
+        for special in (False, True):
+            if tok.encode(text, add_special_tokens=special) != reference(text, special):
+                bad.append(text)
+                break
+        if progress is not None:
+            progress.update(progress.task_ids[0], completed=i + 1)
+    if progress is not None:
+        progress.stop()
+    print(f"{len(texts) - len(bad)}/{len(texts)} texts encode identically ({oracle})")
+    for text in bad[:5]:
+        print(f"  differs: {text[:80]!r}")
+    mnn_only = getattr(tok.meta, "mnn_only_exact", None)
+    if mnn_only is not None:
+        print(f"without the exactness extension (what MNN reads): {'exact' if mnn_only else 'NOT exact'}")
+    return 0 if not bad else 1
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .legacy import convert_txt_to_mtok
+
+    path, lost = convert_txt_to_mtok(Path(args.file), Path(args.output))
+    print(f"wrote {path}")
+    for item in lost:
+        print(f"  lost: {item}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pymtok",
+        description="Read, write, inspect and run MNN tokenizer files (.mtok, tokenizer.txt) exactly like HuggingFace.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("export", help="write tokenizer.mtok (or tokenizer.txt) from a HF model folder")
+    p.add_argument("model_dir")
+    p.add_argument("-o", "--output", help="output folder (default: the model folder)")
+    p.add_argument("--format", choices=["mtok", "txt"], default="mtok")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("info", help="describe a tokenizer file: header, components, template, MNN caveats")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("encode", help="text to token ids (TEXT, or stdin)")
+    p.add_argument("file")
+    p.add_argument("text", nargs="?")
+    p.add_argument("--tokens", action="store_true", help="print the token strings instead of ids")
+    p.add_argument("--show", action="store_true", help="colour each token's span in the terminal")
+    p.add_argument("--no-special", action="store_true", help="do not add special tokens (BOS, CLS, ...)")
+    p.set_defaults(func=cmd_encode)
+
+    p = sub.add_parser("decode", help="token ids (arguments, or stdin) to text")
+    p.add_argument("file")
+    p.add_argument("ids", nargs="*")
+    p.add_argument("--skip-special", action="store_true", help="leave special tokens out")
+    p.set_defaults(func=cmd_decode)
+
+    p = sub.add_parser("chat", help="render a conversation with the file's chat template")
+    p.add_argument("file")
+    p.add_argument("messages", help='JSON file: [{"role": "user", "content": "..."}, ...]')
+    p.add_argument("--tools", help="JSON file with a list of tool (function) schemas")
+    p.add_argument("--no-generation-prompt", action="store_true")
+    p.add_argument("--tokenize", action="store_true", help="print token ids instead of the prompt")
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser("count", help="count tokens of files (or stdin)")
+    p.add_argument("file")
+    p.add_argument("paths", nargs="*")
+    p.set_defaults(func=cmd_count)
+
+    p = sub.add_parser("verify", help="compare a tokenizer file with the model folder it came from")
+    p.add_argument("file")
+    p.add_argument("--against", required=True, metavar="MODEL_DIR")
+    p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode (one text per line)")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("convert", help="turn a legacy tokenizer.txt into tokenizer.mtok")
+    p.add_argument("file")
+    p.add_argument("-o", "--output", required=True, metavar="OUT_DIR")
+    p.set_defaults(func=cmd_convert)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except (PymtokError, ValueError, OSError, TypeError, KeyError) as exc:
+        if args.debug:
+            traceback.print_exc()
+        name = type(exc).__name__
+        hint = "" if args.debug else " (run with --debug for the traceback)"
+        print(f"pymtok {args.command}: {name}: {exc}{hint}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
