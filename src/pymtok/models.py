@@ -7,6 +7,7 @@ the class from ``type`` (or, for old files without it, from the fields present, 
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -16,6 +17,8 @@ from .errors import FormatError
 # Pieces longer than this (in characters) are not cached: they are rare and would bloat memory.
 _CACHE_MAX_PIECE = 256
 _CACHE_MAX_ENTRIES = 100_000
+# C's FLT_MIN: the smallest positive normal float32
+_FLT_MIN = 1.1754943508222875e-38
 
 
 class Model(Protocol):
@@ -377,6 +380,128 @@ class Unigram(_VocabModel):
         return pieces
 
 
+class SentencePieceUnigram(Unigram):
+    """The ``sentencepiece`` library's own unigram Viterbi, for pieces kept with SentencePiece types.
+
+    It differs from HF's ``Unigram`` exactly where the library does (``unigram_model.cc``,
+    ``EncodeOptimized``; ``sentencepiece_processor.cc``): path scores are stored as float32;
+    only NORMAL and USER_DEFINED pieces are matched in text (control, unknown, byte and unused
+    pieces never are); a user-defined piece scores ``bytes * max_score - 0.1`` so it always wins;
+    the unknown score is ``min(NORMAL scores) - 10``; with byte fallback every unknown character
+    becomes its ``<0xXX>`` pieces, without it a run of unknown characters is one unknown id.
+    ``piece_types`` are SentencePiece's codes (1 NORMAL, 2 UNKNOWN, 3 CONTROL, 4 USER_DEFINED,
+    5 UNUSED, 6 BYTE), one per vocabulary entry.
+
+    >>> m = SentencePieceUnigram(vocab=[["<unk>", 0.0], ["<s>", 0.0], ["\u2581a", -1.0], ["b", -2.0]],
+    ...                          unk_id=0, piece_types=[2, 3, 1, 1])
+    >>> m("\u2581ab<s>")
+    [2, 3, 0]
+    """
+
+    _NORMAL, _USER_DEFINED = 1, 4
+
+    def __init__(
+        self,
+        *,
+        vocab: Sequence[Sequence[Any]],
+        piece_types: Sequence[int],
+        unk_id: int,
+        byte_fallback: bool = False,
+    ) -> None:
+        super().__init__(vocab=vocab, unk_id=unk_id, byte_fallback=byte_fallback)
+        if unk_id is None:
+            raise FormatError("SentencePieceUnigram needs the id of its UNKNOWN piece (unk_id)")
+        if not isinstance(piece_types, Sequence) or len(piece_types) != len(self.pieces):
+            raise FormatError(
+                f"SentencePieceUnigram needs one piece type per piece ({len(self.pieces)}), got {piece_types!r:.80}"
+            )
+        f32 = array("f", self.scores)  # the library keeps scores as float32
+        self.piece_types = list(piece_types)
+        normal = [i for i, t in enumerate(piece_types) if t == self._NORMAL]
+        min_score = min((f32[i] for i in normal), default=0.0)
+        # max_score_ starts at FLT_MIN in the library, so it is never below that
+        self._max_score = max([_FLT_MIN, *(f32[i] for i in normal)])
+        self._unk_score = array("f", [min_score - self._UNK_PENALTY])[0]
+        self._matchable: dict[str, int] = {}
+        for i, t in enumerate(piece_types):
+            if t in (self._NORMAL, self._USER_DEFINED):
+                self._matchable.setdefault(self.pieces[i], i)
+        self._f32_scores = list(f32)
+        self._prefixes = {p[:k] for p in self._matchable for k in range(1, len(p) + 1)}
+
+    def __call__(self, piece: str) -> list[int]:
+        if not piece:
+            return []
+        cached = self._cache.get(piece)
+        if cached is not None:
+            return cached
+        out: list[int] = []
+        previous_unk = False
+        for text, id in self._viterbi(piece):
+            if id != self.unk_id:
+                out.append(id)
+                previous_unk = False
+                continue
+            if self.byte_fallback:
+                for b in text.encode("utf-8"):
+                    # the library falls back to the unknown id for a missing byte piece
+                    byte_id = self.vocab.get(byte_token(b))
+                    out.append(byte_id if byte_id is not None else id)
+            elif not previous_unk:
+                out.append(id)  # a run of unknown characters is one unknown piece
+            previous_unk = True
+        if len(piece) <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
+            self._cache[piece] = out
+        return out
+
+    def _viterbi(self, text: str) -> list[tuple[str, int]]:
+        n = len(text)
+        matchable, prefixes, scores, types = self._matchable, self._prefixes, self._f32_scores, self.piece_types
+        unk_id, unk_score = self.unk_id, self._unk_score
+        best = array("f", bytes(4 * (n + 1)))  # float32 path scores, as in the library
+        start_of = [-1] * (n + 1)
+        node_id = [0] * (n + 1)
+        rounded = array("f", [0.0])
+        for i in range(n):
+            here = best[i]
+            single = False
+            end = i + 1
+            while end <= n:
+                sub = text[i:end]
+                if sub not in prefixes:
+                    break
+                id = matchable.get(sub)
+                if id is not None:
+                    if types[id] == self._USER_DEFINED:
+                        rounded[0] = len(sub.encode("utf-8")) * self._max_score
+                        score = rounded[0] - 0.1
+                    else:
+                        score = scores[id]
+                    # The C++ source reads as a double sum, but sentencepiece 0.2.x as shipped
+                    # rounds every candidate to float32 before comparing: ties then break the
+                    # way it does (measured on exact ties such as "--"+"-" vs "-"+"--").
+                    rounded[0] = here + score
+                    cand = rounded[0]
+                    if start_of[end] == -1 or cand > best[end]:
+                        best[end], start_of[end], node_id[end] = cand, i, id
+                    if end == i + 1:
+                        single = True
+                end += 1
+            if not single:
+                rounded[0] = unk_score + here  # float32 sum
+                cand = rounded[0]
+                if start_of[i + 1] == -1 or cand > best[i + 1]:
+                    best[i + 1], start_of[i + 1], node_id[i + 1] = cand, i, unk_id
+        nodes: list[tuple[str, int]] = []
+        end = n
+        while end > 0:
+            start = start_of[end]
+            nodes.append((text[start:end], node_id[end]))
+            end = start
+        nodes.reverse()
+        return nodes
+
+
 def _model_type(cfg: Mapping[str, Any]) -> str:
     kind = cfg.get("type")
     if kind is not None:
@@ -422,6 +547,13 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
         if kind == "Unigram":
             return Unigram(
                 vocab=vocab,
+                unk_id=cfg.get("unk_id"),
+                byte_fallback=bool(cfg.get("byte_fallback", False)),
+            )
+        if kind == "SentencePieceUnigram":
+            return SentencePieceUnigram(
+                vocab=vocab,
+                piece_types=cfg.get("piece_types"),
                 unk_id=cfg.get("unk_id"),
                 byte_fallback=bool(cfg.get("byte_fallback", False)),
             )

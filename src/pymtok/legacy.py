@@ -1,0 +1,838 @@
+"""MNN's legacy ``tokenizer.txt`` (types 0–3): read, write, and export from a model folder.
+
+A ``.txt`` holds only a vocabulary (and, for type 3, merges): the algorithm that goes with each
+type is ours to supply, and we supply the one of the library the vocabulary came from, not MNN's
+approximation of it (``spec/BEHAVIOR.md`` §10):
+
+| type | file body (``spec/FORMAT.md`` §6)        | pipeline built here (exact against)                          |
+|------|------------------------------------------|--------------------------------------------------------------|
+| 0    | base64 piece, score, SentencePiece type  | SentencePiece BPE or Unigram (the ``sentencepiece`` package) |
+| 1    | base64 token bytes, rank = line          | regex split + byte-level BPE by rank (``tiktoken``)          |
+| 2    | base64 WordPiece token                   | BERT normalizer + WordPiece (HF ``BertWordPieceTokenizer``)  |
+| 3    | raw vocab lines, then ``left right`` merges | GPT-2 byte-level BPE (HF ``ByteLevelBPETokenizer``)       |
+
+Every reader decodes the file into :class:`LegacyTxt` and builds the shared pipeline with
+``Tokenizer.from_config`` from ``tokenizer.json``-shaped configs; writers go the other way.
+Header prefix ids (BOS) are added by ``encode(add_special_tokens=True)`` through a
+TemplateProcessing post-processor.
+
+What a ``.txt`` cannot say, and how we fill it in:
+
+- Type 0 stores neither the model kind nor SentencePiece's normalizer spec. The kind is read off
+  the scores (SentencePiece BPE scores pieces by merge order, so every NORMAL score is a whole
+  number; Unigram scores are log-probabilities); ``model_kind=`` overrides it. The default
+  normalization is the identity rules of Llama-style models (a ``▁`` prefix, spaces become
+  ``▁``), which is also what MNN's runtime does; for any other spec (e.g. ``nmt_nfkc`` with
+  whitespace collapsing) pass ``normalizer=sentencepiece_normalizer("tokenizer.model")``.
+- Type 1 stores no pre-tokenizer regex: ``pattern=`` gives it, default :data:`QWEN_PATTERN`
+  (MNN's exporter writes type 1 for Qwen-1's ``mergeable_ranks``).
+- Type 2 stores no casing: ``lowercase=True`` (uncased, like MNN's runtime) is the default.
+
+>>> tok = read_txt("tokenizer.txt")                         # doctest: +SKIP
+>>> tok.encode("Hello world")                                # doctest: +SKIP
+[1, 15043, 3186]
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .byte_level import bytes_to_chars
+from .errors import FormatError
+from .hf_json import read_optional_json, special_token_strings
+from .tokenizer import Tokenizer, TokenizerMeta
+
+__all__ = [
+    "BERT", "CL100K_PATTERN", "HUGGINGFACE", "LLAMA3_PATTERN", "LegacyTxt", "O200K_PATTERN",
+    "QWEN_PATTERN", "SENTENCEPIECE", "TIKTOKEN", "convert_txt_to_mtok", "export_txt", "from_bert_vocab",
+    "from_sentencepiece", "from_tiktoken", "from_vocab_merges", "parse_txt", "read_txt",
+    "build_tokenizer", "sentencepiece_normalizer",
+]
+
+MAGIC_NUMBER = 430
+SENTENCEPIECE, TIKTOKEN, BERT, HUGGINGFACE = 0, 1, 2, 3
+
+# SentencePiece piece types, as ModelProto numbers them and the type-0 body stores them
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+# tiktoken's own patterns (tiktoken_ext/openai_public.py)
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+# Qwen-1's tokenization_qwen.py PAT_STR
+QWEN_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+# Meta Llama 3's tokenizer.py pat_str
+LLAMA3_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+_SPACE = "\u2581"  # SentencePiece's visible space
+_UNK_SURFACE = " \u2047 "  # what sentencepiece decodes the unknown piece to (trainer default)
+_BERT_SPECIALS = ("[UNK]", "[SEP]", "[CLS]", "[PAD]", "[MASK]")  # BertWordPieceTokenizer's
+_MODEL_KINDS = ("bpe", "unigram")
+
+
+@dataclass
+class LegacyTxt:
+    """The content of a ``tokenizer.txt``: header lists and the type's tables, one entry per id.
+
+    ``tokens`` are the decoded line payloads (UTF-8 text for types 0, 2, 3; raw bytes for type 1).
+    ``scores`` and ``piece_types`` exist for type 0 only, ``merges`` for type 3 only.
+    """
+
+    type: int
+    tokens: list[bytes]
+    special_ids: list[int] = field(default_factory=list)
+    stop_ids: list[int] = field(default_factory=list)
+    prefix_ids: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    piece_types: list[int] = field(default_factory=list)
+    merges: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_bytes(self) -> bytes:
+        """The file, as MNN's exporter lays it out (FORMAT.md §1.2, §6).
+
+        Unlike MNN's exporter, ``▁`` stays ``▁`` in type-0 pieces (MNN's runtime needs it) and
+        type-3 merges hold no ``#version`` line.
+        """
+        ids = self.special_ids + self.stop_ids + self.prefix_ids
+        lines = [
+            f"{MAGIC_NUMBER} {self.type}",
+            f"{len(self.special_ids)} {len(self.stop_ids)} {len(self.prefix_ids)}",
+            "".join(f"{i} " for i in ids),
+        ]
+        if self.type == HUGGINGFACE:
+            lines.append(f"{len(self.tokens)} {len(self.merges)}")
+            for i, token in enumerate(self.tokens):
+                if b"\n" in token or b"\r" in token:
+                    raise FormatError(f"type-3 token {i} {token!r} holds a line break the format cannot store")
+                lines.append(token.decode("utf-8"))
+            for left, right in self.merges:
+                if " " in left or "\n" in left + right:
+                    raise FormatError(f"merge ({left!r}, {right!r}) cannot be written as one 'left right' line")
+                lines.append(f"{left} {right}")
+        else:
+            lines.append(str(len(self.tokens)))
+            b64 = [base64.b64encode(t).decode("ascii") for t in self.tokens]
+            if self.type == SENTENCEPIECE:
+                # repr of a float32 value read back as a double is the shortest exact form
+                lines += [f"{t} {s!r} {k}" for t, s, k in zip(b64, self.scores, self.piece_types)]
+            else:
+                lines += b64
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        out = Path(path)
+        out.write_bytes(self.to_bytes())
+        return out
+
+
+# ------------------------------------------------------------------------------------------
+# Parsing
+# ------------------------------------------------------------------------------------------
+
+
+def parse_txt(path: str | os.PathLike[str]) -> LegacyTxt:
+    """Decode a legacy ``tokenizer.txt`` into its tables; every defect names its line."""
+    p = Path(path)
+    data = p.read_bytes()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the final newline ends the last line, it does not start another
+    # MNN reads with getline and >>, so a CR left by CRLF line ends is harmless there too
+    lines = [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+    def fail(lineno: int, message: str) -> FormatError:
+        return FormatError(f"{p}: line {lineno}: {message}")
+
+    def ints(lineno: int, what: str, count: int | None = None) -> list[int]:
+        if lineno > len(lines):
+            raise fail(lineno, f"missing; expected {what}")
+        fields = lines[lineno - 1].split()
+        try:
+            values = [int(f) for f in fields]
+        except ValueError:
+            raise fail(lineno, f"expected {what}, got {lines[lineno - 1][:80]!r}") from None
+        if count is not None and len(values) != count:
+            raise fail(lineno, f"expected {what}, got {len(values)} number(s)")
+        if any(v < 0 for v in values):
+            raise fail(lineno, f"expected {what}, got a negative number")
+        return values
+
+    if not lines or lines[0].split()[:1] != [str(MAGIC_NUMBER).encode()]:
+        raise fail(1, f"not an MNN tokenizer file: expected '430 <type>', got {lines[0][:40] if lines else b''!r}")
+    kind = ints(1, "'430 <type>'", 2)[1]
+    if kind == 4:
+        raise fail(1, "this is a binary .mtok (type 4); read it with pymtok.mtok.read_mtok")
+    if kind not in (SENTENCEPIECE, TIKTOKEN, BERT, HUGGINGFACE):
+        raise fail(1, f"unknown tokenizer type {kind} (expected 0-3)")
+    n_special, n_stop, n_prefix = ints(2, "'<special> <stop> <prefix>' counts", 3)
+    header_ids = ints(3, f"{n_special + n_stop + n_prefix} header ids", n_special + n_stop + n_prefix)
+    legacy = LegacyTxt(
+        type=kind,
+        tokens=[],
+        special_ids=header_ids[:n_special],
+        stop_ids=header_ids[n_special : n_special + n_stop],
+        prefix_ids=header_ids[n_special + n_stop :],
+    )
+    if kind == HUGGINGFACE:
+        n_vocab, n_merges = ints(4, "'<vocab size> <merge count>'", 2)
+    else:
+        (n_vocab,) = ints(4, "the vocabulary size", 1)
+        n_merges = 0
+    body = 5
+    if len(lines) < body - 1 + n_vocab + n_merges:
+        raise fail(len(lines) + 1, f"file ends after {len(lines) - 4} of {n_vocab + n_merges} body lines")
+
+    def b64(lineno: int, text: bytes) -> bytes:
+        try:
+            return base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise fail(lineno, f"bad base64 {text[:80]!r}") from None
+
+    for i in range(n_vocab):
+        lineno = body + i
+        line = lines[lineno - 1]
+        if kind == SENTENCEPIECE:
+            fields = line.split(b" ")
+            if len(fields) != 3:
+                raise fail(lineno, f"expected '<base64 piece> <score> <type>', got {line[:80]!r}")
+            piece = b64(lineno, fields[0])
+            try:
+                score = float(fields[1])
+            except ValueError:
+                raise fail(lineno, f"score {fields[1][:40]!r} is not a number") from None
+            if math.isnan(score):
+                raise fail(lineno, "score is NaN")
+            if fields[2] not in (b"1", b"2", b"3", b"4", b"5", b"6"):
+                raise fail(lineno, f"piece type {fields[2][:20]!r} is not 1-6")
+            legacy.tokens.append(piece)
+            legacy.scores.append(score)
+            legacy.piece_types.append(int(fields[2]))
+        elif kind == HUGGINGFACE:
+            legacy.tokens.append(line)
+        else:
+            legacy.tokens.append(b64(lineno, line))
+        if kind != TIKTOKEN:
+            _utf8(legacy.tokens[-1], lambda m, n=lineno: fail(n, m))
+    for i in range(n_merges):
+        lineno = body + n_vocab + i
+        line = _utf8(lines[lineno - 1], lambda m, n=lineno: fail(n, m))
+        if line.startswith("#version"):
+            continue  # MNN's exporter copies merges.txt's comment line; it is no merge
+        left, sep, right = line.partition(" ")
+        if not sep or not left or not right:
+            raise fail(lineno, f"expected a merge '<left> <right>', got {line[:80]!r}")
+        legacy.merges.append((left, right))
+    return legacy
+
+
+def _utf8(data: bytes, fail: Callable[[str], FormatError]) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(f"token is not UTF-8 (byte {exc.start})") from None
+
+
+# ------------------------------------------------------------------------------------------
+# Building the pipeline
+# ------------------------------------------------------------------------------------------
+
+
+def read_txt(
+    path: str | os.PathLike[str],
+    *,
+    pattern: str | None = None,
+    model_kind: str | None = None,
+    lowercase: bool = True,
+    normalizer: Mapping[str, Any] | None = None,
+) -> Tokenizer:
+    """Load a legacy ``tokenizer.txt`` as a :class:`Tokenizer`.
+
+    ``pattern``: type 1's pre-tokenizer regex (default :data:`QWEN_PATTERN`).
+    ``model_kind``: type 0's algorithm, ``"bpe"`` or ``"unigram"`` (default: read off the scores).
+    ``lowercase``: type 2's casing (default uncased; accents are stripped with the case).
+    ``normalizer``: type 0's normalizer config, replacing the Llama-style default
+    (see :func:`sentencepiece_normalizer`).
+    """
+    legacy = parse_txt(path)
+    try:
+        return build_tokenizer(
+            legacy, pattern=pattern, model_kind=model_kind, lowercase=lowercase, normalizer=normalizer
+        )
+    except FormatError as exc:
+        raise FormatError(f"{path}: {exc}") from None
+
+
+def build_tokenizer(
+    legacy: LegacyTxt,
+    *,
+    pattern: str | None = None,
+    model_kind: str | None = None,
+    lowercase: bool = True,
+    normalizer: Mapping[str, Any] | None = None,
+) -> Tokenizer:
+    """The pipeline for ``legacy``'s tables (options as in :func:`read_txt`)."""
+    if pattern is not None and legacy.type != TIKTOKEN:
+        raise ValueError("pattern= applies to type 1 (tiktoken) files only")
+    if (model_kind is not None or normalizer is not None) and legacy.type != SENTENCEPIECE:
+        raise ValueError("model_kind= and normalizer= apply to type 0 (SentencePiece) files only")
+    if model_kind is not None and model_kind not in _MODEL_KINDS:
+        raise ValueError(f"model_kind must be one of {_MODEL_KINDS}, got {model_kind!r}")
+    n = len(legacy.tokens)
+    for what, ids in (("special", legacy.special_ids), ("stop", legacy.stop_ids), ("prefix", legacy.prefix_ids)):
+        bad = [i for i in ids if i >= n]
+        if bad:
+            raise FormatError(f"header {what} ids {bad[:5]} are outside the vocabulary of {n} tokens")
+    if legacy.type == SENTENCEPIECE:
+        config = _sentencepiece_config(legacy, model_kind, normalizer)
+    elif legacy.type == TIKTOKEN:
+        config = _tiktoken_config(legacy, QWEN_PATTERN if pattern is None else pattern)
+    elif legacy.type == BERT:
+        config = _bert_config(legacy, lowercase)
+    else:
+        config = _bpe_config(legacy)
+    meta = TokenizerMeta(
+        special_ids=list(legacy.special_ids), stop_ids=list(legacy.stop_ids), prefix_ids=list(legacy.prefix_ids)
+    )
+    return Tokenizer.from_config(config, meta)
+
+
+def _texts(legacy: LegacyTxt) -> list[str]:
+    return [t.decode("utf-8") for t in legacy.tokens]
+
+
+def _prefix_processor(prefix_ids: list[int], token_of: Sequence[str]) -> dict[str, Any] | None:
+    """A TemplateProcessing that puts the header's prefix ids before every sequence."""
+    if not prefix_ids:
+        return None
+    names = [token_of[i] for i in prefix_ids]
+    special = {name: {"id": name, "ids": [i], "tokens": [name]} for name, i in zip(names, prefix_ids)}
+    if len(special) != len(prefix_ids):
+        # two prefix ids with the same text: one entry naming both ids in order
+        name = "".join(names)
+        special = {name: {"id": name, "ids": list(prefix_ids), "tokens": names}}
+        names = [name]
+    head = [{"SpecialToken": {"id": name, "type_id": 0}} for name in names]
+    return {
+        "type": "TemplateProcessing",
+        "single": [*head, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [*head, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": special,
+    }
+
+
+def _added_specials(legacy: LegacyTxt, token_of: Sequence[str]) -> list[dict[str, Any]]:
+    """Header special ids as HF special added tokens (matched in raw text, skippable in decode)."""
+    return [
+        {"id": i, "content": token_of[i], "special": True, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False}
+        for i in dict.fromkeys(legacy.special_ids)
+        if token_of[i]
+    ]
+
+
+# -- type 0 --------------------------------------------------------------------------------
+
+
+def _sentencepiece_pieces(legacy: LegacyTxt) -> list[str]:
+    pieces = _texts(legacy)
+    # MNN's exporter turns every ▁ into a space (FORMAT.md §6.2). SentencePiece escapes spaces,
+    # so a real piece never holds one: spaces without any ▁ mean such a file.
+    if any(" " in p for p in pieces) and not any(_SPACE in p for p in pieces):
+        pieces = [p.replace(" ", _SPACE) for p in pieces]
+    return pieces
+
+
+def _detect_kind(legacy: LegacyTxt) -> str:
+    # SentencePiece's BPE trainer scores piece k by -k (whole numbers); Unigram scores are
+    # log-probabilities, which are never all whole.
+    normal = [s for s, t in zip(legacy.scores, legacy.piece_types) if t == NORMAL]
+    return "bpe" if all(s == int(s) for s in normal if math.isfinite(s)) else "unigram"
+
+
+def _sentencepiece_config(
+    legacy: LegacyTxt, model_kind: str | None, normalizer: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    pieces = _sentencepiece_pieces(legacy)
+    types = legacy.piece_types
+    kind = model_kind or _detect_kind(legacy)
+    unknown = [i for i, t in enumerate(types) if t == UNKNOWN]
+    if not unknown:
+        raise FormatError("type-0 vocabulary has no UNKNOWN (type 2) piece")
+    unk_id = unknown[-1]  # as MNN's loader: the last one wins
+    byte_fallback = BYTE in types
+    if kind == "unigram":
+        model: dict[str, Any] = {
+            "type": "SentencePieceUnigram",
+            "vocab": [[p, s] for p, s in zip(pieces, legacy.scores)],
+            "piece_types": list(types),
+            "unk_id": unk_id,
+            "byte_fallback": byte_fallback,
+        }
+    else:
+        model = {
+            "type": "BPE",
+            "vocab": _first_ids(pieces),
+            "merges": _merges_by_score(pieces, legacy.scores, types),
+            "dropout": None,
+            "unk_token": pieces[unk_id],
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,  # sentencepiece reports a run of unknown characters as one piece
+            "byte_fallback": byte_fallback,
+            "ignore_merges": False,
+        }
+    if normalizer is None:
+        normalizer = {
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "Prepend", "prepend": _SPACE},
+                {"type": "Replace", "pattern": {"String": " "}, "content": _SPACE},
+            ],
+        }
+    # sentencepiece decodes control pieces to nothing and the unknown piece to " ⁇ ". The
+    # patterns match whole tokens only; the anchors are lookarounds because ^ and $ differ
+    # between Oniguruma (HF) and Python around line breaks.
+    control = [_regex_escape(pieces[i]) for i, t in enumerate(types) if t == CONTROL]
+    decoders: list[dict[str, Any]] = []
+    if control:
+        decoders.append({"type": "Replace", "pattern": {"Regex": _whole("|".join(control))}, "content": ""})
+    decoders += [
+        {"type": "Replace", "pattern": {"Regex": _whole(_regex_escape(pieces[unk_id]))}, "content": _UNK_SURFACE},
+        {"type": "Replace", "pattern": {"String": _SPACE}, "content": " "},
+        {"type": "ByteFallback"},
+        {"type": "Fuse"},
+        {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+    ]
+    # USER_DEFINED pieces are never split by sentencepiece: the nearest HF notion is an added
+    # token (matched before normalization; the ▁ prefix then starts each segment again).
+    added = [
+        {"id": i, "content": pieces[i], "special": False, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False}
+        for i, t in enumerate(types)
+        if t == USER_DEFINED
+    ]
+    return {
+        "added_tokens": added,
+        "normalizer": dict(normalizer),
+        "pre_tokenizer": None,
+        "model": model,
+        "decoder": {"type": "Sequence", "decoders": decoders},
+        "post_processor": _prefix_processor(legacy.prefix_ids, pieces),
+    }
+
+
+def _whole(alternatives: str) -> str:
+    return rf"(?<![\s\S])(?:{alternatives})(?![\s\S])"
+
+
+def _regex_escape(text: str) -> str:
+    """Escape ``text`` for an Oniguruma and Python ``regex`` pattern alike."""
+    return "".join("\\" + c if c in r"\^$.|?*+()[]{}-/#&~ " else c for c in text)
+
+
+def _first_ids(tokens: Sequence[str]) -> dict[str, int]:
+    vocab: dict[str, int] = {}
+    for i, token in enumerate(tokens):
+        vocab.setdefault(token, i)  # a duplicated token keeps its first id, as MNN's loader
+    return vocab
+
+
+def _merges_by_score(pieces: list[str], scores: list[float], types: list[int]) -> list[tuple[str, str]]:
+    """Rank merges so that HF's BPE replays sentencepiece's score-driven BPE.
+
+    sentencepiece merges, at each step, the adjacent pair whose concatenation is the
+    highest-scoring piece (the leftmost on ties). Every way to split a piece into two pieces is
+    a merge ranked by that score; equal scores fall back to id, then to the split point.
+    Measured equal to ``sentencepiece`` on Mistral's 32k BPE (whose 15 whitespace-run pieces
+    share one score), corpus and fuzzed whitespace runs alike.
+    """
+    # user-defined pieces are atomic; merging into an UNUSED piece and splitting it back
+    # afterwards, as sentencepiece does, is not modelled (no known model has such pieces)
+    symbols = {p: i for i, (p, t) in enumerate(zip(pieces, types)) if t in (NORMAL, UNUSED)}
+    ranked: list[tuple[float, int, int, str, str]] = []
+    for piece, i in symbols.items():
+        if types[i] != NORMAL:
+            continue
+        for k in range(1, len(piece)):
+            left, right = piece[:k], piece[k:]
+            if left in symbols and right in symbols:
+                ranked.append((-scores[i], i, k, left, right))
+    ranked.sort()
+    return [(left, right) for *_, left, right in ranked]
+
+
+def sentencepiece_normalizer(model_file: str | os.PathLike[str]) -> dict[str, Any]:
+    """The normalizer config that reproduces a SentencePiece ``.model``'s input normalization.
+
+    sentencepiece applies the precompiled rules, then (``remove_extra_whitespaces``) drops
+    leading spaces, collapses runs of spaces and drops trailing ones (``▁`` included, since it
+    strips after escaping), then (``add_dummy_prefix``) puts ``▁`` in front of non-empty text and
+    (``escape_whitespaces``) turns spaces into ``▁``. The anchors are written as lookarounds
+    because Oniguruma's ``^``/``$`` match at every line.
+
+    Needs the optional ``sentencepiece`` and ``protobuf`` packages (for the model's schema).
+    """
+    proto = _load_model_proto(Path(model_file))
+    spec = proto.normalizer_spec
+    if proto.trainer_spec.treat_whitespace_as_suffix:
+        raise FormatError(f"{model_file}: treat_whitespace_as_suffix models are not supported")
+    steps: list[dict[str, Any]] = []
+    if spec.precompiled_charsmap:
+        steps.append(
+            {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(spec.precompiled_charsmap).decode("ascii")}
+        )
+    if spec.remove_extra_whitespaces:
+        trailing = "[ \u2581]" if spec.escape_whitespaces else " "
+        steps += [
+            {"type": "Replace", "pattern": {"Regex": r"(?<![\s\S]) +"}, "content": ""},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+            {"type": "Replace", "pattern": {"Regex": trailing + r"+(?![\s\S])"}, "content": ""},
+        ]
+    if spec.add_dummy_prefix:
+        steps.append({"type": "Prepend", "prepend": _SPACE if spec.escape_whitespaces else " "})
+    if spec.escape_whitespaces:
+        steps.append({"type": "Replace", "pattern": {"String": " "}, "content": _SPACE})
+    return {"type": "Sequence", "normalizers": steps}
+
+
+# -- type 1 --------------------------------------------------------------------------------
+
+
+def _tiktoken_config(legacy: LegacyTxt, pattern: str) -> dict[str, Any]:
+    special = set(legacy.special_ids)
+    token_of: list[str] = []
+    for i, raw in enumerate(legacy.tokens):
+        if i in special:
+            # matched as added tokens on the raw text: their vocabulary key is their text
+            token_of.append(raw.decode("utf-8", errors="replace"))
+        else:
+            token_of.append(bytes_to_chars(raw))
+    ranks = {raw: i for i, raw in reversed(list(enumerate(legacy.tokens))) if i not in special}
+    return {
+        "added_tokens": _added_specials(legacy, token_of),
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+            ],
+        },
+        "model": {
+            "type": "BPE",
+            "vocab": _first_ids(token_of),
+            "merges": [(bytes_to_chars(a), bytes_to_chars(b)) for a, b in _merges_by_rank(ranks)],
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            # tiktoken takes a piece that is itself a token whole, before any merging
+            "ignore_merges": True,
+        },
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "post_processor": _prefix_processor(legacy.prefix_ids, token_of),
+    }
+
+
+def _merges_by_rank(ranks: Mapping[bytes, int]) -> list[tuple[bytes, bytes]]:
+    """The merge list that makes rank-ordered BPE replay tiktoken.
+
+    tiktoken merges the adjacent pair whose concatenation has the lowest rank. Each token's
+    merge is the last step of that procedure run on the token alone with lower ranks only (as
+    HF's tiktoken converter does); tokens that lower ranks cannot build get no merge.
+    """
+    merges: list[tuple[int, bytes, bytes]] = []
+    for token, rank in ranks.items():
+        if len(token) < 2:
+            continue
+        parts = [token[i : i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            best, at = rank, -1
+            for i in range(len(parts) - 1):
+                r = ranks.get(parts[i] + parts[i + 1])
+                if r is not None and r < best:
+                    best, at = r, i
+            if at < 0:
+                break
+            parts[at : at + 2] = [parts[at] + parts[at + 1]]
+        if len(parts) == 2 and parts[0] in ranks and parts[1] in ranks:
+            merges.append((rank, parts[0], parts[1]))
+    merges.sort()
+    return [(a, b) for _, a, b in merges]
+
+
+# -- type 2 --------------------------------------------------------------------------------
+
+
+def _bert_config(legacy: LegacyTxt, lowercase: bool) -> dict[str, Any]:
+    tokens = _texts(legacy)
+    vocab = _first_ids(tokens)
+    if "[UNK]" not in vocab:
+        raise FormatError("type-2 vocabulary has no [UNK] token")
+    return {
+        "added_tokens": _added_specials(legacy, tokens),
+        "normalizer": {
+            "type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+            "strip_accents": None, "lowercase": lowercase,
+        },
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "model": {
+            "type": "WordPiece", "vocab": vocab, "unk_token": "[UNK]",
+            "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
+        },
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "post_processor": _prefix_processor(legacy.prefix_ids, tokens),
+    }
+
+
+# -- type 3 --------------------------------------------------------------------------------
+
+
+def _bpe_config(legacy: LegacyTxt) -> dict[str, Any]:
+    tokens = _texts(legacy)
+    return {
+        "added_tokens": _added_specials(legacy, tokens),
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE",
+            "vocab": _first_ids(tokens),
+            "merges": list(legacy.merges),
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+        },
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": _prefix_processor(legacy.prefix_ids, tokens),
+    }
+
+
+# ------------------------------------------------------------------------------------------
+# From the files models ship with
+# ------------------------------------------------------------------------------------------
+
+
+def _load_model_proto(path: Path) -> Any:
+    # the schema comes with the sentencepiece package (its generated module needs protobuf)
+    try:
+        from sentencepiece import sentencepiece_model_pb2 as model_pb2
+    except ImportError as exc:
+        raise ImportError(
+            f"reading a SentencePiece .model needs the 'sentencepiece' and 'protobuf' packages ({exc})"
+        ) from None
+    proto = model_pb2.ModelProto()
+    try:
+        proto.ParseFromString(path.read_bytes())
+    except Exception as exc:  # protobuf raises its own DecodeError
+        raise FormatError(f"{path}: not a SentencePiece model ({exc})") from None
+    if not proto.pieces:
+        raise FormatError(f"{path}: SentencePiece model has no pieces")
+    return proto
+
+
+def from_sentencepiece(model_file: str | os.PathLike[str], *, add_bos: bool = False) -> LegacyTxt:
+    """Type 0 from a SentencePiece ``.model``: pieces, scores and types in id order.
+
+    Special ids are the control and unknown pieces, stop id the EOS piece, prefix the BOS piece
+    when ``add_bos`` (the model's ``tokenizer_config.json`` says whether it wants one).
+    """
+    path = Path(model_file)
+    proto = _load_model_proto(path)
+    legacy = LegacyTxt(type=SENTENCEPIECE, tokens=[])
+    for piece in proto.pieces:
+        legacy.tokens.append(piece.piece.encode("utf-8"))
+        legacy.scores.append(float(piece.score))
+        legacy.piece_types.append(int(piece.type))
+    legacy.special_ids = [i for i, t in enumerate(legacy.piece_types) if t in (UNKNOWN, CONTROL)]
+    spec = proto.trainer_spec
+    if 0 <= spec.eos_id < len(legacy.tokens):
+        legacy.stop_ids = [spec.eos_id]
+    if add_bos and 0 <= spec.bos_id < len(legacy.tokens):
+        legacy.prefix_ids = [spec.bos_id]
+    return legacy
+
+
+def from_tiktoken(path: str | os.PathLike[str]) -> LegacyTxt:
+    """Type 1 from a ``.tiktoken`` file (``<base64 token> <rank>`` lines, ranks 0..n-1).
+
+    A ``.tiktoken`` file holds no special tokens (their ids live in the model's code).
+    """
+    p = Path(path)
+    by_rank: dict[int, bytes] = {}
+    for lineno, line in enumerate(p.read_bytes().splitlines(), 1):
+        if not line:
+            continue
+        fields = line.split()
+        if len(fields) != 2:
+            raise FormatError(f"{p}: line {lineno}: expected '<base64 token> <rank>'")
+        try:
+            token, rank = base64.b64decode(fields[0], validate=True), int(fields[1])
+        except (binascii.Error, ValueError):
+            raise FormatError(f"{p}: line {lineno}: expected '<base64 token> <rank>', got {line[:80]!r}") from None
+        if rank in by_rank:
+            raise FormatError(f"{p}: line {lineno}: rank {rank} appears twice")
+        by_rank[rank] = token
+    tokens = [by_rank.get(i) for i in range(len(by_rank))]
+    if None in tokens:
+        raise FormatError(f"{p}: ranks are not 0..{len(by_rank) - 1} (a .txt stores rank as line index)")
+    return LegacyTxt(type=TIKTOKEN, tokens=[t for t in tokens if t is not None])
+
+
+def from_bert_vocab(vocab_file: str | os.PathLike[str]) -> LegacyTxt:
+    """Type 2 from a BERT ``vocab.txt`` (one token per line, line index = id)."""
+    p = Path(vocab_file)
+    try:
+        tokens = p.read_text(encoding="utf-8").split("\n")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"{p}: not UTF-8 (byte {exc.start})") from None
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    tokens = [t[:-1] if t.endswith("\r") else t for t in tokens]
+    legacy = LegacyTxt(type=BERT, tokens=[t.encode("utf-8") for t in tokens])
+    legacy.special_ids = [tokens.index(t) for t in _BERT_SPECIALS if t in tokens]
+    return legacy
+
+
+def from_vocab_merges(vocab_json: str | os.PathLike[str], merges_txt: str | os.PathLike[str]) -> LegacyTxt:
+    """Type 3 from GPT-2-style ``vocab.json`` + ``merges.txt``."""
+    from .hf_json import read_json
+
+    vocab = read_json(Path(vocab_json), "vocab.json")
+    if not isinstance(vocab, dict) or not all(isinstance(v, int) for v in vocab.values()):
+        raise FormatError(f"{vocab_json}: expected an object of token -> id")
+    by_id: dict[int, str] = {}
+    for token, id in vocab.items():
+        by_id.setdefault(id, token)
+    # ids missing from vocab.json are filled as MNN's exporter does
+    tokens = [by_id.get(i, "<unk>") for i in range(max(by_id, default=-1) + 1)]
+    legacy = LegacyTxt(type=HUGGINGFACE, tokens=[t.encode("utf-8") for t in tokens])
+    p = Path(merges_txt)
+    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line or line.startswith("#version"):
+            continue
+        left, sep, right = line.partition(" ")
+        if not sep:
+            raise FormatError(f"{p}: line {lineno}: expected '<left> <right>', got {line[:80]!r}")
+        legacy.merges.append((left, right))
+    return legacy
+
+
+def export_txt(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``out_dir/tokenizer.txt`` for a model folder, choosing the type as MNN's exporter does.
+
+    In MNN's order (FORMAT.md §6): a SentencePiece ``tokenizer.model`` (or ``ice_text.model``)
+    gives type 0, a ``*.tiktoken`` file type 1, ``merges.txt`` (with ``vocab.json``) type 3, and a
+    BERT ``vocab.txt`` type 2. Special/stop ids come from ``tokenizer_config.json`` where it
+    names them; a type-0 prefix is ``[BOS]`` when it says ``add_bos_token``.
+    """
+    src = Path(model_dir)
+    if not src.is_dir():
+        raise FileNotFoundError(f"{src}: no such model folder")
+    config = read_optional_json(src, "tokenizer_config.json")
+    sp_model = next((src / n for n in ("tokenizer.model", "ice_text.model") if (src / n).is_file()), None)
+    tiktoken_files = sorted(src.glob("*.tiktoken"))
+    if sp_model is not None:
+        legacy = from_sentencepiece(sp_model, add_bos=config.get("add_bos_token") is True)
+    elif tiktoken_files:
+        legacy = from_tiktoken(tiktoken_files[0])
+    elif (src / "merges.txt").is_file():
+        if not (src / "vocab.json").is_file():
+            raise FormatError(f"{src}: merges.txt without vocab.json")
+        legacy = from_vocab_merges(src / "vocab.json", src / "merges.txt")
+    elif (src / "vocab.txt").is_file():
+        legacy = from_bert_vocab(src / "vocab.txt")
+    else:
+        raise FormatError(
+            f"{src}: nothing to export as tokenizer.txt (no tokenizer.model, *.tiktoken, "
+            "merges.txt + vocab.json or vocab.txt)"
+        )
+    if legacy.type != SENTENCEPIECE:
+        _header_from_config(legacy, config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return legacy.write(out / "tokenizer.txt")
+
+
+def _header_from_config(legacy: LegacyTxt, config: Mapping[str, Any]) -> None:
+    """Special and stop ids named by ``tokenizer_config.json`` (MNN asks ``transformers``)."""
+    named = special_token_strings(config)
+    decoded = (config.get("added_tokens_decoder") or {}).values()
+    strings = [*named.values(), *(t.get("content") for t in decoded if isinstance(t, Mapping))]
+    lookup = {t: i for i, t in reversed(list(enumerate(legacy.tokens)))}
+    for text in strings:
+        id = lookup.get(text.encode("utf-8")) if isinstance(text, str) else None
+        if id is not None and id not in legacy.special_ids:
+            legacy.special_ids.append(id)
+    eos = named.get("eos_token")
+    if eos is not None and eos.encode("utf-8") in lookup:
+        legacy.stop_ids = [lookup[eos.encode("utf-8")]]
+
+
+# ------------------------------------------------------------------------------------------
+# To .mtok
+# ------------------------------------------------------------------------------------------
+
+
+def _mtok_losses(tokenizer: Tokenizer) -> list[str]:
+    """What a ``.mtok`` (MNN layout + pymtok's extension) cannot keep of a legacy pipeline."""
+    model = tokenizer.config.get("model") or {}
+    if model.get("type") == "SentencePieceUnigram":
+        return [
+            "SentencePiece Unigram becomes HF's Unigram: path scores in float64 instead of float32, "
+            "control/unknown/byte pieces become matchable in text, unknown score is min(all scores) - 10",
+        ]
+    return []
+
+
+def convert_txt_to_mtok(
+    path: str | os.PathLike[str], out_dir: str | os.PathLike[str], **options: Any
+) -> tuple[Path, list[str]]:
+    """Write ``out_dir/tokenizer.mtok`` for a legacy ``tokenizer.txt``; return it and what was lost.
+
+    ``options`` are :func:`read_txt`'s. Types 1-3 and SentencePiece BPE convert exactly (their
+    pipelines are plain HF components); SentencePiece Unigram has no exact ``.mtok`` form and is
+    written as HF's Unigram, with the differences listed.
+    """
+    from .mtok import write_mtok
+
+    tok = read_txt(path, **options)
+    lost = _mtok_losses(tok)
+    if lost:
+        config = dict(tok.config)
+        model = dict(config["model"])
+        model["type"] = "Unigram"
+        del model["piece_types"]
+        config["model"] = model
+        tok = Tokenizer.from_config(config, tok.meta)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return write_mtok(tok, out / "tokenizer.mtok"), lost
+

@@ -1,0 +1,156 @@
+"""The ``pymtok`` console script, end to end through subprocesses, on real fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from conftest import fixture_path, hf_tokenizer
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONIOENCODING="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pymtok.cli", *args],
+        input=stdin, capture_output=True, text=True, env=env, timeout=600,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def qwen_mtok(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("qwen3")
+    proc = run("export", str(fixture_path("tokenizers", "qwen3")), "-o", str(out))
+    assert "self-check" in proc.stdout and "30/30" in proc.stdout, proc.stdout
+    return out / "tokenizer.mtok"
+
+
+def test_export_prints_summary(qwen_mtok: Path) -> None:
+    assert qwen_mtok.is_file()
+
+
+def test_encode_ids_match_hf(qwen_mtok: Path) -> None:
+    text = "Hello world, 你好! 😀"
+    want = hf_tokenizer("qwen3").encode(text).ids
+    assert run("encode", str(qwen_mtok), text).stdout.split() == [str(i) for i in want]
+    assert run("encode", str(qwen_mtok), stdin=text).stdout.split() == [str(i) for i in want]
+
+
+def test_encode_tokens_and_no_special() -> None:
+    folder = fixture_path("tokenizers", "all-minilm-l6-v2")
+    hf = hf_tokenizer("all-minilm-l6-v2")
+    text = "Unaffable cafés."
+    with_special = run("encode", str(folder), text).stdout.split()
+    assert with_special == [str(i) for i in hf.encode(text).ids]
+    plain = run("encode", str(folder), text, "--no-special").stdout.split()
+    assert plain == [str(i) for i in hf.encode(text, add_special_tokens=False).ids]
+    tokens = json.loads(run("encode", str(folder), text, "--tokens").stdout)
+    assert tokens == hf.encode(text).tokens
+
+
+def test_encode_show_colours_and_counts(qwen_mtok: Path) -> None:
+    out = run("encode", str(qwen_mtok), "Hello world", "--show").stdout
+    assert "Hello" in out and "2 tokens" in out
+
+
+def test_decode(qwen_mtok: Path) -> None:
+    hf = hf_tokenizer("qwen3")
+    ids = hf.encode("<|im_start|>user\nCafé ☕<|im_end|>").ids
+    out = run("decode", str(qwen_mtok), *map(str, ids)).stdout
+    assert out == hf.decode(ids, skip_special_tokens=False) + "\n"
+    out = run("decode", str(qwen_mtok), "--skip-special", stdin=" ".join(map(str, ids))).stdout
+    assert out == hf.decode(ids, skip_special_tokens=True) + "\n"
+
+
+def test_chat_matches_transformers(qwen_mtok: Path, tmp_path: Path) -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers import AutoTokenizer
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi 👋"}]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(messages), encoding="utf-8")
+    tf = AutoTokenizer.from_pretrained(str(fixture_path("tokenizers", "qwen3")))
+    want = tf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert run("chat", str(qwen_mtok), str(path)).stdout == want
+    ids = run("chat", str(qwen_mtok), str(path), "--tokenize").stdout.split()
+    assert ids == [str(i) for i in hf_tokenizer("qwen3").encode(want, add_special_tokens=False).ids]
+
+
+def test_count(qwen_mtok: Path, tmp_path: Path) -> None:
+    a = tmp_path / "a.txt"
+    a.write_text("one two three\n", encoding="utf-8")
+    b = tmp_path / "b.txt"
+    b.write_text("日本語のテキスト", encoding="utf-8")
+    hf = hf_tokenizer("qwen3")
+    na = len(hf.encode("one two three\n", add_special_tokens=False).ids)
+    nb = len(hf.encode("日本語のテキスト", add_special_tokens=False).ids)
+    lines = run("count", str(qwen_mtok), str(a), str(b)).stdout.splitlines()
+    assert lines == [f"{na}\t{a}", f"{nb}\t{b}", f"{na + nb}\ttotal"]
+
+
+def test_info_json(qwen_mtok: Path) -> None:
+    info = json.loads(run("info", str(qwen_mtok), "--json").stdout)
+    hf = hf_tokenizer("qwen3")
+    assert info["vocab_size"] == hf.get_vocab_size(with_added_tokens=True)
+    assert info["components"]["pre_tokenizer"]["type"] == "Sequence"
+    assert info["chat_template"]
+    text = run("info", str(qwen_mtok)).stdout
+    assert "MNN runtime will approximate" in text and "NFC" in text
+
+
+def test_verify(qwen_mtok: Path) -> None:
+    corpus = fixture_path("..", "corpus", "zh_udhr_hans.txt")
+    out = run("verify", str(qwen_mtok), "--against", str(fixture_path("tokenizers", "qwen3")), "--corpus", str(corpus)).stdout
+    assert "texts encode identically" in out
+    total = out.split()[0].split("/")
+    assert total[0] == total[1]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["encode", "/nonexistent/tokenizer.mtok", "x"], "no such tokenizer file"),
+        (["decode", "{qwen}", "abc"], "not a token id"),
+        (["info", "{corrupt}"], "FormatError"),
+        (["info", "{badjson}"], "not valid JSON"),
+        (["chat", "{qwen}", "{badjson}"], "not valid JSON"),
+    ],
+)
+def test_errors_are_one_line_and_nonzero(args: list[str], message: str, qwen_mtok: Path, tmp_path: Path) -> None:
+    corrupt = tmp_path / "tokenizer.mtok"
+    corrupt.write_bytes(qwen_mtok.read_bytes()[:5000])
+    badjson = tmp_path / "tokenizer.json"
+    badjson.write_text("{not json", encoding="utf-8")
+    subst = {"{qwen}": str(qwen_mtok), "{corrupt}": str(corrupt), "{badjson}": str(badjson)}
+    proc = run(*[subst.get(a, a) for a in args], check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_fresh_venv_install_export_encode(tmp_path: Path) -> None:
+    """The README's install command in a fresh virtual environment, then export + encode."""
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    src = tmp_path / "src"
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__", "*.so"))
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "."], cwd=src, check=True, timeout=900)
+    exe = env_dir / "bin" / "pymtok"
+    out = tmp_path / "out"
+    subprocess.run([str(exe), "export", str(fixture_path("tokenizers", "llama3")), "-o", str(out)], check=True, timeout=600)
+    proc = subprocess.run([str(exe), "encode", str(out / "tokenizer.mtok"), "Hello world"], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == [str(i) for i in hf_tokenizer("llama3").encode("Hello world").ids]
