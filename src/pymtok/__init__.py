@@ -42,11 +42,23 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
     if head.startswith(b"430 4"):
         from .mtok import read_mtok
 
-        return read_mtok(p)
-    if head.startswith(b"430 "):
+        tok = read_mtok(p)
+    elif head.startswith(b"430 "):
         from .legacy import read_txt
 
-        return read_txt(p)
-    from .hf_json import load_folder
+        tok = read_txt(p)
+    else:
+        from .hf_json import load_folder
 
-    return load_folder(p)
+        tok = load_folder(p)
+    _apply_llm_config(tok, p.parent / "llm_config.json")
+    return tok
+
+
+def _apply_llm_config(tok: Tokenizer, path: Path) -> None:
+    """MNN deployments override the template and EOS text from ``llm_config.json``'s jinja block."""
+    from .chat import template_from_llm_config
+
+    override = template_from_llm_config(path)
+    if override is not None:
+        tok.set_chat_template(*override)

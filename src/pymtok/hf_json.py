@@ -11,10 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .chat import find_chat_template, special_tokens_from_config
 from .errors import FormatError
 from .tokenizer import Tokenizer, TokenizerMeta
 
 _NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+# Named tokens a transformers tokenizer class fills in when tokenizer_config.json omits them; they
+# are in its all_special_ids, so MNN's header lists them (gemma's "<mask>", id 4).
+_GEMMA_DEFAULTS = {"unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "mask_token": "<mask>"}
+_CLASS_DEFAULTS = {"GemmaTokenizer": _GEMMA_DEFAULTS, "GemmaTokenizerFast": _GEMMA_DEFAULTS}
 
 
 _U64_MAX = 2**64 - 1
@@ -116,8 +121,10 @@ def derive_meta(
     extra = tokenizer_config.get("additional_special_tokens") or tokenizer_config.get("extra_special_tokens") or []
     if isinstance(extra, Mapping):
         extra = list(extra.values())
+    defaults = _CLASS_DEFAULTS.get(str(tokenizer_config.get("tokenizer_class")), {})
+    implied = [text for key, text in defaults.items() if key not in tokenizer_config]
     special: list[int] = []
-    for text in [*named.values(), *(token_text(t) for t in extra)]:
+    for text in [*named.values(), *implied, *(token_text(t) for t in extra)]:
         id = tok.token_to_id(text) if text is not None else None
         if id is not None and id not in special:
             special.append(id)
@@ -134,9 +141,10 @@ def derive_meta(
     if "eos_token" in named:
         add_stop(tok.token_to_id(named["eos_token"]))
     add_stop(tok.token_to_id("<|im_end|>"))
-    for marker in ("<|eot_id|>", "<turn|>"):
+    # MNN encodes "<|eot_id|>" with the post-processor and "<turn|>" without it
+    for marker, with_specials in (("<|eot_id|>", True), ("<turn|>", False)):
         if tok.token_to_id(marker) is not None:
-            ids = tok.encode(marker)
+            ids = tok.encode(marker, add_special_tokens=with_specials)
             if len(ids) == 1:
                 add_stop(ids[0])
     if tok.token_to_id("<end_of_turn>") is not None:
@@ -153,20 +161,21 @@ def derive_meta(
     if len(ids) > 1 and tok.decode(ids[-1:]) == "A":
         prefix = ids[:-1]
 
+    model = tok.config.get("model") or {}
+    clip = str(tokenizer_config.get("tokenizer_class")) in ("CLIPTokenizer", "CLIPTokenizerFast")
     return TokenizerMeta(
         special_ids=special,
         stop_ids=stop,
         prefix_ids=prefix,
         chat_template=chat_template,
-        special_tokens=named,
+        special_tokens=special_tokens_from_config(tokenizer_config),
         clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
+        decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
     )
 
 
 def load_folder(path: Path) -> Tokenizer:
     """Load ``tokenizer.json`` (a file, or a folder holding one) with the configs beside it."""
-    from .chat import find_chat_template
-
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.is_file():
         raise FormatError(f"{path}: no tokenizer.json there")

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import decoders, models, normalizers, pre_tokenizers, processors
+from . import decoders, models, native, normalizers, pre_tokenizers, processors
 from .added_tokens import AddedToken, AddedVocabulary
 from .errors import FormatError
 
@@ -27,6 +27,9 @@ class TokenizerMeta:
     # bos_token, eos_token, unk_token, ... as strings: the chat template context
     special_tokens: dict[str, str] = field(default_factory=dict)
     clean_up_tokenization_spaces: bool = False
+    # transformers' CLIPTokenizer turns this end-of-word suffix into a space after decoding and
+    # strips the result; tokenizer.json's decoder alone leaves it in the text
+    decode_suffix_as_space: str | None = None
 
 
 class Tokenizer:
@@ -64,6 +67,7 @@ class Tokenizer:
         # The HF-shaped configuration this pipeline was built from (what .mtok's extension stores)
         self.config: Mapping[str, Any] = config if config is not None else {}
         self._chat: Any = None
+        self._native_segment = native.accelerate(self)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], meta: TokenizerMeta | None = None) -> Tokenizer:
@@ -104,6 +108,8 @@ class Tokenizer:
         return ids
 
     def _encode_segment(self, normalized: str, offset: int) -> list[int]:
+        if self._native_segment is not None:
+            return self._native_segment(normalized, offset)
         pieces = [(normalized, offset)]
         if self.pre_tokenizer is not None:
             pieces = self.pre_tokenizer(pieces)
@@ -134,13 +140,18 @@ class Tokenizer:
     ) -> str:
         """The text of ``ids``, as ``transformers``' ``decode`` gives it for the same folder.
 
-        ``clean_up_tokenization_spaces`` overrides the folder's setting, as in transformers.
+        ``clean_up_tokenization_spaces`` overrides the folder's setting; ``False`` turns off every
+        transformers text fix-up, giving exactly HF ``tokenizers``' decode.
         """
         text = self._decode_tokens(ids, skip_special_tokens)
-        if clean_up_tokenization_spaces is None:
-            clean_up_tokenization_spaces = self.meta.clean_up_tokenization_spaces
+        if clean_up_tokenization_spaces is False:
+            return text
+        if self.meta.decode_suffix_as_space:
+            text = text.replace(self.meta.decode_suffix_as_space, " ").strip()
         # transformers 5 leaves BPE output alone: the cleanup was made for WordPiece spacing
-        if clean_up_tokenization_spaces and not isinstance(self.model, models.BPE):
+        if (clean_up_tokenization_spaces or self.meta.clean_up_tokenization_spaces) and not isinstance(
+            self.model, models.BPE
+        ):
             text = decoders.clean_up_tokenization(text)
         return text
 
@@ -206,6 +217,13 @@ class Tokenizer:
     @property
     def chat_template(self) -> str | dict[str, str] | None:
         return self.meta.chat_template
+
+    def set_chat_template(self, template: str | dict[str, str], eos_token: str | None = None) -> None:
+        """Replace the chat template (and the ``eos_token`` text it sees), as MNN's override does."""
+        self.meta.chat_template = template
+        if eos_token is not None:
+            self.meta.special_tokens["eos_token"] = eos_token
+        self._chat = None
 
     def apply_chat_template(
         self,

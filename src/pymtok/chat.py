@@ -1,0 +1,904 @@
+"""Chat templates: render a conversation exactly like transformers' ``apply_chat_template``, safely.
+
+A chat template is Jinja2 source shipped with a model, so it is untrusted code. We render it with
+the same environment transformers 5.x builds (an ``ImmutableSandboxedEnvironment`` with
+``trim_blocks``, ``lstrip_blocks``, ``loopcontrols``, a ``{% generation %}`` tag, a ``tojson`` that
+keeps non-ASCII text, ``raise_exception``, ``strftime_now`` and restricted ``dict``/``namespace``)
+and the same context (messages, tools, documents, ``add_generation_prompt``, the special-token
+strings, extra keyword arguments), so the prompt is byte-identical.
+
+On top of the sandbox, every render runs under a budget so that a hostile template raises
+:class:`~pymtok.errors.TemplateError` instead of hanging or exhausting memory, without threads or
+signals: the deadline is checked in the sandbox's hooks (calls, attribute and item access,
+operators, filters, printing, ``~``, and every loop iteration, which we route through a hook by
+rewriting the parsed template), and every operation that could build a big value in one step
+(``*``, ``**``, ``%``, ``~``, ``+``, widths and fill arguments, ``replace``, ``join``, ``tojson``,
+turning containers into text) has its result size checked *before* it is built.
+
+>>> ChatTemplate("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}").render(
+...     [{"role": "user", "content": "hi"}], add_generation_prompt=False)
+'<user>hi'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import jinja2
+import jinja2.ext
+import jinja2.nodes
+from jinja2.filters import make_attrgetter
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import Namespace, generate_lorem_ipsum
+from jinja2.visitor import NodeTransformer
+
+from .errors import FormatError, TemplateError
+
+#: Wall-clock seconds one compilation, or one render of a short chat, may take.
+TIME_LIMIT = 1.0
+#: Extra seconds a render may take per message (real templates need ~35 µs per message).
+TIME_PER_MESSAGE = 1e-4
+#: Characters in any one string the template builds, and in the rendered prompt (~4M tokens).
+MAX_CHARS = 1 << 24
+#: Items in any one list or tuple the template builds.
+MAX_ITEMS = 1 << 20
+#: Characters and items built in one render, all values together; bounds what a template can
+#: hold. Real templates build 2-4 times the text of the chat.
+MAX_WORK = 1 << 27
+#: Loop iterations in one render (a chat of N messages needs a small multiple of N).
+MAX_ITERATIONS = 1 << 20
+#: Bits of an integer the template builds; larger ones make arithmetic itself slow.
+MAX_INT_BITS = 1 << 16
+
+# Names a message's reasoning is passed under; transformers copies the first one found to
+# "reasoning_content" (what templates read) and "thinking" (what gpt-oss templates read).
+_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+# ---------------------------------------------------------------------------------------------
+# The budget of one render
+
+
+class _Budget:
+    __slots__ = ("deadline", "iterations", "seconds", "work")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.work = 0
+        self.iterations = 0
+
+
+# A context variable rather than an attribute of the environment, so that renders running at the
+# same time in several threads each keep their own budget.
+_BUDGET: ContextVar[_Budget | None] = ContextVar("pymtok_chat_budget", default=None)
+
+
+@contextmanager
+def _budgeted(seconds: float = TIME_LIMIT) -> Iterator[None]:
+    token = _BUDGET.set(_Budget(seconds))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def _tick() -> None:
+    budget = _BUDGET.get()
+    if budget is not None and time.monotonic() > budget.deadline:
+        raise TemplateError(f"ran longer than {budget.seconds:g} s")
+
+
+def _check(size: int, what: str, limit: int = MAX_CHARS) -> None:
+    """Refuse to build ``what`` when it would hold more than ``limit`` characters or items."""
+    _tick()
+    if size > limit:
+        raise TemplateError(f"would build {what} of size {size} (limit {limit})")
+
+
+def _spend(size: int) -> None:
+    """Count a built value against the render's total work."""
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.work += size
+        if budget.work > MAX_WORK:
+            raise TemplateError(f"built more than {MAX_WORK} characters and items in all")
+
+
+def _size(value: Any) -> int:
+    """Shallow size: characters of a string, items of a container, decimal digits of an integer."""
+    if isinstance(value, int):
+        return value.bit_length() // 3 + 1
+    if isinstance(value, Collection):
+        return len(value)
+    return 1
+
+
+_JSON_ESCAPED = (*map(chr, range(32)), '"', "\\")
+
+
+def _json_string_size(s: str, ensure_ascii: bool) -> int:
+    """An upper bound on the length of a string in JSON."""
+    if ensure_ascii and not s.isascii():
+        return 12 * len(s) + 2  # a surrogate pair (two \uXXXX) per character
+    if len(s) <= 4096:  # cheaper to over-estimate than to count
+        return 6 * len(s) + 2
+    # only quotes, backslashes and control characters are escaped, to at most 6 characters
+    return len(s) + 5 * sum(s.count(c) for c in _JSON_ESCAPED) + 2
+
+
+def _text_size(
+    value: Any, *, escape: int = 1, item: int = 4, indent: int = 0, json_ascii: bool | None = None
+) -> int:
+    """An upper bound on the length of ``str(value)``, or of its JSON, without building it.
+
+    A string at the top level counts as itself times ``escape``; strings inside containers are
+    printed with ``repr``, which writes an unprintable astral character as 10 characters. With
+    ``json_ascii`` set (to json.dumps' ensure_ascii), strings are measured as JSON instead. Each
+    item costs ``item`` plus ``indent`` per level of nesting. The walk stops as soon as the bound
+    passes ``MAX_CHARS``, so it is cheap even for containers that hold the same big value many
+    times (or themselves).
+    """
+    total = 0
+    steps = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack and total <= MAX_CHARS:
+        obj, depth = stack.pop()
+        if isinstance(obj, str):
+            if json_ascii is not None:
+                total += _json_string_size(obj, json_ascii)
+            else:
+                total += len(obj) * (escape if depth == 0 else 10) + 2
+        elif isinstance(obj, int):  # bool included: "False" is 5 characters
+            total += obj.bit_length() // 3 + 5
+        elif isinstance(obj, Namespace):
+            # its repr shows every attribute; jinja2 keeps them in this (name-mangled) dict
+            stack.append((obj._Namespace__attrs, depth))
+            total += 16
+        elif isinstance(obj, Mapping):
+            for key, val in obj.items():
+                stack.append((key, depth + 1))
+                stack.append((val, depth + 1))
+                total += 2 * item + indent * (depth + 1)
+            total += 2 + indent * depth
+        elif isinstance(obj, Collection):
+            for val in obj:
+                stack.append((val, depth + 1))
+                total += item + indent * (depth + 1)
+            total += 2 + indent * depth
+        else:  # None, floats, undefined values, jinja2 helper objects: short reprs
+            total += 64
+        steps += 1
+        if steps % 4096 == 0:
+            _tick()
+    return total
+
+
+def _json_size(value: Any, ensure_ascii: Any, indent: Any, separators: Any) -> int:
+    """An upper bound on the length of ``json.dumps`` of ``value`` with these options."""
+    width = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
+    seps = _text_size(separators) if separators is not None else 4
+    return _text_size(value, item=seps + 1, indent=width, json_ascii=bool(ensure_ascii))
+
+
+_NUMBER = re.compile(r"[1-9][0-9]*")
+_NESTED_FORMAT_SPEC = re.compile(r"\{[^{}]*:[^{}]*\{")
+_REPR_CONVERSION = re.compile(r"%[^a-zA-Z%]*[ra]|![ra]")
+_WORD = re.compile(r"\S+")
+
+
+def _format_size(fmt: Any, args: Any) -> int:
+    """An upper bound on the length of ``fmt % args`` or ``fmt.format(*args)``.
+
+    Widths and precisions are the amplifiers: each can pad one field to that many characters,
+    and ``%*d`` takes the width from an argument.
+    """
+    values = list(args.values()) if isinstance(args, Mapping) else list(args) if isinstance(args, tuple) else [args]
+    # a field prints an argument's str(), or its repr() with %r or !r
+    texts = sum(_text_size(v, escape=10 if isinstance(fmt, str) and _REPR_CONVERSION.search(fmt) else 1)
+                for v in values)
+    if not isinstance(fmt, str):
+        return _text_size(fmt) + texts
+    if _NESTED_FORMAT_SPEC.search(fmt):
+        # '{:{}}'.format(x, '999999999') takes its width from an argument's text
+        raise TemplateError("a format spec built from an argument is not allowed")
+    widths = 0
+    for match in _NUMBER.finditer(fmt):
+        if len(match.group()) > len(str(MAX_CHARS)):
+            raise TemplateError(f"a format width of {match.group()[:20]} is above the limit")
+        widths += int(match.group())
+    if "*" in fmt:
+        widths += sum(abs(v) for v in values if isinstance(v, int) and abs(v) <= MAX_CHARS + 1)
+        if any(isinstance(v, int) and abs(v) > MAX_CHARS for v in values):
+            raise TemplateError("a format width is above the limit")
+    return len(fmt) + texts + widths
+
+
+def _int_or(value: Any, default: int) -> int:
+    return value if isinstance(value, int) else default
+
+
+# ---------------------------------------------------------------------------------------------
+# Size estimates for the filters and str methods that can build a big value in one step
+
+
+def _replace_size(s: Any, old: Any, new: Any, count: Any) -> int:
+    text = _text_size(s)
+    if isinstance(s, str) and isinstance(old, str):
+        hits = s.count(old) if old else len(s) + 1
+    else:
+        hits = text + 1
+    if isinstance(count, int) and count >= 0:
+        hits = min(hits, count)
+    return text + hits * _text_size(new)
+
+
+def _join_size(sep: Any, items: Collection[Any]) -> int:
+    return sum(_text_size(x) for x in items) + _text_size(sep) * max(len(items) - 1, 0)
+
+
+def _materialize(arguments: dict[str, Any], name: str) -> Collection[Any]:
+    """Turn a lazy iterable argument into a list so its size can be checked before it is used."""
+    value: Collection[Any] = arguments[name]
+    if not isinstance(value, Collection):
+        value = arguments[name] = list(value)
+    return value
+
+
+def _sum_size(arguments: dict[str, Any]) -> int:
+    items = _materialize(arguments, "iterable")
+    start = arguments["start"]
+    if arguments["attribute"] is not None:
+        getter = make_attrgetter(arguments["environment"], arguments["attribute"])
+        items = [getter(x) for x in items]
+    # adding lists copies the running total each time: the cost is quadratic
+    if isinstance(start, (list, tuple)) or any(isinstance(x, (list, tuple)) for x in items):
+        return len(items) * (_size(start) + sum(_size(x) for x in items))
+    return 1
+
+
+def _indent_size(arguments: dict[str, Any]) -> int:
+    s, width = arguments["s"], arguments["width"]
+    lines = s.count("\n") + 1 if isinstance(s, str) else _text_size(s)
+    return _text_size(s) + lines * (len(width) if isinstance(width, str) else _int_or(width, 0))
+
+
+def _wordwrap_size(arguments: dict[str, Any]) -> int:
+    text = _text_size(arguments["s"])
+    wrap = arguments["wrapstring"]
+    return text + (text + 1) * (len(wrap) if isinstance(wrap, str) else 1)
+
+
+def _join_filter_size(arguments: dict[str, Any]) -> int:
+    return _join_size(arguments["d"], _materialize(arguments, "value"))
+
+
+def _tojson_size(arguments: dict[str, Any]) -> int:
+    return _json_size(
+        arguments["x"], arguments["ensure_ascii"], arguments["indent"], arguments["separators"]
+    )
+
+
+_FILTER_SIZES: dict[str, Callable[[dict[str, Any]], int]] = {
+    "center": lambda a: max(_text_size(a["value"]), _int_or(a["width"], 0)),
+    "indent": _indent_size,
+    "join": _join_filter_size,
+    "replace": lambda a: _replace_size(a["s"], a["old"], a["new"], a["count"]),
+    "format": lambda a: _format_size(a["value"], a["kwargs"] or a["args"]),
+    "wordwrap": _wordwrap_size,
+    # pad the last batch / loop over the slices: the count alone decides the size
+    "batch": lambda a: _int_or(a["linecount"], 0) if a["fill_with"] is not None else 1,
+    "slice": lambda a: _int_or(a["slices"], 0),
+    "list": lambda a: _size(a["value"]),
+    "sum": _sum_size,
+    "tojson": _tojson_size,
+    "pprint": lambda a: _text_size(a["value"], indent=1),
+}
+_ITEM_FILTERS = frozenset({"batch", "slice", "list"})
+# Filters that write some characters as entities or %XX sequences: at most this many times longer.
+_ESCAPING_FILTERS = {"escape": 6, "e": 6, "forceescape": 6, "urlencode": 9, "xmlattr": 6}
+# Filters that look at a value's items or number rather than turning it into text.
+_SHAPE_FILTERS = frozenset({
+    "abs", "attr", "count", "d", "default", "dictsort", "first", "float", "groupby", "int",
+    "items", "last", "length", "map", "max", "min", "random", "reject", "rejectattr",
+    "reverse", "round", "select", "selectattr", "sort", "unique",
+})
+
+
+def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a filter so that its result size is checked before, and counted after, it runs."""
+    # jinja2 gives async-capable filters that take no context a wrapper marked pass_eval_context,
+    # so they receive one leading argument more than their (unwrapped) signature shows
+    hidden = int(hasattr(func, "jinja_pass_arg") and not hasattr(inspect.unwrap(func), "jinja_pass_arg"))
+    estimate = _FILTER_SIZES.get(name)
+    signature = inspect.signature(func) if estimate is not None else None
+    limit = MAX_ITEMS if name in _ITEM_FILTERS else MAX_CHARS
+    factor = 0 if name in _SHAPE_FILTERS else _ESCAPING_FILTERS.get(name, 1)
+
+    # functools.wraps copies jinja2's pass_context/pass_environment marker, so jinja2 still
+    # passes the same leading argument to the wrapper as it did to the filter.
+    @functools.wraps(func)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        head, args = args[:hidden], args[hidden:]
+        if signature is not None and estimate is not None:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            _check(estimate(bound.arguments), f"the result of |{name}", limit)
+            args, kwargs = bound.args, bound.kwargs
+        elif factor:
+            texts = sum(map(_text_size, args)) + sum(map(_text_size, kwargs.values()))
+            _check(factor * texts, f"the text |{name} works on")
+        else:
+            _tick()
+        result = func(*head, *args, **kwargs)
+        _spend(_size(result))
+        return result
+
+    return guarded
+
+
+def _str_method_size(method: str, s: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """An upper bound on the result of calling ``s.<method>(*args, **kwargs)``; 0 if unbounded."""
+    if method in ("center", "ljust", "rjust", "zfill") and args:
+        return max(len(s), _int_or(args[0], 0))
+    if method == "expandtabs":
+        size = _int_or(args[0] if args else kwargs.get("tabsize", 8), 8)
+        return len(s) + s.count("\t") * max(size, 0)
+    if method == "replace" and len(args) >= 2:
+        return _replace_size(s, args[0], args[1], args[2] if len(args) > 2 else -1)
+    if method in ("format", "format_map"):
+        return _format_size(s, args[0] if method == "format_map" and args else (*args, *kwargs.values()))
+    if method == "translate" and args and isinstance(args[0], Mapping):
+        longest = max((_text_size(v) for v in args[0].values()), default=1)
+        return len(s) * max(longest, 1)
+    return 0
+
+
+def _str_method_items(method: str, s: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """How many items ``s.split``-like methods can return, counted without splitting."""
+    if method in ("split", "rsplit"):
+        sep = args[0] if args else kwargs.get("sep")
+        maxsplit = args[1] if len(args) > 1 else kwargs.get("maxsplit", -1)
+        if isinstance(sep, str) and sep:
+            count = s.count(sep) + 1
+        elif len(s) // 2 < MAX_ITEMS:
+            count = (len(s) + 1) // 2
+        else:  # count the words, but no further than the limit
+            count = sum(1 for _ in itertools.islice(_WORD.finditer(s), MAX_ITEMS + 1))
+        return min(count, maxsplit + 1) if isinstance(maxsplit, int) and maxsplit >= 0 else count
+    if method == "splitlines":
+        return sum(s.count(c) for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029") + 1
+    return 0
+
+
+def _guarded_loop(iterable: Iterable[Any]) -> Iterator[Any]:
+    """Every ``{% for %}`` iterates through this, so even an empty loop body has a checkpoint."""
+    for item in iterable:
+        _tick()
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.iterations += 1
+            if budget.iterations > MAX_ITERATIONS:
+                raise TemplateError(f"ran more than {MAX_ITERATIONS} loop iterations")
+        yield item
+
+
+def _guarded_concat(*parts: Any) -> str:
+    """``a ~ b ~ c``: jinja2 joins the str() of each operand."""
+    size = sum(map(_text_size, parts))
+    _check(size, "a string with ~")
+    _spend(size)
+    return "".join([str(p) for p in parts])
+
+
+def _finalize(value: Any) -> Any:
+    """Called on every ``{{ … }}`` value before jinja2 prints it with str(); returns it unchanged."""
+    size = _text_size(value)
+    _check(size, "printed text")
+    _spend(size)
+    return value
+
+
+class _GuardLoopsAndConcat(NodeTransformer):
+    """Rewrites a parsed template so that loops and ``~`` go through the environment's hooks."""
+
+    def __init__(self, environment: jinja2.Environment) -> None:
+        self.environment = environment
+
+    def _hook(self, name: str, args: Sequence[jinja2.nodes.Node], lineno: int) -> jinja2.nodes.Call:
+        call = jinja2.nodes.Call(jinja2.nodes.EnvironmentAttribute(name), list(args), [], None, None)
+        call.set_lineno(lineno)
+        call.set_environment(self.environment)
+        return call
+
+    def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        node.iter = self._hook("pymtok_loop", [node.iter], node.lineno)
+        return node
+
+    def visit_Concat(self, node: jinja2.nodes.Concat) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        return self._hook("pymtok_concat", node.nodes, node.lineno)
+
+
+# ---------------------------------------------------------------------------------------------
+# The environment: transformers' options and globals, plus the budget hooks
+
+
+class _GenerationTag(jinja2.ext.Extension):
+    """``{% generation %}…{% endgeneration %}`` marks assistant text for training masks.
+
+    transformers only records where the block's output lands (for return_assistant_tokens_mask);
+    the rendered text is the block's body either way, which is all we produce.
+    """
+
+    tags = {"generation"}
+
+    def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        call = self.call_method("_body")
+        return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _body(self, caller: Callable[[], str]) -> str:
+        return caller()
+
+
+def _raise_exception(message: Any) -> None:
+    _check(_text_size(message), "an error message")
+    raise TemplateError(str(message))
+
+
+def _strftime_now(format: str) -> str:
+    # a directive such as %c (24 characters) is at most 12 times longer than its two characters
+    _check(12 * _text_size(format), "a date")
+    return datetime.now().strftime(format)
+
+
+_LIPSUM = inspect.signature(generate_lorem_ipsum)
+
+
+def _lipsum(*args: Any, **kwargs: Any) -> str:
+    bound = _LIPSUM.bind(*args, **kwargs)
+    bound.apply_defaults()
+    count, longest = bound.arguments["n"], bound.arguments["max"]
+    _check(_int_or(count, 1) * (_int_or(longest, 100) * 16 + 32), "lorem ipsum")
+    return generate_lorem_ipsum(*bound.args, **bound.kwargs)
+
+
+class _TemplateDict:
+    """The template's ``dict``: builds dicts, but is not the ``dict`` type itself.
+
+    transformers exposes this instead of the type, so templates cannot reach type attributes.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        result = dict(*args, **kwargs)
+        _spend(len(result))
+        return result
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        result = dict.fromkeys(*args, **kwargs)
+        _spend(len(result))
+        return result
+
+
+def _check_namespace_name(name: Any) -> None:
+    if isinstance(name, str) and name.startswith("_"):
+        raise jinja2.exceptions.SecurityError(
+            f"chat templates cannot store underscore-prefixed attributes on a namespace: {name!r}"
+        )
+
+
+class _TemplateNamespace(Namespace):
+    """jinja2's ``namespace`` refusing underscore names, which could shadow Python internals."""
+
+    def __init__(*args: Any, **kwargs: Any) -> None:
+        # like jinja2's Namespace, take self from args so that namespace(self=...) still works
+        self, rest = args[0], args[1:]
+        attrs = dict(*rest, **kwargs)
+        for name in attrs:
+            _check_namespace_name(name)
+        Namespace.__init__(self, attrs)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        _check_namespace_name(name)
+        Namespace.__setitem__(self, name, value)
+
+
+def _tojson(
+    x: Any, ensure_ascii: bool = False, indent: int | str | None = None,
+    separators: tuple[str, str] | None = None, sort_keys: bool = False,
+) -> str:
+    """transformers' tojson: plain json.dumps (jinja2's own escapes HTML characters)."""
+    return json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+_BINOP_ITEMS = (list, tuple)
+
+
+def _binop_size(operator: str, left: Any, right: Any) -> tuple[int, int]:
+    """(size, limit) of ``left <operator> right`` before computing it."""
+    if operator == "%" and isinstance(left, str):
+        return _format_size(left, right), MAX_CHARS
+    ints = isinstance(left, int) and isinstance(right, int)
+    if operator == "**" and ints and right > 0:
+        return abs(left).bit_length() * right, MAX_INT_BITS
+    if operator == "*":
+        if ints:
+            return abs(left).bit_length() + abs(right).bit_length(), MAX_INT_BITS
+        seq, count = (left, right) if isinstance(right, int) else (right, left)
+        if isinstance(seq, (str, *_BINOP_ITEMS)) and isinstance(count, int):
+            return len(seq) * max(count, 0), MAX_ITEMS if isinstance(seq, _BINOP_ITEMS) else MAX_CHARS
+    if operator == "+":
+        if ints:
+            return max(abs(left).bit_length(), abs(right).bit_length()) + 1, MAX_INT_BITS
+        if isinstance(left, _BINOP_ITEMS) and isinstance(right, _BINOP_ITEMS):
+            return len(left) + len(right), MAX_ITEMS
+        if isinstance(left, str) and isinstance(right, str):
+            return len(left) + len(right), MAX_CHARS
+    return 1, MAX_CHARS
+
+
+class _ChatEnvironment(ImmutableSandboxedEnvironment):
+    """transformers' chat-template environment, with budget checks in every sandbox hook."""
+
+    # intercepting every operator also stops jinja2 from evaluating them at compile time
+    intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
+    intercepted_unops = frozenset({"+", "-"})
+
+    def __init__(self) -> None:
+        super().__init__(
+            trim_blocks=True, lstrip_blocks=True,
+            extensions=[_GenerationTag, jinja2.ext.loopcontrols],
+            finalize=_finalize,
+        )
+        self.filters["tojson"] = _tojson
+        self.filters = {name: _guard_filter(name, f) for name, f in self.filters.items()}
+        self.globals.update(
+            raise_exception=_raise_exception, strftime_now=_strftime_now, dict=_TemplateDict(),
+            namespace=_TemplateNamespace, lipsum=_lipsum,
+        )
+        # targets of the calls _GuardLoopsAndConcat writes into templates
+        self.pymtok_loop = _guarded_loop
+        self.pymtok_concat = _guarded_concat
+
+    def concat(self, parts: Iterable[str]) -> str:
+        """Joins the output of macros, ``{% set %}`` blocks and ``caller()``."""
+        parts = list(parts)
+        size = sum(map(len, parts))
+        _check(size, "a block of text")
+        _spend(size)
+        return "".join(parts)
+
+    def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        _tick()
+        # sandboxed str.format arrives wrapped; __wrapped__ is the bound str method
+        method = getattr(obj, "__wrapped__", obj)
+        s = getattr(method, "__self__", None)
+        if isinstance(s, str):
+            name = getattr(method, "__name__", "")
+            if name == "join" and args and not isinstance(args[0], Collection):
+                args = (list(args[0]), *args[1:])
+            if name == "join" and args:
+                _check(_join_size(s, args[0]), "the result of str.join")
+            _check(_str_method_size(name, s, args, kwargs), f"the result of str.{name}")
+            _check(_str_method_items(name, s, args, kwargs), f"the result of str.{name}", MAX_ITEMS)
+            result = super().call(context, obj, *args, **kwargs)
+            _spend(_size(result))
+            return result
+        return super().call(context, obj, *args, **kwargs)
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        size, limit = _binop_size(operator, left, right)
+        _check(size, f"the result of {operator!r}", limit)
+        _spend(size)
+        return super().call_binop(context, operator, left, right)
+
+    def call_unop(self, context: Any, operator: str, arg: Any) -> Any:
+        _tick()
+        return super().call_unop(context, operator, arg)
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        _tick()
+        return super().getattr(obj, attribute)
+
+    def getitem(self, obj: Any, argument: Any) -> Any:
+        _tick()
+        result = super().getitem(obj, argument)
+        if isinstance(argument, slice):  # a slice is a new value; an item is not
+            _spend(_size(result))
+        return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The context transformers builds
+
+
+def _plain(value: Any) -> Any:
+    """Rebuild a value out of plain JSON-like types, as transformers does for everything a
+    template sees: rich objects carry methods the sandbox does not know are dangerous."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    if isinstance(value, str):  # subclasses (enums, ...) may carry extra methods
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, Mapping):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if callable(getattr(value, "model_dump", None)):  # pydantic models
+        return _plain(value.model_dump())
+    return f"<{type(value).__name__}>"
+
+
+def _message_dict(message: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        message = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
+    elif callable(getattr(message, "model_dump", None)):
+        message = message.model_dump()
+    if not isinstance(message, Mapping):
+        raise TemplateError(f"chat messages must be dicts, got {message!r:.80}")
+    # APIs such as OpenAI's send content=None or tool_calls=None; templates handle a missing key
+    # better than a None (which many print as "None"), so transformers drops those keys
+    return {k: v for k, v in message.items() if v is not None}
+
+
+def _with_reasoning_aliases(message: dict[str, Any]) -> dict[str, Any]:
+    reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None), None)
+    if reasoning is None:
+        return message
+    return {"thinking": reasoning, **message, "reasoning_content": reasoning}
+
+
+def _list_of_dicts(values: Any, what: str) -> list[Any]:
+    if isinstance(values, (str, Mapping)) or not isinstance(values, Iterable):
+        raise TemplateError(f"chat template {what} must be a list of dicts, got {values!r:.80}")
+    items: list[Any] = list(values)
+    for value in items:
+        if not isinstance(value, Mapping):
+            raise TemplateError(f"chat template {what} must be dicts, got {value!r:.80}")
+    return items
+
+
+def _template_line(tb: TracebackType | None) -> int | None:
+    """The template line of the innermost template frame (jinja2 rewrites tracebacks so)."""
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+class ChatTemplate:
+    """A model's chat template(s) with the special-token strings it is rendered with.
+
+    ``source`` is one template, or named templates (``{"default": ..., "tool_use": ...}``) as
+    :func:`find_chat_template` returns them. ``special_tokens`` maps names such as ``bos_token``
+    to their text (AddedToken-style dicts give their ``"content"``); they become template
+    variables, as in transformers. Templates are compiled on first use.
+    """
+
+    def __init__(
+        self, source: str | Mapping[str, str], special_tokens: Mapping[str, Any] | None = None
+    ) -> None:
+        self.source: str | dict[str, str] = source if isinstance(source, str) else dict(source)
+        self.special_tokens: dict[str, str] = {}
+        for key, value in (special_tokens or {}).items():
+            text = _token_text(value)
+            if text is not None:
+                self.special_tokens[key] = text
+        self._environment = _ChatEnvironment()
+        self._compiled: dict[str, jinja2.Template] = {}
+
+    def _select(self, name: str | None, tools: Any) -> tuple[str, str]:
+        """(label, source) of the template to use, picked as transformers' get_chat_template."""
+        if isinstance(self.source, str):
+            if name not in (None, "default"):
+                raise TemplateError(f"no chat template named {name!r}: this model has a single one")
+            return "", self.source
+        if name is None:
+            name = "tool_use" if tools is not None and "tool_use" in self.source else "default"
+            if name not in self.source:
+                raise TemplateError(
+                    "this model has several chat templates and no 'default': name one of "
+                    f"{sorted(self.source)}"
+                )
+        if name not in self.source:
+            raise TemplateError(f"no chat template named {name!r}; there are {sorted(self.source)}")
+        return f" {name!r}", self.source[name]
+
+    def _compile(self, label: str, source: str) -> jinja2.Template:
+        template = self._compiled.get(source)
+        if template is None:
+            env = self._environment
+            with self._errors(label), _budgeted():
+                tree = _GuardLoopsAndConcat(env).visit(env.parse(source))
+                template = env.from_string(tree)
+            self._compiled[source] = template
+        return template
+
+    @contextmanager
+    def _errors(self, label: str) -> Iterator[None]:
+        """Report every failure inside the template as a TemplateError naming template and line."""
+        try:
+            yield
+        except Exception as exc:
+            line = exc.lineno if isinstance(exc, jinja2.TemplateSyntaxError) else None
+            line = line or _template_line(exc.__traceback__)
+            where = f"chat template{label}" + (f", line {line}" if line else "")
+            if isinstance(exc, (TemplateError, jinja2.TemplateError)):
+                message = str(exc)
+            else:
+                message = f"{type(exc).__name__}: {exc}"
+            raise TemplateError(f"{where}: {message}") from exc
+
+    def render(
+        self,
+        messages: Sequence[Any],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        chat_template: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Render a conversation to the prompt text, byte-identical to transformers'
+        ``apply_chat_template(messages, tokenize=False, ...)``.
+
+        ``tools`` are JSON-schema dicts; ``documents`` dicts (usually "title" and "text");
+        ``chat_template`` names one of several templates; ``kwargs`` become template variables
+        (e.g. ``enable_thinking=False``) and override special tokens of the same name.
+        """
+        label, source = self._select(chat_template, tools)
+        chat = [_message_dict(m) for m in messages]
+        if not chat:
+            raise TemplateError("cannot apply a chat template to an empty conversation")
+        chat = [_with_reasoning_aliases(m) for m in _plain(chat)]
+        context = _plain({**self.special_tokens, **kwargs})
+        context.update(
+            messages=chat,
+            tools=None if tools is None else _plain(_list_of_dicts(tools, "tools")),
+            documents=None if documents is None else _plain(_list_of_dicts(documents, "documents")),
+            add_generation_prompt=add_generation_prompt,
+        )
+        template = self._compile(label, source)
+        pieces: list[str] = []
+        length = 0
+        with self._errors(label), _budgeted(TIME_LIMIT + TIME_PER_MESSAGE * len(chat)):
+            for piece in template.generate(context):
+                length += len(piece)
+                _check(length, "a prompt")
+                pieces.append(piece)
+        return "".join(pieces)
+
+
+# ---------------------------------------------------------------------------------------------
+# Where templates and special tokens come from
+
+
+def _token_text(value: Any) -> str | None:
+    """A special token's text: the string itself, or an AddedToken-style dict's "content"."""
+    if isinstance(value, str):
+        return value
+    content = value.get("content") if isinstance(value, Mapping) else None
+    return content if isinstance(content, str) else None
+
+
+def special_tokens_from_config(cfg: Mapping[str, Any]) -> dict[str, str]:
+    """The special-token variables transformers passes to chat templates, from tokenizer_config.json.
+
+    That is every ``*_token`` entry with a text (bos_token, eos_token, …, and model-specific ones
+    such as image_token) plus a dict-valued ``extra_special_tokens``. Tokens that a transformers
+    tokenizer class fills in by default when the config omits them (Gemma's mask_token) are not
+    in the config, so they are not here either.
+
+    >>> special_tokens_from_config({"bos_token": "<s>", "eos_token": {"content": "</s>"},
+    ...                             "pad_token": None, "add_bos_token": True})
+    {'bos_token': '<s>', 'eos_token': '</s>'}
+    """
+    tokens: dict[str, str] = {}
+    for key, value in cfg.items():
+        text = _token_text(value)
+        if key.endswith("_token") and text is not None:
+            tokens[key] = text
+    extra = cfg.get("extra_special_tokens")
+    if isinstance(extra, Mapping):
+        for key, value in extra.items():
+            text = _token_text(value)
+            if text is not None:
+                tokens[key] = text
+    return tokens
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FormatError(f"{path}: cannot read JSON: {exc}") from exc
+
+
+def _named_templates(value: Any, where: str) -> str | dict[str, str] | None:
+    """A ``chat_template`` entry: a string, or a list of {"name", "template"} dicts."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(
+        isinstance(t, Mapping) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)
+        for t in value
+    ):
+        return {t["name"]: t["template"] for t in value}
+    raise FormatError(f"{where}: chat_template must be a string or a list of {{name, template}}")
+
+
+def find_chat_template(folder: Path) -> str | dict[str, str] | None:
+    """A model folder's chat template(s), in transformers' order of precedence.
+
+    1. ``chat_template.jinja`` (the "default") and ``additional_chat_templates/*.jinja``;
+    2. else ``chat_template.json``'s ``"chat_template"``;
+    3. else ``tokenizer_config.json``'s ``"chat_template"``.
+
+    Several templates come back as a dict by name; a lone "default" as its string.
+    """
+    folder = Path(folder)
+    templates = {
+        path.name.removesuffix(".jinja"): path.read_text(encoding="utf-8")
+        for path in sorted((folder / "additional_chat_templates").glob("*.jinja"))
+    }
+    default = folder / "chat_template.jinja"
+    if default.is_file():
+        templates["default"] = default.read_text(encoding="utf-8")
+    if templates:
+        return templates["default"] if list(templates) == ["default"] else templates
+    for name in ("chat_template.json", "tokenizer_config.json"):
+        path = folder / name
+        if path.is_file():
+            data = _read_json(path)
+            if not isinstance(data, Mapping):
+                raise FormatError(f"{path}: expected a JSON object")
+            found = _named_templates(data.get("chat_template"), str(path))
+            if found is not None:
+                return found
+    return None
+
+
+def template_from_llm_config(path: Path) -> tuple[str, str] | None:
+    """MNN's override: ``(chat_template, eos)`` from ``llm_config.json``'s ``"jinja"`` block.
+
+    When the block has a template, MNN's runtime uses it and its ``"eos"`` text (``""`` when
+    absent) instead of the tokenizer file's, for ``.mtok`` and ``.txt`` alike. Returns None when
+    the file or the template is absent.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    data = _read_json(path)
+    block = data.get("jinja") if isinstance(data, Mapping) else None
+    if not isinstance(block, Mapping) or block.get("chat_template") is None:
+        return None
+    template, eos = block["chat_template"], block.get("eos") or ""
+    if not isinstance(template, str) or not isinstance(eos, str):
+        raise FormatError(f"{path}: jinja.chat_template and jinja.eos must be strings")
+    return template, eos
