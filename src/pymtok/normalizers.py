@@ -1,0 +1,582 @@
+"""Normalizers: ``text -> text`` before pre-tokenization, exactly as HF ``tokenizers`` does it.
+
+Each class is built from its ``tokenizer.json`` config (keyword arguments are the JSON field
+names) and does one thing in ``__call__``::
+
+    >>> Sequence(normalizers=[NFKD(), StripAccents(), Lowercase()])("Ça Va")
+    'ca va'
+
+HF's Rust crates carry their own Unicode tables, none of them the version of Python's
+``unicodedata``: normalization is Unicode 9-era (``unicode-normalization-alignments``), the
+character classes of ``BertNormalizer`` are Unicode 8 (``unicode_categories``), and lowercasing
+is the Rust standard library's (Unicode 17). Where those differ from Python, the tables below
+pin HF's behaviour; ``tests/test_normalizers.py`` checks them against the oracle on every code
+point.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import inspect
+import re
+import struct
+import unicodedata
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import regex
+
+from .errors import FormatError
+
+
+class Normalizer(Protocol):
+    def __call__(self, text: str) -> str: ...
+
+
+def _class(ranges: list[tuple[int, int]]) -> str:
+    return "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in ranges)
+
+
+class _CodePoints:
+    """A code point set written as hex ranges (``"0300-036F 0483"``), matched with ``re``.
+
+    ``re`` compiles a class of BMP ranges into a bitmap but tests astral ranges one by one for
+    every character, so the astral part is only tried on text that has astral characters.
+    """
+
+    def __init__(self, ranges: str) -> None:
+        bmp: list[tuple[int, int]] = []
+        astral: list[tuple[int, int]] = []
+        for item in ranges.split():
+            lo, _, hi = item.partition("-")
+            first = int(lo, 16)
+            last = int(hi, 16) if hi else first
+            if first <= 0xFFFF:
+                bmp.append((first, min(last, 0xFFFF)))
+            if last > 0xFFFF:
+                astral.append((max(first, 0x10000), last))
+        self._bmp = re.compile(f"[{_class(bmp)}]+")
+        self._astral = re.compile(f"[{_class(astral)}]+")
+        self.runs = re.compile(f"([{_class(bmp + astral)}]+)")
+
+    def search(self, text: str) -> bool:
+        if self._bmp.search(text):
+            return True
+        return _ASTRAL.search(text) is not None and self._astral.search(text) is not None
+
+    def sub(self, repl: str, text: str) -> str:
+        text = self._bmp.sub(repl, text)
+        if _ASTRAL.search(text):
+            text = self._astral.sub(repl, text)
+        return text
+
+
+_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
+
+
+# Code points that HF's normalization tables do not know (so they are stable starters with no
+# decomposition there) but that a newer Unicode gives a decomposition, a non-zero combining
+# class or a part in a composition: Python's `unicodedata` would move or merge them. Computed
+# against Unicode 18, so it covers every Python version.
+_NEWER_THAN_HF_NORMALIZATION = """
+0558 058B-058C 05C8-05C9 07FD 0897-089F 08CA-08D3 09FE 0C3C 0D3B-0D3C 0EBA 1715 1ABF-1AF0
+1DF6-1DFA 209D-209F 32FF A7F1-A7F4 A82C AB69 105C9 105D2 105DA 105E4 10781-10785 10787-107B0
+107B2-107BF 10D24-10D27 10D69-10D6D 10EAB-10EAC 10ECB-10ECF 10EF0-10EFB 10EFD-10EFF 10F46-10F50
+10F82-10F85 11070 1133B 11382-11385 1138B 1138E 11390-11391 113B8 113BB 113C2 113C5 113C7-113C9
+113CE-113D0 1145E 11839-1183A 11930 11935 11938 1193D-1193E 11943 119E0 11A34 11A47 11A99 11D42
+11D44-11D45 11D97 11F41-11F42 1611E-16129 1612F 16D63 16D67-16D6A 16FF0-16FF1 1B123-1B126
+1CCD6-1CCF9 1D127-1D128 1D250-1D252 1D25B-1D25C 1D25F 1D280-1D281 1D6A6 1DF95 1DFCD-1DFFF
+1E030-1E06D 1E08F 1E130-1E136 1E2AE 1E2EC-1E2EF 1E4EC-1E4EF 1E5EE-1E5EF 1E6E3 1E6E6 1E6EE-1E6EF
+1E6F5 1F16C 1FBF0-1FBF9
+"""
+
+# HF `StripAccents` removes `unicode-normalization-alignments`' combining marks (Mn, Mc, Me of
+# its Unicode version), without decomposing first.
+_HF_COMBINING_MARKS = """
+0300-036F 0483-0489 0591-05BD 05BF 05C1-05C2 05C4-05C5 05C7 0610-061A 064B-065F 0670 06D6-06DC
+06DF-06E4 06E7-06E8 06EA-06ED 0711 0730-074A 07A6-07B0 07EB-07F3 0816-0819 081B-0823 0825-0827
+0829-082D 0859-085B 08D4-08E1 08E3-0903 093A-093C 093E-094F 0951-0957 0962-0963 0981-0983 09BC
+09BE-09C4 09C7-09C8 09CB-09CD 09D7 09E2-09E3 0A01-0A03 0A3C 0A3E-0A42 0A47-0A48 0A4B-0A4D 0A51
+0A70-0A71 0A75 0A81-0A83 0ABC 0ABE-0AC5 0AC7-0AC9 0ACB-0ACD 0AE2-0AE3 0B01-0B03 0B3C 0B3E-0B44
+0B47-0B48 0B4B-0B4D 0B56-0B57 0B62-0B63 0B82 0BBE-0BC2 0BC6-0BC8 0BCA-0BCD 0BD7 0C00-0C03
+0C3E-0C44 0C46-0C48 0C4A-0C4D 0C55-0C56 0C62-0C63 0C81-0C83 0CBC 0CBE-0CC4 0CC6-0CC8 0CCA-0CCD
+0CD5-0CD6 0CE2-0CE3 0D01-0D03 0D3E-0D44 0D46-0D48 0D4A-0D4D 0D57 0D62-0D63 0D82-0D83 0DCA
+0DCF-0DD4 0DD6 0DD8-0DDF 0DF2-0DF3 0E31 0E34-0E3A 0E47-0E4E 0EB1 0EB4-0EB9 0EBB-0EBC 0EC8-0ECD
+0F18-0F19 0F35 0F37 0F39 0F3E-0F3F 0F71-0F84 0F86-0F87 0F8D-0F97 0F99-0FBC 0FC6 102B-103E
+1056-1059 105E-1060 1062-1064 1067-106D 1071-1074 1082-108D 108F 109A-109D 135D-135F 1712-1714
+1732-1734 1752-1753 1772-1773 17B4-17D3 17DD 180B-180D 1885-1886 18A9 1920-192B 1930-193B
+1A17-1A1B 1A55-1A5E 1A60-1A7C 1A7F 1AB0-1ABE 1B00-1B04 1B34-1B44 1B6B-1B73 1B80-1B82 1BA1-1BAD
+1BE6-1BF3 1C24-1C37 1CD0-1CD2 1CD4-1CE8 1CED 1CF2-1CF4 1CF8-1CF9 1DC0-1DF5 1DFB-1DFF 20D0-20F0
+2CEF-2CF1 2D7F 2DE0-2DFF 302A-302F 3099-309A A66F-A672 A674-A67D A69E-A69F A6F0-A6F1 A802 A806
+A80B A823-A827 A880-A881 A8B4-A8C5 A8E0-A8F1 A926-A92D A947-A953 A980-A983 A9B3-A9C0 A9E5
+AA29-AA36 AA43 AA4C-AA4D AA7B-AA7D AAB0 AAB2-AAB4 AAB7-AAB8 AABE-AABF AAC1 AAEB-AAEF AAF5-AAF6
+ABE3-ABEA ABEC-ABED FB1E FE00-FE0F FE20-FE2F 101FD 102E0 10376-1037A 10A01-10A03 10A05-10A06
+10A0C-10A0F 10A38-10A3A 10A3F 10AE5-10AE6 11000-11002 11038-11046 1107F-11082 110B0-110BA
+11100-11102 11127-11134 11173 11180-11182 111B3-111C0 111CA-111CC 1122C-11237 1123E 112DF-112EA
+11300-11303 1133C 1133E-11344 11347-11348 1134B-1134D 11357 11362-11363 11366-1136C 11370-11374
+11435-11446 114B0-114C3 115AF-115B5 115B8-115C0 115DC-115DD 11630-11640 116AB-116B7 1171D-1172B
+11C2F-11C36 11C38-11C3F 11C92-11CA7 11CA9-11CB6 16AF0-16AF4 16B30-16B36 16F51-16F7E 16F8F-16F92
+1BC9D-1BC9E 1D165-1D169 1D16D-1D172 1D17B-1D182 1D185-1D18B 1D1AA-1D1AD 1D242-1D244 1DA00-1DA36
+1DA3B-1DA6C 1DA75 1DA84 1DA9B-1DA9F 1DAA1-1DAAF 1E000-1E006 1E008-1E018 1E01B-1E021 1E023-1E024
+1E026-1E02A 1E8D0-1E8D6 1E944-1E94A E0100-E01EF
+"""
+
+# `BertNormalizer(strip_accents)` removes general category Mn as `unicode_categories` (Unicode
+# 8) has it, after NFD; characters that NFD always decomposes are left out (they never remain).
+_HF_BERT_NONSPACING_MARKS = """
+0300-033F 0342 0345-036F 0483-0487 0591-05BD 05BF 05C1-05C2 05C4-05C5 05C7 0610-061A 064B-065F
+0670 06D6-06DC 06DF-06E4 06E7-06E8 06EA-06ED 0711 0730-074A 07A6-07B0 07EB-07F3 0816-0819
+081B-0823 0825-0827 0829-082D 0859-085B 08E3-0902 093A 093C 0941-0948 094D 0951-0957 0962-0963
+0981 09BC 09C1-09C4 09CD 09E2-09E3 0A01-0A02 0A3C 0A41-0A42 0A47-0A48 0A4B-0A4D 0A51 0A70-0A71
+0A75 0A81-0A82 0ABC 0AC1-0AC5 0AC7-0AC8 0ACD 0AE2-0AE3 0B01 0B3C 0B3F 0B41-0B44 0B4D 0B56
+0B62-0B63 0B82 0BC0 0BCD 0C00 0C3E-0C40 0C46-0C47 0C4A-0C4D 0C55-0C56 0C62-0C63 0C81 0CBC 0CBF
+0CC6 0CCC-0CCD 0CE2-0CE3 0D01 0D41-0D44 0D4D 0D62-0D63 0DCA 0DD2-0DD4 0DD6 0E31 0E34-0E3A
+0E47-0E4E 0EB1 0EB4-0EB9 0EBB-0EBC 0EC8-0ECD 0F18-0F19 0F35 0F37 0F39 0F71-0F72 0F74 0F77
+0F79-0F7E 0F80 0F82-0F84 0F86-0F87 0F8D-0F92 0F94-0F97 0F99-0F9C 0F9E-0FA1 0FA3-0FA6 0FA8-0FAB
+0FAD-0FB8 0FBA-0FBC 0FC6 102D-1030 1032-1037 1039-103A 103D-103E 1058-1059 105E-1060 1071-1074
+1082 1085-1086 108D 109D 135D-135F 1712-1714 1732-1734 1752-1753 1772-1773 17B4-17B5 17B7-17BD
+17C6 17C9-17D3 17DD 180B-180D 18A9 1920-1922 1927-1928 1932 1939-193B 1A17-1A18 1A1B 1A56
+1A58-1A5E 1A60 1A62 1A65-1A6C 1A73-1A7C 1A7F 1AB0-1ABD 1B00-1B03 1B34 1B36-1B3A 1B3C 1B42
+1B6B-1B73 1B80-1B81 1BA2-1BA5 1BA8-1BA9 1BAB-1BAD 1BE6 1BE8-1BE9 1BED 1BEF-1BF1 1C2C-1C33
+1C36-1C37 1CD0-1CD2 1CD4-1CE0 1CE2-1CE8 1CED 1CF4 1CF8-1CF9 1DC0-1DF5 1DFC-1DFF 20D0-20DC 20E1
+20E5-20F0 2CEF-2CF1 2D7F 2DE0-2DFF 302A-302D 3099-309A A66F A674-A67D A69E-A69F A6F0-A6F1 A802
+A806 A80B A825-A826 A8C4 A8E0-A8F1 A926-A92D A947-A951 A980-A982 A9B3 A9B6-A9B9 A9BC A9E5
+AA29-AA2E AA31-AA32 AA35-AA36 AA43 AA4C AA7C AAB0 AAB2-AAB4 AAB7-AAB8 AABE-AABF AAC1 AAEC-AAED
+AAF6 ABE5 ABE8 ABED FB1E FE00-FE0F FE20-FE2F 101FD 102E0 10376-1037A 10A01-10A03 10A05-10A06
+10A0C-10A0F 10A38-10A3A 10A3F 10AE5-10AE6 11001 11038-11046 1107F-11081 110B3-110B6 110B9-110BA
+11100-11102 11127-1112B 1112D 11130-11134 11173 11180-11181 111B6-111BE 111CA-111CC 1122F-11231
+11234 11236-11237 112DF 112E3-112EA 11300-11301 1133C 11340 11366-1136C 11370-11374 114B3-114B8
+114BA 114BF-114C0 114C2-114C3 115B2-115B5 115BC-115BD 115BF-115C0 115DC-115DD 11633-1163A 1163D
+1163F-11640 116AB 116AD 116B0-116B5 116B7 1171D-1171F 11722-11725 11727-1172B 16AF0-16AF4
+16B30-16B36 16F8F-16F92 1BC9D-1BC9E 1D167-1D169 1D17B-1D182 1D185-1D18B 1D1AA-1D1AD 1D242-1D244
+1DA00-1DA36 1DA3B-1DA6C 1DA75 1DA84 1DA9B-1DA9F 1DAA1-1DAAF 1E8D0-1E8D6 E0100-E01EF
+"""
+
+# `BertNormalizer(clean_text)` drops NUL, U+FFFD and Unicode 8's Cc, Cf and Co (not Cn).
+_HF_BERT_CONTROLS = """
+0000-0008 000B-000C 000E-001F 007F-009F 00AD 0600-0605 061C 06DD 070F 180E 200B-200F 202A-202E
+2060-2064 2066-206F E000-F8FF FEFF FFF9-FFFB FFFD 110BD 1BCA0-1BCA3 1D173-1D17A E0001
+E0020-E007F F0000-FFFFD 100000-10FFFD
+"""
+
+# Rust's `char::is_whitespace` (the White_Space property); Python's `str.isspace` differs.
+_RUST_WHITESPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+# Rust's `to_lowercase` (Unicode 17) for letters that Python 3.10-3.13 do not lowercase yet.
+_RUST_ONLY_LOWERCASE: dict[int, str] = {
+    cp: chr(cp + delta)
+    for first, last, delta in (
+        (0x1C89, 0x1C89, 1), (0x2C2F, 0x2C2F, 48), (0xA7C0, 0xA7C0, 1), (0xA7CB, 0xA7CB, -42343),
+        (0xA7CC, 0xA7CC, 1), (0xA7CE, 0xA7CE, 1), (0xA7D0, 0xA7D0, 1), (0xA7D2, 0xA7D2, 1),
+        (0xA7D4, 0xA7D4, 1), (0xA7D6, 0xA7D6, 1), (0xA7D8, 0xA7D8, 1), (0xA7DA, 0xA7DA, 1),
+        (0xA7DC, 0xA7DC, -42561), (0x10570, 0x1057A, 39), (0x1057C, 0x1058A, 39),
+        (0x1058C, 0x10592, 39), (0x10594, 0x10595, 39), (0x10D50, 0x10D65, 32),
+        (0x16EA0, 0x16EB8, 27),
+    )
+    for cp in range(first, last + 1)
+}
+
+_HF_UNKNOWN_TO_NORMALIZATION = _CodePoints(_NEWER_THAN_HF_NORMALIZATION)
+_COMBINING_MARK = _CodePoints(_HF_COMBINING_MARKS)
+_BERT_NONSPACING_MARK = _CodePoints(_HF_BERT_NONSPACING_MARKS)
+_BERT_CONTROL = _CodePoints(_HF_BERT_CONTROLS)
+_BERT_WHITESPACE = re.compile(f"[{re.escape(_RUST_WHITESPACE)}]")
+# Few ranges, so one class is fast; each ideograph is padded on its own, as HF does.
+_CJK_IDEOGRAPH = re.compile(
+    "[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\U00020000-\U0002A6DF\U0002A700-\U0002B81F"
+    "\U0002B920-\U0002CEAF\U0002F800-\U0002FA1F]"
+)
+# Coarse net for the letters of _RUST_ONLY_LOWERCASE, cheap enough to run on every text.
+_RUST_ONLY_UPPERCASE_BLOCKS = re.compile(
+    "[\u1C89\u2C2F\uA7C0-\uA7DC\U00010570-\U00010595\U00010D50-\U00010D65"
+    "\U00016EA0-\U00016EB8]"
+)
+_GRAPHEME = regex.compile(r"\X")
+
+
+class _UnicodeForm:
+    """Unicode normalization as HF's older tables do it."""
+
+    form = ""
+
+    def __call__(self, text: str) -> str:
+        if text.isascii():
+            return text
+        if not _HF_UNKNOWN_TO_NORMALIZATION.search(text):
+            return unicodedata.normalize(self.form, text)
+        parts = _HF_UNKNOWN_TO_NORMALIZATION.runs.split(text)
+        # Unknown to HF's tables, those characters are starters that never combine: each side
+        # of them normalizes on its own, and they stay as they are.
+        parts[::2] = [unicodedata.normalize(self.form, part) for part in parts[::2]]
+        return "".join(parts)
+
+
+class NFC(_UnicodeForm):
+    form = "NFC"
+
+
+class NFD(_UnicodeForm):
+    form = "NFD"
+
+
+class NFKC(_UnicodeForm):
+    form = "NFKC"
+
+
+class NFKD(_UnicodeForm):
+    form = "NFKD"
+
+
+class Lowercase:
+    """Per-character full lowercase mapping (no final-sigma context), like Rust's ``to_lowercase``.
+
+    >>> Lowercase()("ΟΔΟΣ İ")
+    'οδοσ i̇'
+    """
+
+    def __call__(self, text: str) -> str:
+        if text.isascii():
+            return text.lower()
+        # Capital sigma maps to plain sigma wherever it stands: no final-sigma context.
+        text = text.replace("\u03a3", "\u03c3").lower()
+        if _RUST_ONLY_UPPERCASE_BLOCKS.search(text):
+            text = text.translate(_RUST_ONLY_LOWERCASE)
+        return text
+
+
+class Strip:
+    """Remove leading and/or trailing Unicode White_Space."""
+
+    def __init__(self, strip_left: bool = True, strip_right: bool = True) -> None:
+        self.strip_left = _flag("Strip", "strip_left", strip_left)
+        self.strip_right = _flag("Strip", "strip_right", strip_right)
+
+    def __call__(self, text: str) -> str:
+        if self.strip_left and self.strip_right:
+            return text.strip(_RUST_WHITESPACE)
+        if self.strip_left:
+            return text.lstrip(_RUST_WHITESPACE)
+        if self.strip_right:
+            return text.rstrip(_RUST_WHITESPACE)
+        return text
+
+
+class StripAccents:
+    """Drop combining marks as they stand; pair with ``NFD``/``NFKD`` to strip accents."""
+
+    def __call__(self, text: str) -> str:
+        if text.isascii():
+            return text
+        return _COMBINING_MARK.sub("", text)
+
+
+class Prepend:
+    """Put ``prepend`` in front of non-empty text."""
+
+    def __init__(self, prepend: str) -> None:
+        self.prepend = _text("Prepend", "prepend", prepend)
+
+    def __call__(self, text: str) -> str:
+        return self.prepend + text if text else text
+
+
+class Replace:
+    """Replace every match of ``pattern`` (``{"String": s}`` or ``{"Regex": r}``) by ``content``.
+
+    >>> Replace(pattern={"Regex": " {2,}"}, content=" ")("a   b")
+    'a b'
+    """
+
+    def __init__(self, pattern: dict[str, str], content: str) -> None:
+        self.pattern = pattern
+        self.content = _text("Replace", "content", content)
+        if not isinstance(pattern, dict) or len(pattern) != 1:
+            raise FormatError(
+                "normalizer Replace: pattern must be {'String': ...} or {'Regex': ...}, "
+                f"got {pattern!r}"
+            )
+        [(kind, value)] = pattern.items()
+        self._literal = _text("Replace", f"pattern.{kind}", value)
+        self._regex: regex.Pattern[str] | None = None
+        if kind == "Regex":
+            self._regex = _onig_regex("Replace", value)
+        elif kind != "String":
+            raise FormatError(
+                f"normalizer Replace: pattern kind must be String or Regex, got {kind!r}"
+            )
+
+    def __call__(self, text: str) -> str:
+        # HF finds no match at all in empty text, not even an empty one.
+        if not text:
+            return text
+        if self._regex is None:
+            return text.replace(self._literal, self.content)
+        return self.content.join(_text_between_matches(self._regex, text))
+
+
+class BertNormalizer:
+    """BERT's cleanup: controls out, whitespace to spaces, CJK ideographs spaced, accents, case.
+
+    >>> BertNormalizer()("Héllo\\t世界")
+    'hello  世  界 '
+    """
+
+    def __init__(
+        self,
+        clean_text: bool = True,
+        handle_chinese_chars: bool = True,
+        strip_accents: bool | None = None,
+        lowercase: bool = True,
+    ) -> None:
+        self.clean_text = _flag("BertNormalizer", "clean_text", clean_text)
+        self.handle_chinese_chars = _flag(
+            "BertNormalizer", "handle_chinese_chars", handle_chinese_chars
+        )
+        if strip_accents is not None:
+            _flag("BertNormalizer", "strip_accents", strip_accents)
+        self.strip_accents = strip_accents
+        self.lowercase = _flag("BertNormalizer", "lowercase", lowercase)
+        self._strip = lowercase if strip_accents is None else strip_accents
+
+    def __call__(self, text: str) -> str:
+        if self.clean_text:
+            text = _BERT_WHITESPACE.sub(" ", _BERT_CONTROL.sub("", text))
+        if self.handle_chinese_chars and not text.isascii():
+            text = _CJK_IDEOGRAPH.sub(r" \g<0> ", text)
+        if self._strip and not text.isascii():
+            text = _BERT_NONSPACING_MARK.sub("", _NFD(text))
+        if self.lowercase:
+            text = _LOWERCASE(text)
+        return text
+
+
+_NFD = NFD()
+_LOWERCASE = Lowercase()
+
+
+class Precompiled:
+    """SentencePiece's compiled normalization rules (``precompiled_charsmap``, base64).
+
+    The blob is ``u32 trie_size`` (bytes), a darts-clone double-array trie of ``trie_size / 4``
+    little-endian ``u32`` units keyed by UTF-8 bytes, then NUL-terminated UTF-8 replacements the
+    trie's values point into. As in HF's ``spm_precompiled``, text is cut into extended grapheme
+    clusters; a cluster shorter than 6 bytes whose bytes start with a key is replaced whole by
+    the shortest such key's replacement, otherwise each of its characters is looked up alone.
+    """
+
+    _CACHE_LIMIT = 1 << 16
+
+    def __init__(self, precompiled_charsmap: str) -> None:
+        self.precompiled_charsmap = _text(
+            "Precompiled", "precompiled_charsmap", precompiled_charsmap
+        )
+        try:
+            raw = base64.b64decode(precompiled_charsmap, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise FormatError(
+                f"normalizer Precompiled: precompiled_charsmap is not base64 ({exc})"
+            ) from None
+        if len(raw) < 4:
+            raise FormatError(
+                "normalizer Precompiled: precompiled_charsmap is shorter than its 4-byte trie size"
+            )
+        (trie_size,) = struct.unpack_from("<I", raw)
+        unit_count = trie_size // 4
+        if unit_count == 0 or 4 + 4 * unit_count > len(raw):
+            raise FormatError(
+                f"normalizer Precompiled: trie of {trie_size} bytes does not fit in a "
+                f"{len(raw)}-byte precompiled_charsmap"
+            )
+        self._units = struct.unpack_from(f"<{unit_count}I", raw, 4)
+        self._replacements = raw[4 + 4 * unit_count :]
+        try:
+            self._replacements.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(
+                f"normalizer Precompiled: replacement strings are not UTF-8 ({exc})"
+            ) from None
+        self._cache = _Memo(self._cluster)
+        ascii_map = {cp: self._cluster(chr(cp)) for cp in range(128)}
+        self._ascii_table = {cp: out for cp, out in ascii_map.items() if out != chr(cp)}
+        self._crlf = self._cluster("\r\n")
+
+    def __call__(self, text: str) -> str:
+        if text.isascii():
+            # Every ASCII character is its own grapheme cluster except CR LF.
+            if not self._ascii_table and self._crlf == "\r\n":
+                return text
+            table = self._ascii_table
+            return self._crlf.join(part.translate(table) for part in text.split("\r\n"))
+        if len(self._cache) > self._CACHE_LIMIT:
+            self._cache.clear()
+        return "".join(map(self._cache.__getitem__, _GRAPHEME.findall(text)))
+
+    def _cluster(self, cluster: str) -> str:
+        encoded = cluster.encode("utf-8")
+        if len(encoded) < 6:
+            whole = self._lookup(encoded)
+            if whole is not None:
+                return whole
+            if len(cluster) == 1:
+                return cluster
+        return "".join(self._char(c) for c in cluster)
+
+    def _char(self, char: str) -> str:
+        normalized = self._lookup(char.encode("utf-8"))
+        return char if normalized is None else normalized
+
+    def _lookup(self, key: bytes) -> str | None:
+        """The replacement for the shortest trie key that ``key`` starts with, if any."""
+        units = self._units
+        node = _unit_offset(units[0])
+        for byte in key:
+            if byte == 0:
+                return None
+            node ^= byte
+            if node >= len(units):
+                return None
+            unit = units[node]
+            if unit & 0x800000FF != byte:
+                return None
+            node ^= _unit_offset(unit)
+            if unit & 0x100:
+                if node >= len(units):
+                    return None
+                start = units[node] & 0x7FFFFFFF
+                end = self._replacements.find(b"\0", start)
+                if end < 0:
+                    end = len(self._replacements)
+                try:
+                    return self._replacements[start:end].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise FormatError(
+                        f"normalizer Precompiled: replacement at byte {start} does not start "
+                        "on a UTF-8 character boundary"
+                    ) from None
+        return None
+
+
+class _Memo(dict[str, str]):
+    """Results of a ``str -> str`` function, computed on first lookup."""
+
+    def __init__(self, compute: Callable[[str], str]) -> None:
+        super().__init__()
+        self._compute = compute
+
+    def __missing__(self, key: str) -> str:
+        value = self[key] = self._compute(key)
+        return value
+
+
+def _unit_offset(unit: int) -> int:
+    return (unit >> 10) << ((unit & 0x200) >> 6)
+
+
+class Sequence:
+    """Apply ``normalizers`` in order."""
+
+    def __init__(self, normalizers: list[Normalizer]) -> None:
+        if not isinstance(normalizers, list) or not all(callable(n) for n in normalizers):
+            raise FormatError(
+                f"normalizer Sequence: normalizers must be a list of normalizers, "
+                f"got {normalizers!r}"
+            )
+        self.normalizers = normalizers
+
+    def __call__(self, text: str) -> str:
+        for normalizer in self.normalizers:
+            text = normalizer(text)
+        return text
+
+
+def _text_between_matches(pattern: regex.Pattern[str], text: str) -> list[str]:
+    """The pieces of ``text`` around Oniguruma's matches of ``pattern``.
+
+    Oniguruma skips an empty match that touches the end of the previous match and, after an
+    empty match, resumes one character later; Python's ``sub`` does neither.
+    """
+    pieces = []
+    kept_from = 0
+    search_from = 0
+    previous_end = -1
+    while search_from <= len(text):
+        match = pattern.search(text, search_from)
+        if match is None:
+            break
+        start, end = match.span()
+        if start == end:
+            search_from = end + 1
+            if end == previous_end:
+                continue
+        else:
+            search_from = end
+        pieces.append(text[kept_from:start])
+        kept_from = previous_end = end
+    pieces.append(text[kept_from:])
+    return pieces
+
+
+def _onig_regex(component: str, pattern: str) -> regex.Pattern[str]:
+    # Oniguruma's Ruby syntax anchors ^ and $ at every line.
+    try:
+        return regex.compile(pattern, regex.MULTILINE)
+    except regex.error as exc:
+        raise FormatError(f"normalizer {component}: invalid regex {pattern!r} ({exc})") from None
+
+
+def _flag(component: str, field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise FormatError(f"normalizer {component}: {field} must be true or false, got {value!r}")
+    return value
+
+
+def _text(component: str, field: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise FormatError(f"normalizer {component}: {field} must be a string, got {value!r}")
+    return value
+
+
+_TYPES: dict[str, Callable[..., Normalizer]] = {
+    "NFC": NFC, "NFD": NFD, "NFKC": NFKC, "NFKD": NFKD, "Lowercase": Lowercase, "Strip": Strip,
+    "StripAccents": StripAccents, "Replace": Replace, "Prepend": Prepend,
+    "BertNormalizer": BertNormalizer, "Precompiled": Precompiled, "Sequence": Sequence,
+}
+
+
+def from_config(cfg: dict[str, Any] | None) -> Normalizer | None:
+    """The normalizer a ``tokenizer.json`` ``"normalizer"`` value describes (``null`` -> None).
+
+    Unknown fields are ignored, as HF does; missing required ones raise ``FormatError``.
+    """
+    if cfg is None:
+        return None
+    if not isinstance(cfg, dict):
+        raise FormatError(f"normalizer: expected an object or null, got {cfg!r}")
+    kind = cfg.get("type")
+    cls = _TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise FormatError(
+            f"normalizer: unknown type {kind!r} (expected one of {', '.join(_TYPES)})"
+        )
+    params = inspect.signature(cls).parameters
+    kwargs = {name: cfg[name] for name in params if name in cfg}
+    missing = [name for name, p in params.items() if p.default is p.empty and name not in cfg]
+    if missing:
+        raise FormatError(f"normalizer {kind}: missing field {', '.join(missing)}")
+    if kind == "Sequence":
+        children = kwargs["normalizers"]
+        if not isinstance(children, list):
+            raise FormatError(f"normalizer Sequence: normalizers must be a list, got {children!r}")
+        kwargs["normalizers"] = [_child(child) for child in children]
+    return cls(**kwargs)
+
+
+def _child(cfg: Any) -> Normalizer:
+    normalizer = from_config(cfg)
+    if normalizer is None:
+        raise FormatError("normalizer Sequence: an entry is null, expected a normalizer object")
+    return normalizer
