@@ -1,0 +1,285 @@
+"""Pre-tokenizers against HF ``tokenizers`` (the oracle): real configs, every option, hypothesis."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Regex
+from tokenizers import pre_tokenizers as hf
+
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer
+from pymtok import pre_tokenizers as pt
+from pymtok.errors import FormatError
+
+# Characters where Oniguruma, Rust and Python disagree most easily: odd whitespace, separators,
+# marks, numerals of many scripts, letters changed or added in recent Unicode versions.
+TRICKY = (
+    " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2028\u2029\u202f\u205f\u3000"
+    "\u200b\u200c\u200d\ufeff\u00ad'’`\"!?.,;:-_/\\|~^$+<=>@#%&*()[]{}"
+    "aZßẞſKİı\u0295\u01c5\u02b0\u00aa\u00b2\u00b3\u00b9\u00bc\u00bd\u2160\u216b\u2460"
+    "0١٢۳߄४৫੬૭୮௯౦೧൨๓໔༥၆៧᠘᥆᧐٫٬"
+    "\u0301\u0308\u0336\u093f\u0e31\u20dd\u0640"
+    "日本語ひらがなカタカナーｱｲ한국어中文龥"
+    "Привет Γειά עברית العربية हिन्दी ไทย"
+    "😀👍🏽🇯🇵👨‍👩‍👧\ufe0f\u2764"
+    "\U00016ea0\U00011de0\u088f\u20c1\U000323b0\U0001e6e3"
+    "\U0010ffff\ue000\u0378"
+)
+
+text_strategy = st.one_of(
+    st.text(alphabet=st.sampled_from(TRICKY), max_size=40),
+    st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40),
+    st.text(alphabet=st.sampled_from(TRICKY + "abcde 0123 xyz\n"), max_size=60),
+)
+HYPOTHESIS = settings(max_examples=80, deadline=None,
+                      suppress_health_check=[HealthCheck.too_slow])
+
+SAMPLES = corpus_chunks(300, seed=7)
+FEW = corpus_chunks(60, seed=11) + [TRICKY, TRICKY[::-1], "", " ", "  a  b  ", "a\n\n b\r\n"]
+
+
+def hf_pieces(pre, text: str) -> list[str]:
+    return [piece for piece, _ in pre.pre_tokenize_str(text)]
+
+
+def our_pieces(pre, text: str) -> list[str]:
+    return [piece for piece, _ in pre([(text, 0)])]
+
+
+def assert_same(ours, oracle, texts) -> None:
+    for text in texts:
+        assert our_pieces(ours, text) == hf_pieces(oracle, text), repr(text)
+
+
+@functools.lru_cache(maxsize=None)
+def load_config(name: str):
+    data = json.loads(fixture_path("tokenizers", name, "tokenizer.json").read_text("utf-8"))
+    return data.get("pre_tokenizer")
+
+
+@functools.lru_cache(maxsize=None)
+def ours_for(name: str):
+    return pt.from_config(load_config(name))
+
+
+# ---- real configs ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_fixture_pre_tokenizer_matches_hf(name: str) -> None:
+    cfg = load_config(name)
+    ours = pt.from_config(cfg)
+    if cfg is None:
+        assert ours is None
+        return
+    oracle = hf_tokenizer(name).pre_tokenizer
+    texts = SAMPLES + [text for text, _ in golden_cases(name)] + [TRICKY]
+    mismatches = [t for t in texts if our_pieces(ours, t) != hf_pieces(oracle, t)]
+    assert not mismatches, f"{len(mismatches)}/{len(texts)} differ, first {mismatches[0]!r}"
+
+
+@pytest.mark.parametrize("name", [n for n in TOKENIZER_NAMES if n not in
+                                  ("gemma-v1", "mistral-7b-v0.1", "phi-3-mini")])
+@HYPOTHESIS
+@given(text=text_strategy)
+def test_fixture_pre_tokenizer_hypothesis(name: str, text: str) -> None:
+    assert our_pieces(ours_for(name), text) == hf_pieces(hf_tokenizer(name).pre_tokenizer, text)
+
+
+# ---- Oniguruma pattern translation ----------------------------------------------------------
+
+# Every code point up to the last one assigned (Unicode 17), plus the private-use planes' edges.
+EVERY_CHAR = "".join(
+    chr(c) for c in [*range(0x33480), 0xE0001, 0xE0100, 0xF0000, 0x10FFFD, 0x10FFFF]
+    if not 0xD800 <= c <= 0xDFFF
+)
+
+
+@pytest.mark.parametrize("pattern", [
+    r"\s", r"\d", r"\w", r"\p{L}", r"\p{N}", r"\p{Lu}", r"\p{Ll}", r"\p{Lo}", r"\p{M}",
+    r"[\p{P}\p{S}[:^alnum:]]", r"\b.",
+])
+def test_character_classes_match_oniguruma_everywhere(pattern: str) -> None:
+    oracle = hf.Split(Regex(pattern), behavior="removed", invert=True)
+    expected = set("".join(hf_pieces(oracle, EVERY_CHAR)))
+    got = set("".join(m.group() for m in pt.onig_regex(pattern).finditer(EVERY_CHAR)))
+    assert sorted(got ^ expected)[:10] == []
+
+
+PATTERNS = [
+    r"\s+", r"\p{N}{1,3}", r"(?i:'s|'t|'re|'ve|'m|'ll|'d)", r"(?i:k|s)", r"[a-c&&b-d]+",
+    r"^\w+|\w+$", r"\bx", r"x*", r"(?=a)", r"\s*", r"a|", r"(?m:.)+", r"\Z", r"[|~-]+",
+    r"\x{41}+", r"[\-.]", r"(?<=\s)\S",
+]
+BEHAVIORS = ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"]
+HF_BEHAVIOR = {"Removed": "removed", "Isolated": "isolated",
+               "MergedWithPrevious": "merged_with_previous", "MergedWithNext": "merged_with_next",
+               "Contiguous": "contiguous"}
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("behavior", BEHAVIORS)
+@pytest.mark.parametrize("invert", [False, True])
+def test_split_regex_every_behavior(pattern: str, behavior: str, invert: bool) -> None:
+    ours = pt.Split(pattern={"Regex": pattern}, behavior=behavior, invert=invert)
+    oracle = hf.Split(Regex(pattern), behavior=HF_BEHAVIOR[behavior], invert=invert)
+    texts = FEW[:25] + ["xxaxx", "ab\nab\n", "aa", "Straße STRASSE ﬆ", "a b\u00a0c\u3000d"]
+    assert_same(ours, oracle, texts)
+
+
+@pytest.mark.parametrize("string", ["-", "ab", " ", "", ".*", "<!dummy-prefix!>"])
+@pytest.mark.parametrize("behavior", BEHAVIORS)
+def test_split_string_every_behavior(string: str, behavior: str) -> None:
+    ours = pt.Split(pattern={"String": string}, behavior=behavior, invert=False)
+    oracle = hf.Split(string, behavior=HF_BEHAVIOR[behavior], invert=False)
+    assert_same(ours, oracle, FEW[:20] + ["The-final--countdown", "abab.*ab", " a  b "])
+
+
+@HYPOTHESIS
+@given(text=text_strategy, pattern=st.sampled_from(PATTERNS), behavior=st.sampled_from(BEHAVIORS),
+       invert=st.booleans())
+def test_split_hypothesis(text: str, pattern: str, behavior: str, invert: bool) -> None:
+    ours = pt.Split(pattern={"Regex": pattern}, behavior=behavior, invert=invert)
+    oracle = hf.Split(Regex(pattern), behavior=HF_BEHAVIOR[behavior], invert=invert)
+    assert our_pieces(ours, text) == hf_pieces(oracle, text)
+
+
+# ---- the other components, every option ------------------------------------------------------
+
+def component_pairs():
+    pairs = [
+        ("Digits", pt.Digits(individual_digits=False), hf.Digits(individual_digits=False)),
+        ("Digits-individual", pt.Digits(individual_digits=True), hf.Digits(individual_digits=True)),
+        ("Bert", pt.BertPreTokenizer(), hf.BertPreTokenizer()),
+        ("Whitespace", pt.Whitespace(), hf.Whitespace()),
+        ("WhitespaceSplit", pt.WhitespaceSplit(), hf.WhitespaceSplit()),
+        ("CharDelimiterSplit", pt.CharDelimiterSplit(delimiter="a"), hf.CharDelimiterSplit("a")),
+        ("CharDelimiterSplit-space", pt.CharDelimiterSplit(delimiter=" "),
+         hf.CharDelimiterSplit(" ")),
+    ]
+    for behavior in BEHAVIORS:
+        pairs.append((f"Punctuation-{behavior}", pt.Punctuation(behavior=behavior),
+                      hf.Punctuation(HF_BEHAVIOR[behavior])))
+    for prefix in (False, True):
+        for use_regex in (False, True):
+            pairs.append((f"ByteLevel-{prefix}-{use_regex}",
+                          pt.ByteLevel(add_prefix_space=prefix, trim_offsets=True,
+                                       use_regex=use_regex),
+                          hf.ByteLevel(add_prefix_space=prefix, use_regex=use_regex)))
+    for scheme in ("always", "first", "never"):
+        for split in (False, True):
+            for rep in ("\u2581", "_"):
+                pairs.append((f"Metaspace-{scheme}-{split}-{rep}",
+                              pt.Metaspace(replacement=rep, prepend_scheme=scheme, split=split),
+                              hf.Metaspace(replacement=rep, prepend_scheme=scheme, split=split)))
+    return pairs
+
+
+PAIRS = component_pairs()
+
+
+@pytest.mark.parametrize("label,ours,oracle", PAIRS, ids=[p[0] for p in PAIRS])
+def test_component_matches_hf(label: str, ours, oracle) -> None:
+    assert_same(ours, oracle, FEW + ["\u2581a\u2581 b", "a1b22c333", "x__y", "ab", "b"])
+
+
+@HYPOTHESIS
+@given(text=text_strategy, index=st.integers(0, len(PAIRS) - 1))
+def test_component_hypothesis(text: str, index: int) -> None:
+    _, ours, oracle = PAIRS[index]
+    assert our_pieces(ours, text) == hf_pieces(oracle, text)
+
+
+# HF's script table is Unicode 9.0; characters assigned since then are "Any" there but have a
+# script here, so UnicodeScripts is compared on text without them.
+def test_unicode_scripts_matches_hf() -> None:
+    texts = FEW[:-6] + ["Hello世界ひらがなカタカナーabc  123 Привет", "  abc", "a ー b", "!!", " "]
+    assert_same(pt.UnicodeScripts(), hf.UnicodeScripts(), texts)
+
+
+@pytest.mark.xfail(strict=True, reason="HF's script table stops at Unicode 9.0")
+def test_unicode_scripts_post_unicode_9_letter() -> None:
+    assert_same(pt.UnicodeScripts(), hf.UnicodeScripts(), ["a\u088fb"])
+
+
+@pytest.mark.xfail(strict=True, reason="(?i) multi-character folds (ß = ss) are not emulated")
+def test_multi_character_case_folding() -> None:
+    ours = pt.Split(pattern={"Regex": "(?i:ss)"}, behavior="Isolated", invert=False)
+    assert_same(ours, hf.Split(Regex("(?i:ss)"), behavior="isolated"), ["aßb"])
+
+
+@pytest.mark.parametrize("punctuation_char", ["\u166d", "\U000111c9", "\u2e43", "\u061d", "$"])
+def test_punctuation_uses_hf_unicode_9_table(punctuation_char: str) -> None:
+    text = f"a{punctuation_char}b"
+    assert our_pieces(pt.Punctuation(), text) == hf_pieces(hf.Punctuation(), text)
+
+
+def test_sequence_matches_hf() -> None:
+    ours = pt.Sequence(pretokenizers=[pt.WhitespaceSplit(), pt.Digits(individual_digits=True),
+                                      pt.Metaspace(prepend_scheme="first", split=True)])
+    oracle = hf.Sequence([hf.WhitespaceSplit(), hf.Digits(individual_digits=True),
+                          hf.Metaspace(prepend_scheme="first", split=True)])
+    assert_same(ours, oracle, FEW)
+
+
+# ---- offsets ----------------------------------------------------------------------------------
+
+def test_metaspace_first_prefixes_only_offset_zero() -> None:
+    meta = pt.Metaspace(prepend_scheme="first", split=False)
+    assert meta([("a b", 0), ("c d", 4)]) == [("\u2581a\u2581b", 0), ("c\u2581d", 4)]
+    assert meta([("c d", 3)]) == [("c\u2581d", 3)]
+
+
+def test_offsets_follow_the_original_text() -> None:
+    text = "Hello  wörld 123!"
+    for label, ours, oracle in PAIRS:
+        if "Metaspace" in label or "ByteLevel" in label:
+            continue
+        got = ours([(text, 5)])
+        want = [(piece, start + 5) for piece, (start, _end) in oracle.pre_tokenize_str(text)]
+        assert got == want, label
+    split = pt.Metaspace(prepend_scheme="always", split=True)([("a b", 5)])
+    assert split == [("\u2581a", 5), ("\u2581b", 6)]
+
+
+def test_metaspace_first_after_split_in_sequence_matches_hf() -> None:
+    ours = pt.from_config({"type": "Sequence", "pretokenizers": [
+        {"type": "WhitespaceSplit"},
+        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}]})
+    oracle = hf.Sequence([hf.WhitespaceSplit(),
+                          hf.Metaspace(prepend_scheme="first", split=True)])
+    assert_same(ours, oracle, ["a b c", "  a b", "x"])
+
+
+# ---- configs ----------------------------------------------------------------------------------
+
+def test_from_config_null_and_errors() -> None:
+    assert pt.from_config(None) is None
+    with pytest.raises(FormatError, match="FixedLength"):
+        pt.from_config({"type": "FixedLength", "length": 5})
+    with pytest.raises(FormatError, match="behavior"):
+        pt.from_config({"type": "Split", "pattern": {"String": "a"}, "behavior": "Bogus",
+                        "invert": False})
+    with pytest.raises(FormatError, match="pattern"):
+        pt.from_config({"type": "Split", "pattern": {"Glob": "a"}, "behavior": "Isolated",
+                        "invert": False})
+    with pytest.raises(FormatError, match="does not compile"):
+        pt.from_config({"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated",
+                        "invert": False})
+    with pytest.raises(FormatError, match="prepend_scheme"):
+        pt.from_config({"type": "Metaspace", "replacement": "_", "add_prefix_space": False,
+                        "prepend_scheme": "always"})
+    with pytest.raises(FormatError, match="bad fields"):
+        pt.from_config({"type": "Digits", "digits": True})
+
+
+def test_legacy_metaspace_fields() -> None:
+    legacy = pt.from_config({"type": "Metaspace", "replacement": "\u2581", "str_rep": "\u2581",
+                             "add_prefix_space": True})
+    assert our_pieces(legacy, "a b") == ["\u2581a", "\u2581b"]
+    never = pt.from_config({"type": "Metaspace", "replacement": "\u2581",
+                            "add_prefix_space": False, "prepend_scheme": "never"})
+    assert our_pieces(never, "a b") == ["a", "\u2581b"]
