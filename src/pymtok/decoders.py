@@ -20,6 +20,7 @@ import regex
 
 from .byte_level import CHAR_TO_BYTE
 from .errors import FormatError
+from .onig import onig_regex, onig_sub
 
 __all__ = [
     "BPEDecoder", "ByteFallback", "ByteLevel", "CTC", "Decoder", "Fuse", "Metaspace", "Replace",
@@ -260,11 +261,9 @@ class Replace:
         self._regex: regex.Pattern[str] | None = None
         if "Regex" in pattern:
             try:
-                self._regex = regex.compile(pattern["Regex"])
-            except regex.error as exc:
-                raise FormatError(
-                    f"decoder Replace: 'pattern.Regex' {pattern['Regex']!r} does not compile: {exc}"
-                ) from exc
+                self._regex = onig_regex(pattern["Regex"])
+            except FormatError as exc:
+                raise FormatError(f"decoder Replace: 'pattern.Regex': {exc}") from None
 
     def __call__(self, tokens: list[str]) -> list[str]:
         return [self._replace(token) for token in tokens]
@@ -277,27 +276,7 @@ class Replace:
             # Leftmost non-overlapping literal matches: what HF's escaped regex finds.
             assert self._literal is not None
             return token.replace(self._literal, self.content)
-        return self._replace_regex(self._regex, token)
-
-    def _replace_regex(self, pattern: regex.Pattern[str], token: str) -> str:
-        # Oniguruma's find_iter (HF) rejects an empty match right where the previous match ended,
-        # whereas Python's sub accepts it; so walk the matches by hand.
-        pieces: list[str] = []
-        kept_from = 0
-        search_from = 0
-        last_end: int | None = None
-        while search_from <= len(token):
-            match = pattern.search(token, search_from)
-            if match is None:
-                break
-            start, end = match.span()
-            if start == end and end == last_end:
-                search_from = start + 1
-                continue
-            pieces += (token[kept_from:start], self.content)
-            kept_from = search_from = last_end = end
-        pieces.append(token[kept_from:])
-        return "".join(pieces)
+        return onig_sub(self._regex, token, self.content)
 
 
 class Strip:

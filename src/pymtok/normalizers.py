@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import regex
 
 from .errors import FormatError
+from .onig import onig_regex, onig_sub
 
 
 class Normalizer(Protocol):
@@ -303,7 +304,10 @@ class Replace:
         self._literal = _text("Replace", f"pattern.{kind}", value)
         self._regex: regex.Pattern[str] | None = None
         if kind == "Regex":
-            self._regex = _onig_regex("Replace", value)
+            try:
+                self._regex = onig_regex(value)
+            except FormatError as exc:
+                raise FormatError(f"normalizer Replace: {exc}") from None
         elif kind != "String":
             raise FormatError(
                 f"normalizer Replace: pattern kind must be String or Regex, got {kind!r}"
@@ -315,7 +319,7 @@ class Replace:
             return text
         if self._regex is None:
             return text.replace(self._literal, self.content)
-        return self.content.join(_text_between_matches(self._regex, text))
+        return onig_sub(self._regex, text, self.content)
 
 
 class BertNormalizer:
@@ -491,41 +495,6 @@ class Sequence:
         for normalizer in self.normalizers:
             text = normalizer(text)
         return text
-
-
-def _text_between_matches(pattern: regex.Pattern[str], text: str) -> list[str]:
-    """The pieces of ``text`` around Oniguruma's matches of ``pattern``.
-
-    Oniguruma skips an empty match that touches the end of the previous match and, after an
-    empty match, resumes one character later; Python's ``sub`` does neither.
-    """
-    pieces = []
-    kept_from = 0
-    search_from = 0
-    previous_end = -1
-    while search_from <= len(text):
-        match = pattern.search(text, search_from)
-        if match is None:
-            break
-        start, end = match.span()
-        if start == end:
-            search_from = end + 1
-            if end == previous_end:
-                continue
-        else:
-            search_from = end
-        pieces.append(text[kept_from:start])
-        kept_from = previous_end = end
-    pieces.append(text[kept_from:])
-    return pieces
-
-
-def _onig_regex(component: str, pattern: str) -> regex.Pattern[str]:
-    # Oniguruma's Ruby syntax anchors ^ and $ at every line.
-    try:
-        return regex.compile(pattern, regex.MULTILINE)
-    except regex.error as exc:
-        raise FormatError(f"normalizer {component}: invalid regex {pattern!r} ({exc})") from None
 
 
 def _flag(component: str, field: str, value: Any) -> bool:
