@@ -1,0 +1,538 @@
+/* pymtok._native: the Python face of the native core.
+ *
+ * One type, Encoder, built once per tokenizer from the model's tables and a description of the
+ * pre-tokenizer (pymtok/native.py decides when the native path is exact and builds it).
+ * Encoder.encode(normalized_segment, offset) returns the ids of one segment; the work runs
+ * with the GIL released so that threads encode in parallel.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "native.h"
+
+enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
+#define MAX_STEPS 16
+#define CACHE_SLOTS (1u << 18)
+#define CACHE_ENTRIES 100000
+
+typedef struct {
+    PyObject_HEAD
+    int model;
+    BPE bpe;
+    WordPiece wp;
+    Unigram ug;
+    Step steps[MAX_STEPS];
+    size_t nsteps;
+    Cache cache;
+    PyObject **ints; /* a Python int for every id the model can produce: lists are built fast */
+    size_t nints;
+} Encoder;
+
+/* ---- reading Python tables -------------------------------------------------------------- */
+
+/* GPT-2's byte <-> character map (pymtok.byte_level): character -> byte, -1 if not a byte's. */
+static int16_t gpt2_byte_of[0x144];
+
+static void init_gpt2_map(void) {
+    for (size_t i = 0; i < 0x144; i++)
+        gpt2_byte_of[i] = -1;
+    int extra = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        gpt2_byte_of[printable ? b : 0x100 + extra++] = (int16_t)b;
+    }
+}
+
+typedef struct {
+    uint8_t *v;
+    size_t cap;
+} Bytes;
+
+/* The bytes a vocabulary string stands for: its UTF-8, or for byte-level vocabularies the
+ * bytes its GPT-2 characters map back to. Returns the length, -1 if a byte-level string holds
+ * a character no byte maps to (no input can produce it), -2 on error. */
+static Py_ssize_t key_bytes(PyObject *s, int byte_level, Bytes *out) {
+    if (!PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "vocabulary keys must be str");
+        return -2;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (out->cap < (size_t)n * 4 + 1) {
+        uint8_t *v = realloc(out->v, (size_t)n * 4 + 1);
+        if (!v) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        out->v = v;
+        out->cap = (size_t)n * 4 + 1;
+    }
+    size_t w = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t c = PyUnicode_READ(kind, data, i);
+        if (byte_level) {
+            if (c >= 0x144 || gpt2_byte_of[c] < 0)
+                return -1;
+            out->v[w++] = (uint8_t)gpt2_byte_of[c];
+        } else {
+            w += utf8_encode(&c, 1, out->v + w);
+        }
+    }
+    return (Py_ssize_t)w;
+}
+
+static int read_id(PyObject *o, int32_t *id) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < 0 || v > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "token id %ld out of range", v);
+        return -1;
+    }
+    *id = (int32_t)v;
+    return 0;
+}
+
+static void fallback_table(const StrMap *vocab, int32_t *table) {
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        table[b] = strmap_get(vocab, (const uint8_t *)name, 6);
+    }
+}
+
+static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *max_id) {
+    BPE *m = &self->bpe;
+    if (!PyDict_Check(vocab) || !PyDict_Check(merges)) {
+        PyErr_SetString(PyExc_TypeError, "BPE needs vocab and merges as dicts");
+        return -1;
+    }
+    memset(m->byte_unit, 0xFF, sizeof m->byte_unit);
+    if (strmap_init(&m->vocab, (size_t)PyDict_GET_SIZE(vocab)) < 0 ||
+        pairmap_init(&m->merges, (size_t)PyDict_GET_SIZE(merges)) < 0)
+        goto nomem;
+    if (!m->byte_level) {
+        m->bmp = malloc(0x10000 * sizeof *m->bmp);
+        if (!m->bmp)
+            goto nomem;
+        memset(m->bmp, 0xFF, 0x10000 * sizeof *m->bmp);
+    }
+    /* Whether no token has U+2581 right after another character: then no merge can join
+     * across such a point and pieces may be cut there (see encode_segment). */
+    int metaspace_inside = 0;
+    Bytes key = {0};
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(vocab, &pos, &k, &v)) {
+        int32_t id;
+        Py_ssize_t len = key_bytes(k, m->byte_level, &key);
+        if (len == -2 || read_id(v, &id) < 0)
+            goto fail;
+        if (id > *max_id)
+            *max_id = id;
+        if (len < 0)
+            continue;
+        if (strmap_put(&m->vocab, key.v, (size_t)len, id) < 0)
+            goto nomem_key;
+        if (m->byte_level) {
+            if (len == 1)
+                m->byte_unit[key.v[0]] = id;
+            continue;
+        }
+        Py_ssize_t chars = PyUnicode_GET_LENGTH(k);
+        int kind = PyUnicode_KIND(k);
+        const void *data = PyUnicode_DATA(k);
+        if (chars == 1 && PyUnicode_READ(kind, data, 0) < 0x10000)
+            m->bmp[PyUnicode_READ(kind, data, 0)] = id;
+        for (Py_ssize_t i = 1; i < chars; i++)
+            if (PyUnicode_READ(kind, data, i) == 0x2581 && PyUnicode_READ(kind, data, i - 1) != 0x2581)
+                metaspace_inside = 1;
+    }
+    free(key.v);
+    fallback_table(&m->vocab, m->fallback);
+    pos = 0;
+    while (PyDict_Next(merges, &pos, &k, &v)) {
+        int32_t left, right, rank, id;
+        if (!PyTuple_Check(k) || PyTuple_GET_SIZE(k) != 2 || !PyTuple_Check(v) || PyTuple_GET_SIZE(v) != 2) {
+            PyErr_SetString(PyExc_TypeError, "merges must map (left id, right id) to (rank, merged id)");
+            return -1;
+        }
+        if (read_id(PyTuple_GET_ITEM(k, 0), &left) < 0 || read_id(PyTuple_GET_ITEM(k, 1), &right) < 0 ||
+            read_id(PyTuple_GET_ITEM(v, 0), &rank) < 0 || read_id(PyTuple_GET_ITEM(v, 1), &id) < 0)
+            return -1;
+        if (id > *max_id)
+            *max_id = id;
+        pairmap_put(&m->merges, (uint32_t)left, (uint32_t)right, (uint32_t)rank, id);
+    }
+    m->split_metaspace = !m->byte_level && !m->ignore_merges && !metaspace_inside && m->bmp[0x2581] >= 0;
+    return 0;
+nomem_key:
+    PyErr_NoMemory();
+fail:
+    free(key.v);
+    return -1;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+static int build_wordpiece(Encoder *self, PyObject *vocab, PyObject *prefix, int32_t *max_id) {
+    WordPiece *m = &self->wp;
+    if (!PyDict_Check(vocab)) {
+        PyErr_SetString(PyExc_TypeError, "WordPiece needs vocab as a dict");
+        return -1;
+    }
+    Bytes pre = {0}, key = {0};
+    Py_ssize_t plen = key_bytes(prefix, 0, &pre);
+    if (plen < 0)
+        return -1;
+    if (strmap_init(&m->vocab, (size_t)PyDict_GET_SIZE(vocab)) < 0 ||
+        strmap_init(&m->cont, (size_t)PyDict_GET_SIZE(vocab)) < 0) {
+        free(pre.v);
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    int err = 0;
+    while (!err && PyDict_Next(vocab, &pos, &k, &v)) {
+        int32_t id;
+        Py_ssize_t len = key_bytes(k, 0, &key);
+        if (len < 0 || read_id(v, &id) < 0) {
+            err = 1;
+            break;
+        }
+        if (id > *max_id)
+            *max_id = id;
+        if (strmap_put(&m->vocab, key.v, (size_t)len, id) < 0)
+            err = 2;
+        else if (len >= plen && memcmp(key.v, pre.v, (size_t)plen) == 0 &&
+                 strmap_put(&m->cont, key.v + plen, (size_t)(len - plen), id) < 0)
+            err = 2;
+    }
+    free(pre.v);
+    free(key.v);
+    if (err == 2)
+        PyErr_NoMemory();
+    return err ? -1 : 0;
+}
+
+static int build_unigram(Encoder *self, PyObject *pieces, PyObject *scores) {
+    Unigram *m = &self->ug;
+    if (!PyList_Check(pieces) || !PyList_Check(scores) || PyList_GET_SIZE(pieces) != PyList_GET_SIZE(scores)) {
+        PyErr_SetString(PyExc_TypeError, "Unigram needs pieces and scores as lists of one length");
+        return -1;
+    }
+    size_t n = (size_t)PyList_GET_SIZE(pieces), total = 0;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *p = PyList_GET_ITEM(pieces, i);
+        if (!PyUnicode_Check(p)) {
+            PyErr_SetString(PyExc_TypeError, "Unigram pieces must be str");
+            return -1;
+        }
+        total += (size_t)PyUnicode_GET_LENGTH(p) * 4;
+    }
+    size_t slots = 16;
+    while (slots < 2 * total + 1)
+        slots *= 2;
+    m->trie = malloc(slots * sizeof *m->trie);
+    m->scores = malloc((n ? n : 1) * sizeof *m->scores);
+    m->nnodes = 1; /* node 0 is the root; 0 as a child means none */
+    m->term = malloc(sizeof *m->term);
+    if (!m->trie || !m->scores || !m->term || strmap_init(&m->vocab, n) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    m->term[0] = -1;
+    for (size_t i = 0; i < slots; i++)
+        m->trie[i].key = PAIR_EMPTY;
+    m->trie_mask = slots - 1;
+    m->nscores = n;
+    Bytes key = {0};
+    for (size_t i = 0; i < n; i++) {
+        Py_ssize_t len = key_bytes(PyList_GET_ITEM(pieces, i), 0, &key);
+        double score = PyFloat_AsDouble(PyList_GET_ITEM(scores, i));
+        if (len < 0 || (score == -1.0 && PyErr_Occurred())) {
+            free(key.v);
+            return -1;
+        }
+        m->scores[i] = score;
+        if (strmap_put(&m->vocab, key.v, (size_t)len, (int32_t)i) < 0 ||
+            trie_insert(m, key.v, (size_t)len, (int32_t)i) < 0) {
+            free(key.v);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    free(key.v);
+    fallback_table(&m->vocab, m->fallback);
+    return 0;
+}
+
+static int lookup(const char *name, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The pre-tokenizer program native.py builds: a tuple of step tuples,
+ *   ("split", scanner, behavior, invert)      ("byte_level", add_prefix_space, use_regex)
+ *   ("bert",)   ("whitespace_split",)         ("metaspace", replacement, prepend_scheme, split) */
+static int parse_steps(Encoder *self, PyObject *steps) {
+    static const char *const scanners[] = {
+        [SC_GPT2] = "gpt2", [SC_CL100K] = "cl100k", [SC_QWEN2] = "qwen2", [SC_O200K] = "o200k",
+        [SC_DS_DIGITS] = "deepseek_digits", [SC_DS_CJK] = "deepseek_cjk", [SC_DS_MAIN] = "deepseek_main"};
+    static const char *const behaviors[] = {[BH_ISOLATED] = "Isolated", [BH_REMOVED] = "Removed"};
+    static const char *const schemes[] = {[PS_ALWAYS] = "always", [PS_FIRST] = "first", [PS_NEVER] = "never"};
+    if (!PyTuple_Check(steps) || PyTuple_GET_SIZE(steps) > MAX_STEPS) {
+        PyErr_SetString(PyExc_ValueError, "steps must be a tuple of at most 16 step tuples");
+        return -1;
+    }
+    self->nsteps = (size_t)PyTuple_GET_SIZE(steps);
+    for (size_t k = 0; k < self->nsteps; k++) {
+        PyObject *t = PyTuple_GET_ITEM(steps, k);
+        Step *st = &self->steps[k];
+        const char *kind, *a, *b;
+        PyObject *rep;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0)) ||
+            !(kind = PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 0)))) {
+            PyErr_Format(PyExc_ValueError, "step %zu is not a (kind, ...) tuple", k);
+            return -1;
+        }
+        if (strcmp(kind, "split") == 0) {
+            st->kind = ST_SPLIT;
+            if (!PyArg_ParseTuple(t, "sssp", &kind, &a, &b, &st->invert))
+                return -1;
+            st->scanner = lookup(a, scanners, sizeof scanners / sizeof *scanners);
+            st->behavior = lookup(b, behaviors, sizeof behaviors / sizeof *behaviors);
+            if (st->scanner < 0 || st->behavior < 0) {
+                PyErr_Format(PyExc_ValueError, "no native split %s with behavior %s", a, b);
+                return -1;
+            }
+        } else if (strcmp(kind, "byte_level") == 0) {
+            st->kind = ST_BYTE_LEVEL;
+            if (!PyArg_ParseTuple(t, "spp", &kind, &st->add_prefix_space, &st->use_regex))
+                return -1;
+        } else if (strcmp(kind, "bert") == 0) {
+            st->kind = ST_BERT;
+        } else if (strcmp(kind, "whitespace_split") == 0) {
+            st->kind = ST_WHITESPACE_SPLIT;
+        } else if (strcmp(kind, "metaspace") == 0) {
+            st->kind = ST_METASPACE;
+            if (!PyArg_ParseTuple(t, "sUsp", &kind, &rep, &b, &st->split))
+                return -1;
+            st->prepend = lookup(b, schemes, sizeof schemes / sizeof *schemes);
+            if (PyUnicode_GET_LENGTH(rep) != 1 || st->prepend < 0) {
+                PyErr_SetString(PyExc_ValueError, "metaspace needs one replacement character and a known scheme");
+                return -1;
+            }
+            st->replacement = PyUnicode_READ_CHAR(rep, 0);
+        } else {
+            PyErr_Format(PyExc_ValueError, "unknown step %s", kind);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the type --------------------------------------------------------------------------- */
+
+static void Encoder_dealloc(Encoder *self) {
+    bpe_free(&self->bpe);
+    wordpiece_free(&self->wp);
+    unigram_free(&self->ug);
+    cache_free(&self->cache);
+    if (self->ints) {
+        for (size_t i = 0; i < self->nints; i++)
+            Py_XDECREF(self->ints[i]);
+        free(self->ints);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"model", "steps", "vocab", "merges", "scores", "byte_level", "ignore_merges",
+                             "byte_fallback", "fuse_unk", "unk_id", "prefix", "max_chars", "unk_score", NULL};
+    const char *model;
+    PyObject *steps, *vocab, *merges = Py_None, *scores = Py_None, *prefix = NULL;
+    int byte_level = 0, ignore_merges = 0, byte_fallback = 0, fuse_unk = 0, unk_id = -1;
+    Py_ssize_t max_chars = 100;
+    double unk_score = 0.0;
+    if (self->ints) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|$OOppppiUnd", kwlist, &model, &steps, &vocab, &merges,
+                                     &scores, &byte_level, &ignore_merges, &byte_fallback, &fuse_unk, &unk_id,
+                                     &prefix, &max_chars, &unk_score))
+        return -1;
+    if (parse_steps(self, steps) < 0)
+        return -1;
+    int32_t max_id = unk_id;
+    if (strcmp(model, "BPE") == 0) {
+        self->model = MODEL_BPE;
+        self->bpe.byte_level = byte_level;
+        self->bpe.ignore_merges = ignore_merges;
+        self->bpe.byte_fallback = byte_fallback;
+        self->bpe.fuse_unk = fuse_unk;
+        self->bpe.unk_id = unk_id;
+        if (build_bpe(self, vocab, merges, &max_id) < 0)
+            return -1;
+    } else if (strcmp(model, "WordPiece") == 0) {
+        self->model = MODEL_WORDPIECE;
+        self->wp.unk_id = unk_id;
+        self->wp.max_chars = (size_t)max_chars;
+        if (unk_id < 0 || !prefix) {
+            PyErr_SetString(PyExc_ValueError, "WordPiece needs unk_id and prefix");
+            return -1;
+        }
+        if (build_wordpiece(self, vocab, prefix, &max_id) < 0)
+            return -1;
+    } else if (strcmp(model, "Unigram") == 0) {
+        self->model = MODEL_UNIGRAM;
+        self->ug.unk_id = unk_id;
+        self->ug.unk_score = unk_score;
+        self->ug.byte_fallback = byte_fallback;
+        if (unk_id < 0) {
+            PyErr_SetString(PyExc_ValueError, "Unigram needs unk_id");
+            return -1;
+        }
+        if (build_unigram(self, vocab, scores) < 0)
+            return -1;
+        if ((size_t)max_id < self->ug.nscores)
+            max_id = (int32_t)self->ug.nscores - 1;
+    } else {
+        PyErr_Format(PyExc_ValueError, "unknown model %s", model);
+        return -1;
+    }
+    if (cache_init(&self->cache, CACHE_SLOTS, CACHE_ENTRIES) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->nints = (size_t)max_id + 1;
+    self->ints = calloc(self->nints, sizeof *self->ints);
+    if (!self->ints) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < self->nints; i++)
+        if (!(self->ints[i] = PyLong_FromSsize_t((Py_ssize_t)i)))
+            return -1;
+    return 0;
+}
+
+/* Runs without the GIL: reads the str's code points, pre-tokenizes, runs the model. */
+static int encode_segment(Encoder *self, int kind, const void *data, size_t n, int64_t offset, IdBuf *out) {
+    Pieces p = {0};
+    Scratch sc = {0};
+    int err = -1;
+    p.buf = malloc((n ? n : 1) * sizeof *p.buf);
+    p.spans.v = malloc(sizeof *p.spans.v);
+    if (!p.buf || !p.spans.v)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        p.buf[i] = PyUnicode_READ(kind, data, i);
+    p.len = n;
+    p.spans.v[0] = (Span){0, n, offset};
+    p.spans.n = p.spans.cap = 1;
+    if (pretokenize(self->steps, self->nsteps, &p) < 0)
+        goto done;
+    if (self->model == MODEL_BPE && self->bpe.split_metaspace && split_before_metaspace(&p) < 0)
+        goto done;
+    for (size_t k = 0; k < p.spans.n; k++) {
+        const uint32_t *s = p.buf + p.spans.v[k].start;
+        size_t len = p.spans.v[k].end - p.spans.v[k].start;
+        int r = self->model == MODEL_BPE         ? bpe_piece(&self->bpe, &self->cache, s, len, &sc, out)
+                : self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, &self->cache, s, len, &sc, out)
+                                                 : unigram_piece(&self->ug, &self->cache, s, len, &sc, out);
+        if (r < 0)
+            goto done;
+    }
+    err = 0;
+done:
+    free(p.buf);
+    free(p.spans.v);
+    free(p.tmp.v);
+    free(sc.bytes);
+    free(sc.work);
+    return err;
+}
+
+static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode(text: str, offset: int)");
+        return NULL;
+    }
+    if (!self->ints) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
+    IdBuf out = {0};
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = encode_segment(self, kind, data, n, offset, &out);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        free(out.v);
+        return PyErr_NoMemory();
+    }
+    PyObject *list = PyList_New((Py_ssize_t)out.n);
+    if (list) {
+        for (size_t i = 0; i < out.n; i++) {
+            PyObject *o = self->ints[out.v[i]]; /* every id comes from the tables read above */
+            Py_INCREF(o);
+            PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+        }
+    }
+    free(out.v);
+    return list;
+}
+
+static PyMethodDef Encoder_methods[] = {
+    {"encode", (PyCFunction)(void (*)(void))Encoder_encode, METH_FASTCALL,
+     "encode(normalized_segment, offset) -> list[int]: the ids of one segment."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject EncoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.Encoder",
+    .tp_basicsize = sizeof(Encoder),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Encoder_init,
+    .tp_dealloc = (destructor)Encoder_dealloc,
+    .tp_methods = Encoder_methods,
+    .tp_doc = "A tokenizer model plus pre-tokenizer, encoding normalized segments to ids.",
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "pymtok._native",
+    .m_doc = "pymtok's native encoding core.",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    init_gpt2_map();
+    if (PyType_Ready(&EncoderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&native_module);
+    if (!m)
+        return NULL;
+    Py_INCREF(&EncoderType);
+    if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0) {
+        Py_DECREF(&EncoderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

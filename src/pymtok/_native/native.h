@@ -1,0 +1,280 @@
+/* Shared declarations of pymtok's native core.
+ *
+ * The core encodes one normalized text segment (what Tokenizer._encode_segment receives) to
+ * token ids without returning to Python: pre-tokenization scan, then the model on each piece.
+ * Everything here is plain C11 without Python objects so that the work runs with the GIL
+ * released; module.c is the only file that talks to the interpreter.
+ */
+#ifndef PYMTOK_NATIVE_H
+#define PYMTOK_NATIVE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- growable id list ------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} IdBuf;
+
+int ids_grow(IdBuf *b, size_t extra);
+
+static inline int ids_push(IdBuf *b, int32_t id) {
+    if (b->n == b->cap && ids_grow(b, 1) < 0)
+        return -1;
+    b->v[b->n++] = id;
+    return 0;
+}
+
+static inline int ids_extend(IdBuf *b, const int32_t *ids, size_t n) {
+    if (b->cap - b->n < n && ids_grow(b, n) < 0)
+        return -1;
+    memcpy(b->v + b->n, ids, n * sizeof *ids);
+    b->n += n;
+    return 0;
+}
+
+/* ---- hashing ---------------------------------------------------------------------------- */
+
+/* A fast non-cryptographic hash of a byte string (word-at-a-time multiply/xorshift mixing).
+ * Token strings are short, so per-word mixing beats byte-wise FNV by a wide margin. */
+static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+        h ^= h >> 31;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return h;
+}
+
+/* ---- byte string -> id ------------------------------------------------------------------ */
+
+/* Open addressing with the entry inline in its slot: a lookup touches the slot and, on a hash
+ * match, the key bytes; nothing else. Vocabularies are far larger than the L2 cache, so each
+ * dependent memory access counts. */
+typedef struct {
+    uint32_t hash;     /* low bits of the key's hash */
+    int32_t id;        /* -1 marks an empty slot */
+    uint32_t off, len; /* key bytes in pool */
+} StrSlot;
+
+typedef struct {
+    StrSlot *slots;
+    size_t mask;
+    size_t n, max_n;
+    uint8_t *pool;
+    size_t pool_n, pool_cap;
+    size_t max_len;    /* longest key in bytes: bounds greedy searches */
+} StrMap;
+
+int strmap_init(StrMap *m, size_t expected);
+int strmap_put(StrMap *m, const uint8_t *key, size_t len, int32_t id); /* last put wins */
+void strmap_free(StrMap *m);
+
+static inline int bytes_eq(const uint8_t *a, const uint8_t *b, size_t n) {
+    while (n >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+        a += 8;
+        b += 8;
+        n -= 8;
+    }
+    while (n--)
+        if (*a++ != *b++)
+            return 0;
+    return 1;
+}
+
+static inline int32_t strmap_get_h(const StrMap *m, const uint8_t *key, size_t len, uint64_t h) {
+    size_t i = (size_t)(h >> 32) & m->mask;
+    for (;;) {
+        const StrSlot *s = &m->slots[i];
+        if (s->id < 0)
+            return -1;
+        if (s->hash == (uint32_t)h && s->len == len && bytes_eq(m->pool + s->off, key, len))
+            return s->id;
+        i = (i + 1) & m->mask;
+    }
+}
+
+static inline int32_t strmap_get(const StrMap *m, const uint8_t *key, size_t len) {
+    return strmap_get_h(m, key, len, hash_bytes(key, len));
+}
+
+/* ---- (left id, right id) -> (rank, merged id) --------------------------------------------- */
+
+typedef struct {
+    uint64_t key; /* left << 32 | right; PAIR_EMPTY marks an empty slot */
+    uint32_t rank;
+    int32_t id;
+} PairSlot;
+
+#define PAIR_EMPTY UINT64_MAX
+
+typedef struct {
+    PairSlot *slots;
+    size_t mask;
+} PairMap;
+
+int pairmap_init(PairMap *m, size_t expected);
+void pairmap_put(PairMap *m, uint32_t left, uint32_t right, uint32_t rank, int32_t id);
+void pairmap_free(PairMap *m);
+
+static inline const PairSlot *pairmap_get(const PairMap *m, uint32_t left, uint32_t right) {
+    uint64_t key = (uint64_t)left << 32 | right;
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->mask;
+    for (;;) {
+        const PairSlot *s = &m->slots[i];
+        if (s->key == key)
+            return s;
+        if (s->key == PAIR_EMPTY)
+            return NULL;
+        i = (i + 1) & m->mask;
+    }
+}
+
+/* ---- piece -> ids cache, shared by threads without locks ---------------------------------- */
+
+/* Entries are immutable once published with a compare-and-swap into an empty slot; readers
+ * load slots with acquire ordering. Nothing is ever evicted: when the cache is full it stops
+ * growing, which keeps lookups lock-free while other threads encode. */
+typedef struct {
+    uint64_t hash;
+    uint32_t len, nids;
+    int32_t *ids;      /* points into data[] */
+    uint8_t data[];    /* ids, then key bytes */
+} CacheEntry;
+
+typedef struct {
+    _Atomic(CacheEntry *) *slots;
+    size_t mask;
+    atomic_size_t count;
+    size_t max_entries;
+} Cache;
+
+#define CACHE_MAX_PIECE 256 /* bytes; longer pieces are rare and would bloat the cache */
+#define CACHE_PROBES 8
+
+int cache_init(Cache *c, size_t slots, size_t max_entries);
+const CacheEntry *cache_get(Cache *c, const uint8_t *key, size_t len, uint64_t h);
+void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32_t *ids, size_t n);
+void cache_free(Cache *c);
+
+/* ---- pre-tokenization ------------------------------------------------------------------- */
+
+typedef struct {
+    size_t start, end; /* code point range in the current buffer */
+    int64_t off;       /* offset of the first character in the caller's text (HF PreToken) */
+} Span;
+
+typedef struct {
+    Span *v;
+    size_t n, cap;
+} Spans;
+
+enum StepKind { ST_SPLIT, ST_BYTE_LEVEL, ST_BERT, ST_WHITESPACE_SPLIT, ST_METASPACE };
+enum Scanner { SC_GPT2, SC_CL100K, SC_QWEN2, SC_O200K, SC_DS_DIGITS, SC_DS_CJK, SC_DS_MAIN };
+enum Behavior { BH_ISOLATED, BH_REMOVED };
+enum Prepend { PS_ALWAYS, PS_FIRST, PS_NEVER };
+
+typedef struct {
+    int kind;
+    int scanner, behavior, invert;    /* ST_SPLIT */
+    int add_prefix_space, use_regex;  /* ST_BYTE_LEVEL */
+    uint32_t replacement;             /* ST_METASPACE */
+    int prepend, split;
+} Step;
+
+/* A text being cut into pieces: the code points and the spans of the pieces. */
+typedef struct {
+    uint32_t *buf;
+    size_t len;
+    Spans spans, tmp;
+} Pieces;
+
+int pretokenize(const Step *steps, size_t nsteps, Pieces *p);
+/* Cut each piece of a char-level BPE before every U+2581 that follows another character. */
+int split_before_metaspace(Pieces *p);
+
+size_t utf8_encode(const uint32_t *s, size_t n, uint8_t *out);
+
+/* ---- models ----------------------------------------------------------------------------- */
+
+typedef struct {
+    StrMap vocab;         /* token bytes -> id; raw bytes for byte-level vocabularies */
+    PairMap merges;
+    int byte_level, ignore_merges, byte_fallback, fuse_unk;
+    int split_metaspace;  /* see bpe_init: pieces may be cut before U+2581 losslessly */
+    int32_t unk_id;       /* -1: none */
+    int32_t byte_unit[256]; /* byte-level: the token of each single byte */
+    int32_t fallback[256];  /* the <0xXX> tokens */
+    int32_t *bmp;         /* char-level: the token of each single BMP code point */
+} BPE;
+
+typedef struct {
+    StrMap vocab;
+    StrMap cont;          /* tokens starting with the continuing-subword prefix, prefix removed */
+    int32_t unk_id;
+    size_t max_chars;
+} WordPiece;
+
+typedef struct {
+    uint64_t key;         /* node << 8 | byte; PAIR_EMPTY when empty */
+    uint32_t child;
+} TrieSlot;
+
+typedef struct {
+    StrMap vocab;
+    TrieSlot *trie;       /* byte trie of the pieces for Viterbi's common-prefix search */
+    size_t trie_mask;
+    uint32_t root[256];   /* children of the root, 0 = none */
+    int32_t *term;        /* per trie node: the id of the piece ending there, or -1 */
+    size_t nnodes;
+    double *scores;
+    size_t nscores;
+    int32_t unk_id;
+    double unk_score;
+    int byte_fallback;
+    int32_t fallback[256];
+} Unigram;
+
+/* Per-call scratch memory, reused across the pieces of one segment. */
+typedef struct {
+    uint8_t *bytes;
+    size_t bytes_cap;
+    void *work;
+    size_t work_cap;
+} Scratch;
+
+int scratch_bytes(Scratch *s, size_t n);
+int scratch_work(Scratch *s, size_t n);
+
+int bpe_piece(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out);
+int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
+                    IdBuf *out);
+int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
+                  IdBuf *out);
+int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
+
+void bpe_free(BPE *m);
+void wordpiece_free(WordPiece *m);
+void unigram_free(Unigram *m);
+
+#endif

@@ -1,0 +1,478 @@
+/* Pre-tokenization: hand-written matchers for the split patterns real tokenizers ship.
+ *
+ * Each matcher returns the end of the match of its pattern starting exactly at position i of
+ * s[0..n), or i when the pattern does not match there. They reproduce Oniguruma's
+ * backtracking semantics (first alternative that matches wins; greedy quantifiers give back
+ * one character at a time), which HF runs on each piece separately: the end of the piece is
+ * the end of the subject string, which matters for `\s+(?!\S)`. A split step then behaves as
+ * a regex search: try at i, on failure move one character right.
+ *
+ * Character classes come from unicode_data.h, generated from the pure-Python pre-tokenizers,
+ * so both paths agree on every code point.
+ */
+#include "native.h"
+#include "unicode_data.h"
+
+static inline uint32_t ucls(uint32_t c) {
+    if (c < 0x80)
+        return u_blocks[c]; /* block 0 is always the first stored block (gen_unicode.py) */
+    if (c >= 0x110000)
+        return 0;
+    return u_blocks[((uint32_t)u_block_index[c >> U_BLOCK_SHIFT] << U_BLOCK_SHIFT) |
+                    (c & ((1u << U_BLOCK_SHIFT) - 1))];
+}
+
+#define IS(c, mask) ((ucls(c) & (mask)) != 0)
+#define L_ U_L
+#define N_ U_N
+#define WS_ U_WS
+/* Oniguruma's [^\s\p{L}\p{N}] */
+#define IS_OTHER(c) (!IS(c, L_ | N_ | WS_))
+#define IS_CRLF(c) ((c) == '\r' || (c) == '\n')
+
+static inline size_t run(const uint32_t *s, size_t n, size_t i, uint32_t mask) {
+    while (i < n && IS(s[i], mask))
+        i++;
+    return i;
+}
+
+static inline size_t run_other(const uint32_t *s, size_t n, size_t i) {
+    while (i < n && IS_OTHER(s[i]))
+        i++;
+    return i;
+}
+
+static inline size_t run_crlf(const uint32_t *s, size_t n, size_t i) {
+    while (i < n && IS_CRLF(s[i]))
+        i++;
+    return i;
+}
+
+/* `(?i:'s|'t|'re|'ve|'m|'ll|'d)` after the apostrophe at i-1; returns the end or 0.
+ * Oniguruma's case folding adds U+017F (long s) to s/S; no other code point folds onto these
+ * letters (checked against HF on every code point). */
+static inline size_t contraction_ci(const uint32_t *s, size_t n, size_t i) {
+    if (i >= n)
+        return 0;
+    uint32_t a = s[i] | 0x20; /* ASCII lower case; the result is only compared to ASCII */
+    if (s[i] > 0x7F && s[i] != 0x17F)
+        return 0;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd' || s[i] == 0x17F)
+        return i + 1;
+    if (i + 1 >= n || s[i + 1] > 0x7F)
+        return 0;
+    uint32_t b = s[i + 1] | 0x20;
+    if (((a == 'r' || a == 'v') && b == 'e') || (a == 'l' && b == 'l'))
+        return i + 2;
+    return 0;
+}
+
+/* The whitespace alternatives shared by the GPT-style patterns, at a whitespace character:
+ * `\s*[\r\n]+|\s+(?!\S)|\s+` (with_crlf) or `\s+(?!\S)|\s+` (GPT-2). */
+static inline size_t whitespace_tail(const uint32_t *s, size_t n, size_t i, int with_crlf) {
+    size_t e = run(s, n, i, WS_);
+    if (with_crlf) {
+        /* \s* gives back characters until [\r\n]+ can match: up to the last \r or \n */
+        for (size_t k = e; k > i; k--)
+            if (IS_CRLF(s[k - 1]))
+                return k;
+    }
+    if (e == n || e - 1 == i)
+        return e; /* (?!\S) holds at the end; a single space before \S falls to \s+ */
+    return e - 1;
+}
+
+/* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t m_gpt2(const uint32_t *s, size_t n, size_t i) {
+    uint32_t c = s[i];
+    if (c == '\'' && i + 1 < n) {
+        uint32_t a = s[i + 1];
+        if (a == 's' || a == 't' || a == 'm' || a == 'd')
+            return i + 2;
+        if (i + 2 < n && (((a == 'r' || a == 'v') && s[i + 2] == 'e') || (a == 'l' && s[i + 2] == 'l')))
+            return i + 3;
+    }
+    size_t j = (c == ' ' && i + 1 < n) ? i + 1 : i;
+    uint32_t d = s[j];
+    if (IS(d, L_))
+        return run(s, n, j, L_);
+    if (IS(d, N_))
+        return run(s, n, j, N_);
+    if (IS_OTHER(d))
+        return run_other(s, n, j);
+    if (IS(c, WS_))
+        return whitespace_tail(s, n, i, 0);
+    return i;
+}
+
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}|
+ *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * with D = 3 (cl100k, Llama 3) or 1 (Qwen2/3). */
+static inline size_t m_cl100k_like(const uint32_t *s, size_t n, size_t i, size_t max_digits) {
+    uint32_t c = s[i];
+    if (c == '\'') {
+        size_t e = contraction_ci(s, n, i + 1);
+        if (e)
+            return e;
+    }
+    uint32_t cls = ucls(c);
+    if (cls & L_)
+        return run(s, n, i, L_);
+    if (!(cls & N_) && !IS_CRLF(c) && i + 1 < n && IS(s[i + 1], L_))
+        return run(s, n, i + 1, L_);
+    if (cls & N_) {
+        size_t e = i;
+        while (e < n && e - i < max_digits && IS(s[e], N_))
+            e++;
+        return e;
+    }
+    size_t j = (c == ' ' && i + 1 < n && IS_OTHER(s[i + 1])) ? i + 1 : i;
+    if (IS_OTHER(s[j]))
+        return run_crlf(s, n, run_other(s, n, j));
+    if (cls & WS_)
+        return whitespace_tail(s, n, i, 1);
+    return i;
+}
+
+static size_t m_cl100k(const uint32_t *s, size_t n, size_t i) { return m_cl100k_like(s, n, i, 3); }
+static size_t m_qwen2(const uint32_t *s, size_t n, size_t i) { return m_cl100k_like(s, n, i, 1); }
+
+/* o200k (GPT-4o):
+ * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
+ * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
+ * \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+#define UPPERISH (U_LU | U_LT | U_LM | U_LO | U_M)
+#define LOWERISH (U_LL | U_LM | U_LO | U_M)
+
+/* [Upper]*[lower]+ from i: the greedy star gives back characters until a lower-ish one can
+ * start the plus; returns the end or 0. */
+static inline size_t upper_star_lower_plus(const uint32_t *s, size_t n, size_t i) {
+    size_t u = run(s, n, i, UPPERISH);
+    if (u < n && IS(s[u], LOWERISH))
+        return run(s, n, u, LOWERISH);
+    /* the plus starts inside the upper-ish run; the character after it is not lower-ish */
+    for (size_t m = u; m > i; m--)
+        if (IS(s[m - 1], LOWERISH))
+            return m;
+    return 0;
+}
+
+static inline size_t upper_plus_lower_star(const uint32_t *s, size_t n, size_t i) {
+    size_t u = run(s, n, i, UPPERISH);
+    return u > i ? run(s, n, u, LOWERISH) : 0;
+}
+
+static inline size_t with_contraction(const uint32_t *s, size_t n, size_t e) {
+    if (e < n && s[e] == '\'') {
+        size_t c = contraction_ci(s, n, e + 1);
+        if (c)
+            return c;
+    }
+    return e;
+}
+
+static size_t m_o200k(const uint32_t *s, size_t n, size_t i) {
+    uint32_t c = s[i];
+    uint32_t cls = ucls(c);
+    int lead = !(cls & (L_ | N_)) && !IS_CRLF(c) && i + 1 < n; /* [^\r\n\p{L}\p{N}]? can take c */
+    size_t e;
+    if (lead && (e = upper_star_lower_plus(s, n, i + 1)))
+        return with_contraction(s, n, e);
+    if ((e = upper_star_lower_plus(s, n, i)))
+        return with_contraction(s, n, e);
+    if (lead && (e = upper_plus_lower_star(s, n, i + 1)))
+        return with_contraction(s, n, e);
+    if ((e = upper_plus_lower_star(s, n, i)))
+        return with_contraction(s, n, e);
+    if (cls & N_) {
+        e = i;
+        while (e < n && e - i < 3 && IS(s[e], N_))
+            e++;
+        return e;
+    }
+    size_t j = (c == ' ' && i + 1 < n && IS_OTHER(s[i + 1])) ? i + 1 : i;
+    if (IS_OTHER(s[j])) {
+        e = run_other(s, n, j);
+        while (e < n && (IS_CRLF(s[e]) || s[e] == '/'))
+            e++;
+        return e;
+    }
+    if (cls & WS_)
+        return whitespace_tail(s, n, i, 1);
+    return i;
+}
+
+/* DeepSeek-V3's three Splits. */
+
+/* \p{N}{1,3} */
+static size_t m_ds_digits(const uint32_t *s, size_t n, size_t i) {
+    size_t e = i;
+    while (e < n && e - i < 3 && IS(s[e], N_))
+        e++;
+    return e;
+}
+
+/* [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+ */
+static inline int ds_cjk(uint32_t c) {
+    return (c >= 0x4E00 && c <= 0x9FA5) || (c >= 0x3040 && c <= 0x30FF);
+}
+
+static size_t m_ds_cjk(const uint32_t *s, size_t n, size_t i) {
+    size_t e = i;
+    while (e < n && ds_cjk(s[e]))
+        e++;
+    return e;
+}
+
+/* [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
+ *  ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static inline int ascii_punct(uint32_t c) {
+    return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+           (c >= 0x7B && c <= 0x7E);
+}
+
+static inline int ascii_alpha(uint32_t c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+
+static size_t m_ds_main(const uint32_t *s, size_t n, size_t i) {
+    uint32_t c = s[i];
+    if (ascii_punct(c) && i + 1 < n && ascii_alpha(s[i + 1])) {
+        size_t e = i + 1;
+        while (e < n && ascii_alpha(s[e]))
+            e++;
+        return e;
+    }
+    uint32_t cls = ucls(c);
+    if (!(cls & (L_ | U_P | U_S)) && !IS_CRLF(c) && i + 1 < n && IS(s[i + 1], L_ | U_M))
+        return run(s, n, i + 1, L_ | U_M);
+    if (cls & (L_ | U_M))
+        return run(s, n, i, L_ | U_M);
+    size_t j = (c == ' ' && i + 1 < n && IS(s[i + 1], U_P | U_S)) ? i + 1 : i;
+    if (IS(s[j], U_P | U_S))
+        return run_crlf(s, n, run(s, n, j, U_P | U_S));
+    if (cls & WS_)
+        return whitespace_tail(s, n, i, 1);
+    return i;
+}
+
+typedef size_t (*Matcher)(const uint32_t *, size_t, size_t);
+
+static const Matcher MATCHERS[] = {
+    [SC_GPT2] = m_gpt2, [SC_CL100K] = m_cl100k, [SC_QWEN2] = m_qwen2, [SC_O200K] = m_o200k,
+    [SC_DS_DIGITS] = m_ds_digits, [SC_DS_CJK] = m_ds_cjk, [SC_DS_MAIN] = m_ds_main,
+};
+
+/* ---- the steps -------------------------------------------------------------------------- */
+
+static int spans_push(Spans *sp, size_t start, size_t end, int64_t off) {
+    if (sp->n == sp->cap) {
+        size_t cap = sp->cap ? sp->cap * 2 : 256;
+        Span *v = realloc(sp->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        sp->v = v;
+        sp->cap = cap;
+    }
+    sp->v[sp->n++] = (Span){start, end, off};
+    return 0;
+}
+
+/* HF's NormalizedString.split with Isolated (every segment) or Removed (the segments that
+ * are not matches, or with invert only the matches); empty pieces are dropped. */
+static int split_step(const Step *st, Pieces *p) {
+    Matcher match = MATCHERS[st->scanner];
+    Spans *out = &p->tmp;
+    out->n = 0;
+    int keep_match = st->behavior == BH_ISOLATED || st->invert;
+    int keep_gap = st->behavior == BH_ISOLATED || !st->invert;
+    for (size_t k = 0; k < p->spans.n; k++) {
+        Span sp = p->spans.v[k];
+        const uint32_t *s = p->buf + sp.start;
+        size_t n = sp.end - sp.start, gap = 0, i = 0;
+        while (i < n) {
+            size_t e = match(s, n, i);
+            if (e == i) {
+                i++;
+                continue;
+            }
+            if (gap < i && keep_gap && spans_push(out, sp.start + gap, sp.start + i, sp.off + (int64_t)gap))
+                return -1;
+            if (keep_match && spans_push(out, sp.start + i, sp.start + e, sp.off + (int64_t)i))
+                return -1;
+            i = gap = e;
+        }
+        if (gap < n && keep_gap && spans_push(out, sp.start + gap, sp.start + n, sp.off + (int64_t)gap))
+            return -1;
+    }
+    Spans t = p->spans;
+    p->spans = *out;
+    *out = t;
+    return 0;
+}
+
+/* Rebuild the buffer so that each piece may gain one leading character (ByteLevel's prefix
+ * space, Metaspace's replacement); `prefix(span)` decides. */
+static int rebuild(Pieces *p, uint32_t (*prefix)(const Step *, const Pieces *, const Span *),
+                   const Step *st, uint32_t from, uint32_t to) {
+    size_t need = p->len + p->spans.n;
+    uint32_t *buf = malloc((need ? need : 1) * sizeof *buf);
+    if (!buf)
+        return -1;
+    size_t w = 0;
+    for (size_t k = 0; k < p->spans.n; k++) {
+        Span *sp = &p->spans.v[k];
+        size_t start = w;
+        uint32_t pre = prefix(st, p, sp);
+        if (pre)
+            buf[w++] = pre;
+        for (size_t i = sp->start; i < sp->end; i++)
+            buf[w++] = p->buf[i] == from ? to : p->buf[i];
+        sp->start = start;
+        sp->end = w;
+    }
+    free(p->buf);
+    p->buf = buf;
+    p->len = w;
+    return 0;
+}
+
+static uint32_t byte_level_prefix(const Step *st, const Pieces *p, const Span *sp) {
+    (void)st;
+    return sp->end > sp->start && p->buf[sp->start] != ' ' ? ' ' : 0;
+}
+
+/* Metaspace: spaces become the replacement, which is prepended unless the piece starts with
+ * one (before the replacement: the check is on the replaced text) and per prepend_scheme. */
+static uint32_t metaspace_prefix(const Step *st, const Pieces *p, const Span *sp) {
+    if (sp->end == sp->start)
+        return 0;
+    uint32_t first = p->buf[sp->start] == ' ' ? st->replacement : p->buf[sp->start];
+    if (first == st->replacement)
+        return 0;
+    if (st->prepend == PS_ALWAYS || (st->prepend == PS_FIRST && sp->off == 0))
+        return st->replacement;
+    return 0;
+}
+
+/* Split on whitespace (dropped) and, for BERT, isolate each punctuation character. */
+static int char_split(Pieces *p, uint32_t drop, uint32_t isolate) {
+    Spans *out = &p->tmp;
+    out->n = 0;
+    for (size_t k = 0; k < p->spans.n; k++) {
+        Span sp = p->spans.v[k];
+        size_t start = sp.start;
+        for (size_t i = sp.start; i < sp.end; i++) {
+            uint32_t cls = ucls(p->buf[i]);
+            if (!(cls & (drop | isolate)))
+                continue;
+            if (start < i && spans_push(out, start, i, sp.off + (int64_t)(start - sp.start)))
+                return -1;
+            if ((cls & isolate) && !(cls & drop) &&
+                spans_push(out, i, i + 1, sp.off + (int64_t)(i - sp.start)))
+                return -1;
+            start = i + 1;
+        }
+        if (start < sp.end && spans_push(out, start, sp.end, sp.off + (int64_t)(start - sp.start)))
+            return -1;
+    }
+    Spans t = p->spans;
+    p->spans = *out;
+    *out = t;
+    return 0;
+}
+
+/* Cut every piece before each occurrence of `c` (keeping it); with `after_other`, only where
+ * it follows a different character. Offsets follow the pure path's Metaspace arithmetic:
+ * a prepended character (shift[k] = 1) stands for the piece's first one. */
+static int cut_before(Pieces *p, uint32_t c, int after_other, const unsigned char *shift) {
+    Spans *out = &p->tmp;
+    out->n = 0;
+    for (size_t k = 0; k < p->spans.n; k++) {
+        Span sp = p->spans.v[k];
+        int64_t sh = shift ? shift[k] : 0;
+        size_t start = sp.start;
+        for (size_t i = sp.start + 1; i <= sp.end; i++) {
+            if (i < sp.end && (p->buf[i] != c || (after_other && p->buf[i - 1] == c)))
+                continue;
+            int64_t rel = (int64_t)(start - sp.start) - sh;
+            if (start < i && spans_push(out, start, i, sp.off + (rel > 0 ? rel : 0)))
+                return -1;
+            start = i;
+        }
+    }
+    Spans t = p->spans;
+    p->spans = *out;
+    *out = t;
+    return 0;
+}
+
+int split_before_metaspace(Pieces *p) { return cut_before(p, 0x2581, 1, NULL); }
+
+static int metaspace_step(const Step *st, Pieces *p) {
+    size_t n = p->spans.n;
+    unsigned char *shift = malloc(n ? n : 1);
+    if (!shift)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        shift[i] = metaspace_prefix(st, p, &p->spans.v[i]) != 0;
+    int err = rebuild(p, metaspace_prefix, st, ' ', st->replacement);
+    if (!err && st->split)
+        err = cut_before(p, st->replacement, 0, shift);
+    free(shift);
+    return err;
+}
+
+int pretokenize(const Step *steps, size_t nsteps, Pieces *p) {
+    for (size_t k = 0; k < nsteps; k++) {
+        const Step *st = &steps[k];
+        int err = 0;
+        switch (st->kind) {
+        case ST_SPLIT:
+            err = split_step(st, p);
+            break;
+        case ST_BYTE_LEVEL:
+            /* always the last step (native.py checks): later offsets are never read */
+            if (st->add_prefix_space)
+                err = rebuild(p, byte_level_prefix, st, 0xFFFFFFFFu, 0);
+            if (!err && st->use_regex) {
+                Step gpt2 = {.kind = ST_SPLIT, .scanner = SC_GPT2, .behavior = BH_ISOLATED};
+                err = split_step(&gpt2, p);
+            }
+            break;
+        case ST_BERT:
+            err = char_split(p, U_RUST_WS, U_BERT_PUNCT);
+            break;
+        case ST_WHITESPACE_SPLIT:
+            err = char_split(p, U_RUST_WS, 0);
+            break;
+        case ST_METASPACE:
+            err = metaspace_step(st, p);
+            break;
+        }
+        if (err)
+            return -1;
+    }
+    return 0;
+}
+
+size_t utf8_encode(const uint32_t *s, size_t n, uint8_t *out) {
+    uint8_t *o = out;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = s[i];
+        if (c < 0x80) {
+            *o++ = (uint8_t)c;
+        } else if (c < 0x800) {
+            *o++ = (uint8_t)(0xC0 | c >> 6);
+            *o++ = (uint8_t)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            *o++ = (uint8_t)(0xE0 | c >> 12);
+            *o++ = (uint8_t)(0x80 | (c >> 6 & 0x3F));
+            *o++ = (uint8_t)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (uint8_t)(0xF0 | c >> 18);
+            *o++ = (uint8_t)(0x80 | (c >> 12 & 0x3F));
+            *o++ = (uint8_t)(0x80 | (c >> 6 & 0x3F));
+            *o++ = (uint8_t)(0x80 | (c & 0x3F));
+        }
+    }
+    return (size_t)(o - out);
+}

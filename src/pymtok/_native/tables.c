@@ -1,0 +1,197 @@
+/* Hash tables, the lock-free piece cache and scratch buffers of the native core. */
+#include "native.h"
+
+int ids_grow(IdBuf *b, size_t extra) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap - b->n < extra)
+        cap *= 2;
+    int32_t *v = realloc(b->v, cap * sizeof *v);
+    if (!v)
+        return -1;
+    b->v = v;
+    b->cap = cap;
+    return 0;
+}
+
+static size_t pow2_at_least(size_t n) {
+    size_t p = 16;
+    while (p < n)
+        p *= 2;
+    return p;
+}
+
+/* ---- StrMap ----------------------------------------------------------------------------- */
+
+int strmap_init(StrMap *m, size_t expected) {
+    memset(m, 0, sizeof *m);
+    size_t nslots = pow2_at_least(expected * 2 + 1); /* load <= 1/2 keeps probe chains short */
+    m->slots = malloc(nslots * sizeof *m->slots);
+    m->pool_cap = expected * 8 + 16;
+    m->pool = malloc(m->pool_cap);
+    if (!m->slots || !m->pool) {
+        strmap_free(m);
+        return -1;
+    }
+    for (size_t i = 0; i < nslots; i++)
+        m->slots[i].id = -1;
+    m->mask = nslots - 1;
+    m->max_n = expected;
+    return 0;
+}
+
+int strmap_put(StrMap *m, const uint8_t *key, size_t len, int32_t id) {
+    uint64_t h = hash_bytes(key, len);
+    size_t i = (size_t)(h >> 32) & m->mask;
+    for (;;) {
+        StrSlot *s = &m->slots[i];
+        if (s->id < 0)
+            break;
+        if (s->hash == (uint32_t)h && s->len == len && bytes_eq(m->pool + s->off, key, len)) {
+            s->id = id;
+            return 0;
+        }
+        i = (i + 1) & m->mask;
+    }
+    if (m->n == m->max_n)
+        return -1; /* sized by strmap_init; callers never exceed the expected count */
+    if (m->pool_cap - m->pool_n < len) {
+        size_t cap = m->pool_cap * 2 + len;
+        uint8_t *pool = realloc(m->pool, cap);
+        if (!pool)
+            return -1;
+        m->pool = pool;
+        m->pool_cap = cap;
+    }
+    memcpy(m->pool + m->pool_n, key, len);
+    m->slots[i] = (StrSlot){(uint32_t)h, id, (uint32_t)m->pool_n, (uint32_t)len};
+    m->pool_n += len;
+    m->n++;
+    if (len > m->max_len)
+        m->max_len = len;
+    return 0;
+}
+
+void strmap_free(StrMap *m) {
+    free(m->slots);
+    free(m->pool);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- PairMap ---------------------------------------------------------------------------- */
+
+int pairmap_init(PairMap *m, size_t expected) {
+    size_t nslots = pow2_at_least(expected * 2 + 1);
+    m->slots = malloc(nslots * sizeof *m->slots);
+    if (!m->slots)
+        return -1;
+    for (size_t i = 0; i < nslots; i++)
+        m->slots[i].key = PAIR_EMPTY;
+    m->mask = nslots - 1;
+    return 0;
+}
+
+void pairmap_put(PairMap *m, uint32_t left, uint32_t right, uint32_t rank, int32_t id) {
+    uint64_t key = (uint64_t)left << 32 | right;
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->mask;
+    while (m->slots[i].key != PAIR_EMPTY && m->slots[i].key != key)
+        i = (i + 1) & m->mask;
+    m->slots[i] = (PairSlot){key, rank, id};
+}
+
+void pairmap_free(PairMap *m) {
+    free(m->slots);
+    m->slots = NULL;
+}
+
+/* ---- Cache ------------------------------------------------------------------------------ */
+
+int cache_init(Cache *c, size_t slots, size_t max_entries) {
+    c->slots = calloc(slots, sizeof *c->slots);
+    if (!c->slots)
+        return -1;
+    c->mask = slots - 1;
+    atomic_init(&c->count, 0);
+    c->max_entries = max_entries;
+    return 0;
+}
+
+const CacheEntry *cache_get(Cache *c, const uint8_t *key, size_t len, uint64_t h) {
+    size_t i = (size_t)h & c->mask;
+    for (int probe = 0; probe < CACHE_PROBES; probe++) {
+        const CacheEntry *e = atomic_load_explicit(&c->slots[i], memory_order_acquire);
+        if (!e)
+            return NULL;
+        if (e->hash == h && e->len == len && memcmp(e->data + e->nids * sizeof(int32_t), key, len) == 0)
+            return e;
+        i = (i + 1) & c->mask;
+    }
+    return NULL;
+}
+
+void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32_t *ids, size_t n) {
+    if (atomic_load_explicit(&c->count, memory_order_relaxed) >= c->max_entries)
+        return;
+    CacheEntry *e = malloc(sizeof *e + n * sizeof(int32_t) + len);
+    if (!e)
+        return; /* a cache miss later is harmless */
+    e->hash = h;
+    e->len = (uint32_t)len;
+    e->nids = (uint32_t)n;
+    e->ids = (int32_t *)e->data;
+    memcpy(e->data, ids, n * sizeof(int32_t));
+    memcpy(e->data + n * sizeof(int32_t), key, len);
+    size_t i = (size_t)h & c->mask;
+    for (int probe = 0; probe < CACHE_PROBES; probe++) {
+        CacheEntry *expected = NULL;
+        if (atomic_compare_exchange_strong_explicit(&c->slots[i], &expected, e, memory_order_release,
+                                                    memory_order_acquire)) {
+            atomic_fetch_add_explicit(&c->count, 1, memory_order_relaxed);
+            return;
+        }
+        /* another thread may have just stored this very piece */
+        if (expected->hash == h && expected->len == len &&
+            memcmp(expected->data + expected->nids * sizeof(int32_t), key, len) == 0)
+            break;
+        i = (i + 1) & c->mask;
+    }
+    free(e);
+}
+
+void cache_free(Cache *c) {
+    if (!c->slots)
+        return;
+    for (size_t i = 0; i <= c->mask; i++)
+        free(atomic_load_explicit(&c->slots[i], memory_order_relaxed));
+    free(c->slots);
+    c->slots = NULL;
+}
+
+/* ---- Scratch ---------------------------------------------------------------------------- */
+
+int scratch_bytes(Scratch *s, size_t n) {
+    if (s->bytes_cap >= n)
+        return 0;
+    size_t cap = s->bytes_cap ? s->bytes_cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    uint8_t *p = realloc(s->bytes, cap);
+    if (!p)
+        return -1;
+    s->bytes = p;
+    s->bytes_cap = cap;
+    return 0;
+}
+
+int scratch_work(Scratch *s, size_t n) {
+    if (s->work_cap >= n)
+        return 0;
+    size_t cap = s->work_cap ? s->work_cap : 4096;
+    while (cap < n)
+        cap *= 2;
+    void *p = realloc(s->work, cap);
+    if (!p)
+        return -1;
+    s->work = p;
+    s->work_cap = cap;
+    return 0;
+}

@@ -1,0 +1,167 @@
+"""The seam to the native core (``pymtok._native``): the same segment encoding, in C.
+
+:func:`accelerate` looks at a tokenizer's pre-tokenizer and model and, when the native core
+reproduces the pure-Python path exactly for that configuration, returns a function encoding
+one normalized segment. Added-token splitting, normalization and post-processing stay in
+Python; the native function replaces ``Tokenizer._encode_segment``'s pre-tokenizer and model
+loop, with the GIL released.
+
+>>> encode = accelerate(pymtok.load("llama3/tokenizer.json"))     # doctest: +SKIP
+>>> encode("Hello world", 0)                                      # doctest: +SKIP
+[9906, 1917]
+
+Set ``PYMTOK_PURE=1`` to keep every tokenizer on the pure path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from . import models, pre_tokenizers
+
+if TYPE_CHECKING:
+    from .tokenizer import Tokenizer
+
+SegmentEncoder = Callable[[str, int], list[int]]
+Step = tuple[Any, ...]
+
+# GPT-2's pattern, which ByteLevel(use_regex=True) applies and some files spell as a Split.
+_GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+_CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+_DEEPSEEK_MAIN = (
+    r"""[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^CRLF\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|"""
+    r""" ?[\p{P}\p{S}]+[CRLF]*|\s*[CRLF]+|\s+(?!\S)|\s+"""
+)
+
+# Split patterns with a hand-written native scanner, spelled exactly as tokenizer.json files
+# ship them (Oniguruma syntax); any other pattern keeps the tokenizer on the pure path.
+SCANNERS: dict[str, str] = {
+    _GPT2: "gpt2",
+    # cl100k as Llama 3 ships it
+    _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+": "cl100k",
+    # Qwen2 / Qwen3: one digit per piece
+    _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+    r"|\s+(?!\S)|\s+": "qwen2",
+    # o200k (GPT-4o)
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    + _CONTRACTIONS + r"?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*" + _CONTRACTIONS + r"?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+": "o200k",
+    # DeepSeek-V3's three Splits; the file holds raw CR/LF characters in the third
+    r"\p{N}{1,3}": "deepseek_digits",
+    "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+": "deepseek_cjk",
+    _DEEPSEEK_MAIN.replace("CRLF", "\r\n"): "deepseek_main",
+    _DEEPSEEK_MAIN.replace("CRLF", r"\r\n"): "deepseek_main",
+}
+
+_NATIVE_BEHAVIORS = ("Isolated", "Removed")
+
+
+def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
+    """A native ``encode_segment(normalized_text, offset)`` for ``tokenizer``, or None.
+
+    None when ``PYMTOK_PURE=1``, when the extension is not built, or when any component of
+    the pre-tokenizer or model is one the native core does not reproduce exactly.
+    """
+    if os.environ.get("PYMTOK_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from . import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    config = tokenizer.config
+    # Split keeps no pattern string: that comes from the config the pipeline was built from.
+    pre_config = config.get("pre_tokenizer") if "model" in config else None
+    steps = _steps(tokenizer.pre_tokenizer, pre_config)
+    if steps is None:
+        return None
+    kinds = [step[0] for step in steps]
+    # ByteLevel maps to GPT-2 characters: the native core works on the bytes themselves, so it
+    # must be the last step (later steps would cut the mapped characters).
+    if "byte_level" in kinds[:-1]:
+        return None
+    byte_level = bool(kinds) and kinds[-1] == "byte_level"
+    model = tokenizer.model
+    encoder: Any
+    if type(model) is models.BPE:
+        if model.continuing_subword_prefix or model.end_of_word_suffix:
+            return None
+        if byte_level and model.byte_fallback:
+            return None
+        unk_id = -1
+        if model.unk_token is not None:
+            found = model.vocab.get(model.unk_token)
+            if found is None:
+                return None  # the pure path raises FormatError when it needs the unk token
+            unk_id = found
+        encoder = _native.Encoder(
+            "BPE", tuple(steps), _as_dict(model.vocab), merges=_as_dict(model.merges),
+            byte_level=byte_level, ignore_merges=model.ignore_merges,
+            byte_fallback=model.byte_fallback, fuse_unk=model.fuse_unk, unk_id=unk_id,
+        )
+    elif type(model) is models.WordPiece:
+        unk = model.vocab.get(model.unk_token)
+        if unk is None or byte_level:
+            return None
+        encoder = _native.Encoder(
+            "WordPiece", tuple(steps), _as_dict(model.vocab), unk_id=unk,
+            prefix=model.continuing_subword_prefix, max_chars=model.max_input_chars_per_word,
+        )
+    elif type(model) is models.Unigram:
+        if model.unk_id is None or byte_level:
+            return None
+        encoder = _native.Encoder(
+            "Unigram", tuple(steps), list(model.pieces), scores=list(model.scores),
+            unk_id=model.unk_id, unk_score=model.min_score - models.Unigram._UNK_PENALTY,
+            byte_fallback=model.byte_fallback,
+        )
+    else:
+        return None
+    encode: SegmentEncoder = encoder.encode
+    return encode
+
+
+def _as_dict(table: Mapping[Any, Any]) -> dict[Any, Any]:
+    return table if type(table) is dict else dict(table)
+
+
+def _steps(pre: object, cfg: Any) -> list[Step] | None:
+    """The native program for a pre-tokenizer (flattened), or None if it has no exact one."""
+    if pre is None:
+        return []
+    kind = type(pre)
+    if kind is pre_tokenizers.Sequence:
+        children = cfg.get("pretokenizers") if isinstance(cfg, Mapping) else None
+        members = pre.pretokenizers  # type: ignore[attr-defined]
+        if children is not None and len(children) != len(members):
+            return None
+        steps: list[Step] = []
+        for i, member in enumerate(members):
+            sub = _steps(member, children[i] if children is not None else None)
+            if sub is None:
+                return None
+            steps += sub
+        return steps
+    if kind is pre_tokenizers.ByteLevel:
+        return [("byte_level", bool(pre.add_prefix_space), bool(pre.use_regex))]  # type: ignore[attr-defined]
+    if kind is pre_tokenizers.BertPreTokenizer:
+        return [("bert",)]
+    if kind is pre_tokenizers.WhitespaceSplit:
+        return [("whitespace_split",)]
+    if kind is pre_tokenizers.Metaspace:
+        ms: Any = pre
+        return [("metaspace", ms.replacement, ms.prepend_scheme, bool(ms.split))]
+    if kind is pre_tokenizers.Split:
+        sp: Any = pre
+        if not isinstance(cfg, Mapping) or cfg.get("type") != "Split":
+            return None
+        pattern = cfg.get("pattern")
+        regex = pattern.get("Regex") if isinstance(pattern, Mapping) else None
+        scanner = SCANNERS.get(regex) if isinstance(regex, str) else None
+        if scanner is None or sp.behavior not in _NATIVE_BEHAVIORS:
+            return None
+        return [("split", scanner, sp.behavior, bool(sp.invert))]
+    return None
