@@ -14,11 +14,12 @@ import os
 from pathlib import Path
 
 from .errors import FormatError, PymtokError, TemplateError
+from .export import export
 from .tokenizer import DecodeStream, Tokenizer, TokenizerMeta
 
 __all__ = [
     "DecodeStream", "FormatError", "PymtokError", "TemplateError", "Tokenizer", "TokenizerMeta",
-    "load",
+    "export", "load",
 ]
 
 

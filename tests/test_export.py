@@ -1,0 +1,141 @@
+"""Exporting model folders: MNN's bytes exactly, and a file pymtok reads back exactly as HF."""
+
+from __future__ import annotations
+
+import sys
+import types
+import unicodedata
+from functools import cache
+from pathlib import Path
+
+import pytest
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer
+from test_mtok import MNN_ONLY_EXACT, reading_is_exact
+
+import pymtok
+from pymtok.export import export
+from pymtok.mtok import EXTENSION_MAGIC, loads_mtok, read_mtok, write_mtok
+
+# MNN can export everything but chatglm3-6b (its AutoTokenizer needs remote code)
+WITH_REFERENCE = [n for n in TOKENIZER_NAMES if n != "chatglm3-6b"]
+# The reference tables were built with Unicode 14.0 (Python 3.11): other versions differ there
+USES_TABLES = {"albert-base-v2", "all-minilm-l6-v2", "bert-base-chinese", "clip-vit", "qwen3", "t5-small"}
+SAMPLE = 200
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("export")
+
+    @cache
+    def get(name: str) -> bytes:
+        path = export(fixture_path("tokenizers", name), root / name)
+        assert path == root / name / "tokenizer.mtok"
+        return path.read_bytes()
+
+    return get
+
+
+def split_header(data: bytes) -> tuple[list[int], list[list[int]], bytes]:
+    lines, pos = [], 0
+    for _ in range(3):
+        end = data.index(b"\n", pos)
+        lines.append(data[pos:end])
+        pos = end + 1
+    counts = [int(x) for x in lines[1].split()]
+    ids = [int(x) for x in lines[2].split()]
+    s, p = counts[0], counts[1]
+    return counts, [ids[:s], ids[s : s + p], ids[s + p :]], data[pos:]
+
+
+@pytest.mark.parametrize("name", WITH_REFERENCE)
+def test_body_and_header_match_mnn(name: str, exported) -> None:
+    ours = exported(name)
+    ref = fixture_path("mnn-exported", name, "tokenizer.mtok").read_bytes()
+    assert ours.startswith(b"430 4\n")
+    counts, lists, body = split_header(ours)
+    ref_counts, ref_lists, ref_body = split_header(ref)
+    assert counts == ref_counts
+    for mine, theirs in zip(lists, ref_lists):
+        assert sorted(mine) == sorted(theirs)  # MNN's lists come from Python sets: order varies
+    assert lists[2] == ref_lists[2]  # the prefix is an ordered id sequence
+    if name in USES_TABLES and unicodedata.unidata_version != "14.0.0":
+        pytest.skip(f"Unicode {unicodedata.unidata_version} tables differ from the reference's 14.0")
+    # everything up to and including the post-processor program, then only our extension
+    assert body[: len(ref_body)] == ref_body
+    assert body[len(ref_body) :].startswith(EXTENSION_MAGIC)
+
+
+def _sample(name: str) -> list[str]:
+    return corpus_chunks(SAMPLE) + [text for text, _ in golden_cases(name)]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_export_reads_back_exact(name: str, exported) -> None:
+    tok = loads_mtok(exported(name), name)
+    hf = hf_tokenizer(name)
+    from_json = pymtok.load(fixture_path("tokenizers", name))
+    assert tok.meta == from_json.meta
+    # transformers' clean-up and CLIP's suffix handling come on top of HF tokenizers' decode
+    hf_decodes_alike = not (tok.meta.clean_up_tokenization_spaces or tok.meta.decode_suffix_as_space)
+    for text in _sample(name):
+        with_special = hf.encode(text, add_special_tokens=True).ids
+        assert tok.encode(text, add_special_tokens=True) == with_special, text
+        ids = hf.encode(text, add_special_tokens=False).ids
+        assert tok.encode(text, add_special_tokens=False) == ids, text
+        for skip in (False, True):
+            decoded = tok.decode(with_special, skip_special_tokens=skip)
+            assert decoded == from_json.decode(with_special, skip_special_tokens=skip)
+            if hf_decodes_alike:
+                assert decoded == hf.decode(with_special, skip_special_tokens=skip)
+    for text, ids in golden_cases(name):
+        assert tok.encode(text, add_special_tokens=False) == ids, text
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_mnn_only_reading_of_export(name: str, exported) -> None:
+    data = exported(name)
+    cut = data[: data.rfind(EXTENSION_MAGIC)]
+    tok = loads_mtok(cut, name)
+    assert reading_is_exact(tok, name) is MNN_ONLY_EXACT[name]
+
+
+@pytest.mark.parametrize("name", ["qwen3", "all-minilm-l6-v2", "t5-small"])
+def test_rewriting_a_read_file(name: str, exported, tmp_path: Path) -> None:
+    data = exported(name)
+    tok = loads_mtok(data, name)
+    again = write_mtok(tok, tmp_path / "tokenizer.mtok").read_bytes()
+    if name != "t5-small":
+        assert again == data
+    # a Unigram table now holds HF's reading of the scores (no overrides needed): still exact
+    assert loads_mtok(again, name).config == tok.config
+
+
+def test_export_writes_to_a_new_folder_and_file_loads(tmp_path: Path) -> None:
+    out = export(fixture_path("tokenizers", "bert-base-chinese"), tmp_path / "a" / "b")
+    assert out == tmp_path / "a" / "b" / "tokenizer.mtok"
+    assert pymtok.load(out.parent).encode("你好") == read_mtok(out).encode("你好")
+
+
+def test_txt_format_and_folders_without_json_go_to_legacy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Path, Path]] = []
+
+    def export_txt(model_dir: Path, out_dir: Path) -> Path:
+        calls.append((model_dir, out_dir))
+        return out_dir / "tokenizer.txt"
+
+    monkeypatch.setitem(sys.modules, "pymtok.legacy", types.SimpleNamespace(export_txt=export_txt))
+    source = fixture_path("tokenizers", "qwen3")
+    assert export(source, tmp_path, format="txt") == tmp_path / "tokenizer.txt"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    export(bare, tmp_path / "out")
+    assert calls == [(source, tmp_path), (bare, tmp_path / "out")]
+    assert not (tmp_path / "tokenizer.mtok").exists()
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="format"):
+        export(fixture_path("tokenizers", "qwen3"), tmp_path, format="gguf")
+    with pytest.raises(FileNotFoundError):
+        export(tmp_path / "missing", tmp_path)
