@@ -134,7 +134,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         prefix=tok.prefix_ids,
         components={k: config.get(k) for k in ("normalizer", "pre_tokenizer", "decoder", "post_processor")},
         model_options={k: v for k, v in (config.get("model") or {}).items() if k not in ("vocab", "merges")},
-        extension=getattr(tok.meta, "extension", None),
+        extension=tok.meta.extension_version,
         mnn_warnings=mnn_warnings(config, has_prefix_ids=bool(tok.prefix_ids)),
         special_tokens=tok.meta.special_tokens,
     )
@@ -164,8 +164,9 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(f"  | {line}")
     else:
         print("chat template:  none")
-    if info["extension"] is not None:
-        print(f"extension:      {info['extension']}")
+    if path.suffix == ".mtok":
+        version = info["extension"]
+        print(f"extension:      {'pymtok exactness extension v%d' % version if version else 'none (MNN layout only)'}")
     if info["mnn_warnings"]:
         print("MNN runtime will approximate:")
         for w in info["mnn_warnings"]:
@@ -305,9 +306,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"{len(texts) - len(bad)}/{len(texts)} texts encode identically ({oracle})")
     for text in bad[:5]:
         print(f"  differs: {text[:80]!r}")
-    mnn_only = getattr(tok.meta, "mnn_only_exact", None)
-    if mnn_only is not None:
-        print(f"without the exactness extension (what MNN reads): {'exact' if mnn_only else 'NOT exact'}")
+    if tok.meta.extension_version is not None:
+        from .mtok import read_mtok
+
+        mnn = read_mtok(args.file, use_extension=False)
+        same = sum(
+            mnn.encode(t, add_special_tokens=s) == reference(t, s) for t in texts for s in (False, True)
+        )
+        verdict = "exact" if same == 2 * len(texts) else f"NOT exact ({same}/{2 * len(texts)} encodings match)"
+        print(f"MNN-only reading (the file without pymtok's extension): {verdict}")
     return 0 if not bad else 1
 
 

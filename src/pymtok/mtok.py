@@ -76,7 +76,7 @@ _EXTENSION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "clean_up_tokenization_spaces": ((bool,), True), "decode_suffix_as_space": ((str, _NONE), False),
     "unigram_scores": ((list,), False),
 }
-_META_FIELDS = [f.name for f in dataclasses.fields(TokenizerMeta) if f.name not in ("special_ids", "stop_ids", "prefix_ids")]
+_META_FIELDS = [f.name for f in dataclasses.fields(TokenizerMeta) if f.name not in ("special_ids", "stop_ids", "prefix_ids", "extension_version")]
 _UNIGRAM_TAIL = struct.Struct("<Id")
 
 
@@ -162,15 +162,18 @@ class _Cursor:
         return self.u8(section, what) != 0
 
 
-def read_mtok(path: str | os.PathLike[str]) -> Tokenizer:
-    """Load a ``.mtok`` file (MNN's own, or ours with the exactness extension)."""
+def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> Tokenizer:
+    """Load a ``.mtok`` file (MNN's own, or ours with the exactness extension).
+
+    ``use_extension=False`` reads only what MNN's loader reads, to see what MNN works with.
+    """
     name = os.fspath(path)
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             raise FormatError(f"{name}: header at byte 0: the file is empty")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            config, meta = _parse(data, name)
+            config, meta = _parse(data, name, use_extension)
     try:
         return Tokenizer.from_config(config, meta)
     except FormatError as exc:
@@ -186,7 +189,7 @@ def loads_mtok(data: bytes, name: str = "<bytes>") -> Tokenizer:
         raise FormatError(f"{name}: {exc}") from None
 
 
-def _parse(data: mmap.mmap | bytes, name: str) -> tuple[dict[str, Any], TokenizerMeta]:
+def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tuple[dict[str, Any], TokenizerMeta]:
     special, stop, prefix, body = _parse_header(data, name)
     cur = _Cursor(data, body, name)
     normalizer = _read_normalizer(cur, 0)
@@ -196,9 +199,10 @@ def _parse(data: mmap.mmap | bytes, name: str) -> tuple[dict[str, Any], Tokenize
     added = _read_added_tokens(cur)
     meta = TokenizerMeta(special_ids=special, stop_ids=stop, prefix_ids=prefix)
     ops = _read_trailer(cur, meta)
-    extension = _read_extension(cur)
+    extension = _read_extension(cur) if use_extension else None
 
     if extension is not None:
+        meta.extension_version = EXTENSION_VERSION
         options = extension["model"]
         overrides = extension.get("unigram_scores", [])
         if overrides and (model["type"] != "Unigram" or not all(0 <= id < len(model["vocab"]) for id, _ in overrides)):

@@ -30,6 +30,8 @@ class TokenizerMeta:
     # transformers' CLIPTokenizer turns this end-of-word suffix into a space after decoding and
     # strips the result; tokenizer.json's decoder alone leaves it in the text
     decode_suffix_as_space: str | None = None
+    # version of pymtok's exactness extension the .mtok file carried (None: MNN's layout only)
+    extension_version: int | None = None
 
 
 class Tokenizer:
