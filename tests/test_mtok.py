@@ -3,6 +3,7 @@ extension and its interplay with MNN's post-processor heuristic, and corrupt inp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import struct
@@ -15,7 +16,7 @@ import pytest
 from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
 
 from pymtok.errors import FormatError
-from pymtok.mtok import EXTENSION_MAGIC, dumps_mtok, extension_block, loads_mtok, mnn_bytes, read_mtok
+from pymtok.mtok import EXTENSION_MAGIC, EXTENSION_VERSION, dumps_mtok, extension_block, loads_mtok, mnn_bytes, read_mtok
 from pymtok.tokenizer import TokenizerMeta
 
 # FORMAT.md §7, byte for byte: WordPiece, BertPreTokenizer, one added token, empty trailer
@@ -74,7 +75,8 @@ def test_round_trip_keeps_config_and_meta() -> None:
     assert tok.encode("ab a") == [5, 2, 4]
     assert tok.encode("ab a", add_special_tokens=False) == [2, 4]
     assert tok.decode([5, 2, 4]) == "<s>ab a"
-    assert tok.meta == meta
+    assert tok.meta == dataclasses.replace(meta, extension_version=EXTENSION_VERSION)
+    assert loads_mtok(mnn_bytes(config, meta)[0]).meta.extension_version is None
     for key in ("normalizer", "pre_tokenizer", "decoder", "post_processor", "added_tokens"):
         assert tok.config[key] == config[key]
     assert tok.config["model"]["ignore_merges"] is True
