@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fixture_path
+from conftest import fixture_path, hf_tokenizer
 
 from pymtok.chat import (
     ChatTemplate,
@@ -521,3 +521,51 @@ def test_big_legitimate_chats_render() -> None:
     assert_same(hf("qwen3"), template, chat)
     src = "{{ '[{}]'.format(messages[0].content) }}{{ messages[0].content.split()|length }}"
     assert ChatTemplate(src).render([{"role": "user", "content": "word " * 1_000_000}]).endswith("]1000000")
+
+
+# ---------------------------------------------------------------------------------------------
+# through the Tokenizer: tokenizer.json folders, and the same after export to .mtok and reload
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    import pymtok
+
+    made: dict[str, Any] = {}
+
+    def load(name: str) -> Any:
+        if name not in made:
+            out = tmp_path_factory.mktemp(name)
+            made[name] = pymtok.load(pymtok.export(fixture_path("tokenizers", name), out))
+        return made[name]
+
+    return load
+
+
+@pytest.mark.parametrize("name", TEMPLATED)
+@pytest.mark.parametrize("source", ["tokenizer.json", ".mtok"])
+def test_tokenizer_apply_chat_template_matches_transformers(name: str, source: str, exported: Any) -> None:
+    import pymtok
+
+    tok = exported(name) if source == ".mtok" else pymtok.load(fixture_path("tokenizers", name))
+    for conversation in ("multi", "unicode", "assistant_last"):
+        messages = CONVERSATIONS[conversation]
+        for add in (True, False):
+            theirs = outcome(lambda: hf(name).apply_chat_template(
+                copy.deepcopy(messages), tokenize=False, add_generation_prompt=add))
+            mine = outcome(lambda: tok.apply_chat_template(copy.deepcopy(messages), add_generation_prompt=add))
+            assert mine[0] == theirs[0]
+            if theirs[0] == "ok":
+                assert mine == theirs
+                # ids are HF tokenizers' for the prompt (transformers' own Llama/ChatGLM classes
+                # re-build their pipelines and can differ from tokenizer.json)
+                ids = tok.apply_chat_template(copy.deepcopy(messages), add_generation_prompt=add, tokenize=True)
+                assert ids == hf_tokenizer(name).encode(theirs[1], add_special_tokens=False).ids
+
+
+def test_qwen3_tools_and_thinking_after_mtok_round_trip(exported: Any) -> None:
+    tok = exported("qwen3")
+    for kwargs in ({"tools": [WEATHER_TOOL]}, {"enable_thinking": False}, {"enable_thinking": True}):
+        theirs = hf("qwen3").apply_chat_template(
+            copy.deepcopy(TOOL_CHAT), tokenize=False, add_generation_prompt=True, **copy.deepcopy(kwargs))
+        assert tok.apply_chat_template(copy.deepcopy(TOOL_CHAT), add_generation_prompt=True, **kwargs) == theirs

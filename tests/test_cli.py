@@ -154,3 +154,23 @@ def test_fresh_venv_install_export_encode(tmp_path: Path) -> None:
     subprocess.run([str(exe), "export", str(fixture_path("tokenizers", "llama3")), "-o", str(out)], check=True, timeout=600)
     proc = subprocess.run([str(exe), "encode", str(out / "tokenizer.mtok"), "Hello world"], capture_output=True, text=True, check=True)
     assert proc.stdout.split() == [str(i) for i in hf_tokenizer("llama3").encode("Hello world").ids]
+
+
+def test_export_txt_then_convert_to_mtok(tmp_path: Path) -> None:
+    """A BERT vocab.txt folder → `export --format txt` → `convert` → .mtok with WordPiece's ids."""
+    from tokenizers import BertWordPieceTokenizer
+
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    vocab = fixture_path("tokenizers", "all-minilm-l6-v2", "vocab.txt")
+    shutil.copy(vocab, folder / "vocab.txt")
+    run("export", str(folder), "-o", str(tmp_path / "txt"), "--format", "txt")
+    txt = tmp_path / "txt" / "tokenizer.txt"
+    assert txt.read_bytes().startswith(b"430 2\n")
+    out = run("convert", str(txt), "-o", str(tmp_path / "mtok")).stdout
+    assert "wrote" in out and "lost" not in out
+    text = "Unaffable cafés, naïve 你好."
+    oracle = BertWordPieceTokenizer(str(vocab), lowercase=True)
+    want = oracle.encode(text, add_special_tokens=False).ids
+    assert run("encode", str(tmp_path / "mtok" / "tokenizer.mtok"), text, "--no-special").stdout.split() == [str(i) for i in want]
+    assert run("encode", str(txt), text, "--no-special").stdout.split() == [str(i) for i in want]
