@@ -140,7 +140,9 @@ def derive_meta(
 
     if "eos_token" in named:
         add_stop(tok.token_to_id(named["eos_token"]))
-    add_stop(tok.token_to_id("<|im_end|>"))
+    if "auto_map" in tokenizer_config:
+        # MNN takes `im_end_id` from remote-code tokenizer classes (Qwen-1's) that define it
+        add_stop(tok.token_to_id("<|im_end|>"))
     # MNN encodes "<|eot_id|>" with the post-processor and "<turn|>" without it
     for marker, with_specials in (("<|eot_id|>", True), ("<turn|>", False)):
         if tok.token_to_id(marker) is not None:
@@ -188,6 +190,9 @@ def load_folder(path: Path) -> Tokenizer:
     except FormatError as exc:
         raise FormatError(f"{file}: {exc}") from None
     tokenizer_config = read_optional_json(folder, "tokenizer_config.json")
+    # transformers fills named special tokens the config lacks from special_tokens_map.json
+    for key, value in read_optional_json(folder, "special_tokens_map.json").items():
+        tokenizer_config.setdefault(key, value)
     generation_config = read_optional_json(folder, "generation_config.json")
     tok.meta = derive_meta(tok, tokenizer_config, generation_config, find_chat_template(folder))
     return tok
