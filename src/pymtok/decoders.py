@@ -12,13 +12,13 @@ the caller joins the result with ``""``.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 from typing import Any, Protocol
 
 import regex
 
 from .byte_level import CHAR_TO_BYTE
+from .components import build_component
 from .errors import FormatError
 from .onig import onig_regex, onig_sub
 
@@ -373,35 +373,6 @@ _TYPES: dict[str, type] = {
 
 
 def from_config(cfg: dict[str, Any] | None) -> Decoder | None:
-    """Build the decoder a ``tokenizer.json`` ``"decoder"`` entry describes (``None`` for null).
+    """Build the decoder a ``tokenizer.json`` ``"decoder"`` entry describes (``None`` for null)."""
+    return build_component("decoder", cfg, _TYPES, "decoders", from_config)
 
-    Unknown fields are ignored, as HF's loader does.
-    """
-    if cfg is None:
-        return None
-    if not isinstance(cfg, dict):
-        raise FormatError(f"decoder: expected an object or null, got {type(cfg).__name__}")
-    kind = cfg.get("type")
-    cls = _TYPES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise FormatError(f"decoder: unknown type {kind!r} (expected one of {sorted(_TYPES)})")
-    params = inspect.signature(cls).parameters
-    fields = {name: value for name, value in cfg.items() if name in params}
-    if cls is Sequence:
-        children = cfg.get("decoders")
-        if not isinstance(children, list):
-            raise FormatError("decoder Sequence: 'decoders' must be a list")
-        fields["decoders"] = [_required_child(child) for child in children]
-    required = [name for name, p in params.items() if p.default is inspect.Parameter.empty]
-    missing = [name for name in required if name not in fields]
-    if missing:
-        raise FormatError(f"decoder {kind}: missing field(s) {missing}")
-    decoder: Decoder = cls(**fields)
-    return decoder
-
-
-def _required_child(cfg: dict[str, Any]) -> Decoder:
-    decoder = from_config(cfg)
-    if decoder is None:
-        raise FormatError("decoder Sequence: 'decoders' entries must be objects, got null")
-    return decoder

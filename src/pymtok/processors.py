@@ -12,9 +12,9 @@ the result is their concatenation; a ``Sequence`` of processors passes that list
 from __future__ import annotations
 
 import abc
-import inspect
 from typing import Any
 
+from .components import build_component
 from .errors import FormatError
 
 __all__ = [
@@ -254,36 +254,6 @@ _TYPES: dict[str, type[PostProcessor]] = {
 
 
 def from_config(cfg: dict[str, Any] | None) -> PostProcessor | None:
-    """Build the processor a ``tokenizer.json`` ``"post_processor"`` entry describes.
+    """Build the post-processor a ``tokenizer.json`` ``"post_processor"`` entry describes."""
+    return build_component("post_processor", cfg, _TYPES, "processors", from_config)
 
-    Returns ``None`` for null; unknown fields are ignored, as HF's loader does.
-    """
-    if cfg is None:
-        return None
-    if not isinstance(cfg, dict):
-        raise FormatError(f"post_processor: expected an object or null, got {type(cfg).__name__}")
-    kind = cfg.get("type")
-    cls = _TYPES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise FormatError(
-            f"post_processor: unknown type {kind!r} (expected one of {sorted(_TYPES)})"
-        )
-    params = inspect.signature(cls).parameters
-    fields = {name: value for name, value in cfg.items() if name in params}
-    if cls is Sequence:
-        children = cfg.get("processors")
-        if not isinstance(children, list):
-            raise FormatError("post_processor Sequence: 'processors' must be a list")
-        fields["processors"] = [_required_child(child) for child in children]
-    required = [name for name, p in params.items() if p.default is inspect.Parameter.empty]
-    missing = [name for name in required if name not in fields]
-    if missing:
-        raise FormatError(f"post_processor {kind}: missing field(s) {missing}")
-    return cls(**fields)
-
-
-def _required_child(cfg: dict[str, Any]) -> PostProcessor:
-    processor = from_config(cfg)
-    if processor is None:
-        raise FormatError("post_processor Sequence: 'processors' entries must be objects, got null")
-    return processor
