@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+# Pieces up to this many characters have their mapping cached: words recur, long runs rarely do.
+_CACHE_MAX_PIECE = 64
+
 
 def _bytes_to_unicode() -> dict[int, str]:
     # Printable bytes keep their own code point; the other 68 are moved, in byte order, to
@@ -32,6 +37,16 @@ def bytes_to_chars(data: bytes) -> str:
 def text_to_chars(text: str) -> str:
     """Map the UTF-8 bytes of ``text`` to GPT-2 stand-in characters."""
     return bytes_to_chars(text.encode("utf-8"))
+
+
+_cached_text_to_chars = lru_cache(maxsize=1 << 16)(text_to_chars)
+
+
+def piece_to_chars(piece: str) -> str:
+    """:func:`text_to_chars` for one pre-tokenized piece, remembering recent short pieces."""
+    if len(piece) <= _CACHE_MAX_PIECE:
+        return _cached_text_to_chars(piece)
+    return text_to_chars(piece)
 
 
 def byte_token(b: int) -> str:

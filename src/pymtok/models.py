@@ -7,6 +7,7 @@ the class from ``type`` (or, for old files without it, from the fields present, 
 from __future__ import annotations
 
 import heapq
+import re
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -56,6 +57,19 @@ class _VocabModel:
 MergeTable = dict[tuple[int, int], tuple[int, int]]
 """(left id, right id) -> (rank, merged id)."""
 
+METASPACE = "\u2581"
+# Words of a SentencePiece-style text: cut before each ▁ that follows another character.
+_METASPACE_WORDS = re.compile(f"{METASPACE}*[^{METASPACE}]+|{METASPACE}+")
+
+
+def merges_stop_at_metaspace(vocab: Mapping[str, int]) -> bool:
+    """Whether no token has ``▁`` right after another character (Llama 2, Mistral, Gemma).
+
+    Then no merge can join the symbols on either side of such a point, since its result would
+    be such a token, and BPE may encode the words between them one at a time (and cache them).
+    """
+    return METASPACE in vocab and not any(METASPACE in token.lstrip(METASPACE) for token in vocab)
+
 
 class BPE(_VocabModel):
     """Byte-pair encoding: start from characters (or byte-fallback pieces), apply merges by rank.
@@ -94,6 +108,14 @@ class BPE(_VocabModel):
             merge_table = self._merge_table(merges or [])
         self.merges = merge_table
         self._cache: dict[str, list[int]] = {}
+        # ignore_merges looks the whole piece up first, and a subword prefix or suffix marks
+        # a piece's ends, so cutting the piece would change the ids in those cases
+        self._by_metaspace_words = (
+            not ignore_merges
+            and self.continuing_subword_prefix is None
+            and self.end_of_word_suffix is None
+            and merges_stop_at_metaspace(vocab)
+        )
 
     def _merge_table(self, merges: Iterable[str | Sequence[str]]) -> MergeTable:
         vocab = self.vocab
@@ -124,6 +146,14 @@ class BPE(_VocabModel):
             whole = self.vocab.get(piece)
             if whole is not None:
                 return [whole]
+        if self._by_metaspace_words:
+            ids: list[int] = []
+            for word in _METASPACE_WORDS.findall(piece):
+                ids += self._encode_word(word)
+            return ids
+        return self._encode_word(piece)
+
+    def _encode_word(self, piece: str) -> list[int]:
         cached = self._cache.get(piece)
         if cached is not None:
             return cached
@@ -135,6 +165,10 @@ class BPE(_VocabModel):
     def _initial_symbols(self, piece: str) -> list[int]:
         vocab = self.vocab
         prefix, suffix = self.continuing_subword_prefix, self.end_of_word_suffix
+        if prefix is None and suffix is None:
+            ids = list(map(vocab.get, piece))
+            if None not in ids:
+                return ids  # type: ignore[return-value]  # every character is a token
         out: list[int] = []
         unk: int | None = None  # a pending (possibly fused) unknown run
         last = len(piece) - 1
@@ -302,7 +336,9 @@ class Unigram(_VocabModel):
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         self.min_score = min(scores) if scores else 0.0
-        self.max_piece_len = max((len(p) for p in self.pieces), default=1)
+        # Every prefix of every piece: the lattice stops extending a path at the first
+        # substring no piece starts with (HF walks a trie for the same effect).
+        self._prefixes = {p[:k] for p in token_ids for k in range(1, len(p) + 1)}
         self._cache: dict[str, list[int]] = {}
 
     def id_to_token(self, id: int) -> str | None:
@@ -342,12 +378,15 @@ class Unigram(_VocabModel):
         best = [0.0] * (n + 1)
         start_of: list[int] = [-1] * (n + 1)
         node_id = [0] * (n + 1)
-        max_len = self.max_piece_len
+        prefixes = self._prefixes
         for i in range(n):
             here = best[i]
             single = False
-            for end in range(i + 1, min(n, i + max_len) + 1):
-                id = vocab.get(text[i:end])
+            for end in range(i + 1, n + 1):
+                sub = text[i:end]
+                if sub not in prefixes:
+                    break
+                id = vocab.get(sub)
                 if id is None:
                     continue
                 cand = here + scores[id]
@@ -427,7 +466,6 @@ class SentencePieceUnigram(Unigram):
             if t in (self._NORMAL, self._USER_DEFINED):
                 self._matchable.setdefault(self.pieces[i], i)
         self._f32_scores = list(f32)
-        self._prefixes = {p[:k] for p in self._matchable for k in range(1, len(p) + 1)}
 
     def __call__(self, piece: str) -> list[int]:
         if not piece:

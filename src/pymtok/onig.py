@@ -39,8 +39,9 @@ def _code_point_ranges(ranges: str) -> list[tuple[int, int]]:
     return out
 
 
-def hex_class(ranges: str) -> str:
-    return "[" + "".join(
+def hex_class(ranges: str, negate: bool = False) -> str:
+    """A character class of code point ranges ("21-2F 3A"), valid in ``re`` and ``regex``."""
+    return ("[^" if negate else "[") + "".join(
         f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in _code_point_ranges(ranges)) + "]"
 
 

@@ -15,12 +15,14 @@ character for character; the tables below pin the Unicode versions.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any, Protocol
 
 import regex
 
-from .byte_level import text_to_chars
+from .byte_level import piece_to_chars
 from .errors import FormatError
 from .onig import FLAGS, hex_class, onig_regex, onig_spans, unicode_16_set
 
@@ -140,9 +142,25 @@ class Split:
         self.behavior = _check_behavior("Split", behavior)
         self.invert = invert
         self._find: Finder = lambda text: onig_spans(compiled, text)
+        # When the matches tile the text, these behaviours make each match one piece;
+        # findall returns the matched strings only when the pattern has no capture groups.
+        each_match_a_piece = behavior == "Isolated" or (behavior == "Removed" and invert)
+        self._findall = compiled.findall if each_match_a_piece and compiled.groups == 0 else None
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        return _split(pieces, self._find, self.behavior, self.invert)
+        if self._findall is None:
+            return _split(pieces, self._find, self.behavior, self.invert)
+        # The common case (Llama 3, Qwen, GPT-4o, ...): the pattern's matches tile the text,
+        # so the pieces are the matches themselves. Without empty matches, ``regex`` and
+        # Oniguruma find the same ones; any gap or empty match takes the general path.
+        out: list[PreToken] = []
+        for text, offset in pieces:
+            matches = self._findall(text)
+            if "" not in matches and sum(map(len, matches)) == len(text):
+                out += zip(matches, accumulate(map(len, matches), initial=offset))
+            else:
+                out += _split([(text, offset)], self._find, self.behavior, self.invert)
+        return out
 
 
 def _char_finder(char_class: str) -> Finder:
@@ -153,9 +171,24 @@ def _char_finder(char_class: str) -> Finder:
 
 
 _PUNCTUATION = _char_finder(hex_class(_PUNCTUATION_9))
-# Rust's char::is_whitespace and char::is_numeric follow the ``regex`` module's Unicode version.
-_WHITESPACE = _char_finder(r"\s")
+# Rust's char::is_numeric follows the ``regex`` module's Unicode version.
 _NUMERIC = _char_finder(r"\p{N}")
+
+
+def _matches(compiled: re.Pattern[str] | regex.Pattern[str], pieces: list[PreToken]) -> list[PreToken]:
+    """Each match of ``compiled`` in each piece becomes a piece; the text between is dropped."""
+    return [(m.group(), offset + m.start()) for text, offset in pieces for m in compiled.finditer(text)]
+
+
+# Rust's char::is_whitespace: the White_Space property, unchanged since Unicode 4.1.
+_WHITESPACE_RANGES = "9-D 20 85 A0 1680 2000-200A 2028-2029 202F 205F 3000"
+# What WhitespaceSplit and BertPreTokenizer keep, as one pattern each: runs of non-space
+# characters; for BERT, runs without punctuation and each punctuation character alone (the
+# two sets are disjoint). Plain code point classes: the standard ``re`` runs them fastest.
+_NON_SPACE_RUNS = re.compile(hex_class(_WHITESPACE_RANGES, negate=True) + "+")
+_BERT_WORDS = re.compile(
+    hex_class(f"{_WHITESPACE_RANGES} {_PUNCTUATION_9}", negate=True) + "+|" + hex_class(_PUNCTUATION_9)
+)
 
 
 class Punctuation:
@@ -183,15 +216,14 @@ class WhitespaceSplit:
     """Split on whitespace, dropping it."""
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        return _split(pieces, _WHITESPACE, "Removed", False)
+        return _matches(_NON_SPACE_RUNS, pieces)
 
 
 class BertPreTokenizer:
     """Split on whitespace (dropped), then isolate every punctuation character."""
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        return _split(_split(pieces, _WHITESPACE, "Removed", False), _PUNCTUATION, "Isolated",
-                      False)
+        return _matches(_BERT_WORDS, pieces)
 
 
 # HF uses the Rust ``regex`` crate here (Unicode 16.0 word characters, joiners included).
@@ -203,11 +235,7 @@ class Whitespace:
     """Keep runs of word characters and runs of other non-space characters; drop the spaces."""
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        return [
-            (m.group(), offset + m.start())
-            for text, offset in pieces
-            for m in _WORDS.finditer(text)
-        ]
+        return _matches(_WORDS, pieces)
 
 
 # The scripts of HF's table (Unicode 9.0, from SentencePiece); a character of any other script,
@@ -352,11 +380,11 @@ class ByteLevel:
                 shift = 1
             if self.use_regex:
                 out.extend(
-                    (text_to_chars(m.group()), offset + max(m.start() - shift, 0))
+                    (piece_to_chars(m.group()), offset + max(m.start() - shift, 0))
                     for m in self._gpt2.finditer(text)
                 )
             elif text:
-                out.append((text_to_chars(text), offset))
+                out.append((piece_to_chars(text), offset))
         return out
 
 
