@@ -272,8 +272,12 @@ def test_from_config_null_and_errors() -> None:
     with pytest.raises(FormatError, match="prepend_scheme"):
         pt.from_config({"type": "Metaspace", "replacement": "_", "add_prefix_space": False,
                         "prepend_scheme": "always"})
-    with pytest.raises(FormatError, match="bad fields"):
-        pt.from_config({"type": "Digits", "digits": True})
+    # like HF's loader: unknown fields are ignored, malformed ones are errors
+    assert pt.from_config({"type": "Digits", "individual_digits": True, "digits": 1}) is not None
+    with pytest.raises(FormatError, match="unknown type"):
+        pt.from_config({"type": ["Digits"]})
+    with pytest.raises(FormatError, match="entries must be objects"):
+        pt.from_config({"type": "Sequence", "pretokenizers": [None]})
 
 
 def test_legacy_metaspace_fields() -> None:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import regex
 
 from .byte_level import piece_to_chars
+from .components import build_component
 from .errors import FormatError
 from .onig import FLAGS, hex_class, onig_regex, onig_spans, unicode_16_set
 
@@ -410,22 +411,6 @@ _TYPES: dict[str, Callable[..., PreTokenizer]] = {
 
 
 def from_config(cfg: dict[str, Any] | None) -> PreTokenizer | None:
-    """Build the pre-tokenizer a ``tokenizer.json`` "pre_tokenizer" entry describes."""
-    if cfg is None:
-        return None
-    if not isinstance(cfg, dict) or "type" not in cfg:
-        raise FormatError(f"pre_tokenizer: expected an object with a \"type\", got {cfg!r}")
-    fields = {k: v for k, v in cfg.items() if k != "type"}
-    kind = cfg["type"]
-    if kind == "Sequence":
-        children = fields.get("pretokenizers")
-        if not isinstance(children, list):
-            raise FormatError("pre_tokenizer Sequence.pretokenizers: expected a list")
-        fields["pretokenizers"] = [from_config(child) for child in children]
-    cls = _TYPES.get(kind)
-    if cls is None:
-        raise FormatError(f"pre_tokenizer: unknown type {kind!r}")
-    try:
-        return cls(**fields)
-    except TypeError as exc:
-        raise FormatError(f"pre_tokenizer {kind}: bad fields {sorted(fields)}: {exc}") from exc
+    """Build the pre-tokenizer a ``tokenizer.json`` ``"pre_tokenizer"`` entry describes."""
+    return build_component("pre_tokenizer", cfg, _TYPES, "pretokenizers", from_config)
+
