@@ -32,11 +32,30 @@ class Model(Protocol):
 
 
 class _VocabModel:
-    """Shared vocabulary plumbing: the token -> id map and its lazily built inverse."""
+    """Shared plumbing: the token -> id map, its lazily built inverse, and a per-piece cache.
+
+    Subclasses implement ``_tokenize(piece)`` for a non-empty piece; ``__call__`` caches it.
+    """
 
     def __init__(self, vocab: Mapping[str, int]) -> None:
         self.vocab = vocab
         self._inverse: dict[int, str] | None = None
+        self._cache: dict[str, list[int]] = {}
+
+    def _tokenize(self, piece: str) -> list[int]:
+        raise NotImplementedError
+
+    def _encode_cached(self, piece: str) -> list[int]:
+        if not piece:
+            return []
+        ids = self._cache.get(piece)
+        if ids is None:
+            ids = self._tokenize(piece)
+            if len(piece) <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
+                self._cache[piece] = ids
+        return ids
+
+    __call__ = _encode_cached
 
     def token_to_id(self, token: str) -> int | None:
         return self.vocab.get(token)
@@ -107,7 +126,6 @@ class BPE(_VocabModel):
         if merge_table is None:
             merge_table = self._merge_table(merges or [])
         self.merges = merge_table
-        self._cache: dict[str, list[int]] = {}
         # ignore_merges looks the whole piece up first, and a subword prefix or suffix marks
         # a piece's ends, so cutting the piece would change the ids in those cases
         self._by_metaspace_words = (
@@ -149,18 +167,12 @@ class BPE(_VocabModel):
         if self._by_metaspace_words:
             ids: list[int] = []
             for word in _METASPACE_WORDS.findall(piece):
-                ids += self._encode_word(word)
+                ids += self._encode_cached(word)
             return ids
-        return self._encode_word(piece)
+        return self._encode_cached(piece)
 
-    def _encode_word(self, piece: str) -> list[int]:
-        cached = self._cache.get(piece)
-        if cached is not None:
-            return cached
-        ids = self._merge(self._initial_symbols(piece))
-        if len(piece) <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
-            self._cache[piece] = ids
-        return ids
+    def _tokenize(self, piece: str) -> list[int]:
+        return self._merge(self._initial_symbols(piece))
 
     def _initial_symbols(self, piece: str) -> list[int]:
         vocab = self.vocab
@@ -266,7 +278,6 @@ class WordPiece(_VocabModel):
         self.unk_token = unk_token
         self.continuing_subword_prefix = continuing_subword_prefix
         self.max_input_chars_per_word = max_input_chars_per_word
-        self._cache: dict[str, list[int]] = {}
 
     def _unk(self) -> list[int]:
         unk = self.vocab.get(self.unk_token)
@@ -274,12 +285,7 @@ class WordPiece(_VocabModel):
             raise FormatError(f"WordPiece unk_token {self.unk_token!r} is not in the vocabulary")
         return [unk]
 
-    def __call__(self, piece: str) -> list[int]:
-        if not piece:
-            return []
-        cached = self._cache.get(piece)
-        if cached is not None:
-            return cached
+    def _tokenize(self, piece: str) -> list[int]:
         n = len(piece)
         if n > self.max_input_chars_per_word:
             return self._unk()
@@ -300,8 +306,6 @@ class WordPiece(_VocabModel):
                 break
             out.append(found)
             start = end
-        if n <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
-            self._cache[piece] = out
         return out
 
 
@@ -339,7 +343,6 @@ class Unigram(_VocabModel):
         # Every prefix of every piece: the lattice stops extending a path at the first
         # substring no piece starts with (HF walks a trie for the same effect).
         self._prefixes = {p[:k] for p in token_ids for k in range(1, len(p) + 1)}
-        self._cache: dict[str, list[int]] = {}
 
     def id_to_token(self, id: int) -> str | None:
         return self.pieces[id] if 0 <= id < len(self.pieces) else None
@@ -348,12 +351,7 @@ class Unigram(_VocabModel):
     def vocab_size(self) -> int:
         return len(self.pieces)
 
-    def __call__(self, piece: str) -> list[int]:
-        if not piece:
-            return []
-        cached = self._cache.get(piece)
-        if cached is not None:
-            return cached
+    def _tokenize(self, piece: str) -> list[int]:
         out: list[int] = []
         for s in self._segment(piece):
             id = self.vocab.get(s)
@@ -367,8 +365,6 @@ class Unigram(_VocabModel):
                     raise FormatError(f"Unigram model has no unk_id but {s!r} is not in its vocabulary")
                 id = self.unk_id
             out.append(id)
-        if len(piece) <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
-            self._cache[piece] = out
         return out
 
     def _segment(self, text: str) -> list[str]:
@@ -467,12 +463,7 @@ class SentencePieceUnigram(Unigram):
                 self._matchable.setdefault(self.pieces[i], i)
         self._f32_scores = list(f32)
 
-    def __call__(self, piece: str) -> list[int]:
-        if not piece:
-            return []
-        cached = self._cache.get(piece)
-        if cached is not None:
-            return cached
+    def _tokenize(self, piece: str) -> list[int]:
         out: list[int] = []
         previous_unk = False
         for text, id in self._viterbi(piece):
@@ -488,8 +479,6 @@ class SentencePieceUnigram(Unigram):
             elif not previous_unk:
                 out.append(id)  # a run of unknown characters is one unknown piece
             previous_unk = True
-        if len(piece) <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
-            self._cache[piece] = out
         return out
 
     def _viterbi(self, text: str) -> list[tuple[str, int]]:
