@@ -14,8 +14,11 @@ setup(
     ext_modules=[
         Extension(
             "pymtok._native",
-            sources=[str(NATIVE / name) for name in ("module.c", "pretok.c", "models.c", "tables.c")],
-            depends=[str(NATIVE / name) for name in ("native.h", "unicode_data.h")],
+            sources=[
+                str(NATIVE / name)
+                for name in ("module.c", "pretok.c", "models.c", "normalize.c", "added.c", "tables.c")
+            ],
+            depends=[str(NATIVE / name) for name in ("native.h", "unicode_data.h", "normalize_data.h")],
             # C11 for <stdatomic.h>; no -ffast-math: Unigram sums must round as HF's f64 ones
             extra_compile_args=["-std=c11", "-O3"],
             optional=True,

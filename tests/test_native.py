@@ -2,13 +2,18 @@
 
 Every model the native core accelerates is checked on corpus chunks, on generated strings
 that stress the scanners (mixed scripts, odd whitespace, digits of many scripts, emoji,
-combining marks) and on 1 MB worst cases (with a generous time bound: speed itself is
-measured by bench/bench.py, not asserted here).
+combining marks) and its added tokens, and on 1 MB worst cases (with a generous time bound:
+speed itself is measured by bench/bench.py, not asserted here). The native normalizers are
+held against the pure ones and HF on every code point and on generated strings, and the
+native grapheme clusters against the ``regex`` module's ``\\X`` on every sequence of up to
+three grapheme classes.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import json
 import os
 import random
 import time
@@ -19,6 +24,8 @@ from hypothesis import strategies as st
 
 import pymtok
 from conftest import corpus_chunks, fixture_path, hf_tokenizer
+from pymtok import native, normalizers
+from test_normalizers import ALL_CODE_POINTS, hf_normalizer, mismatches, t5_config
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("PYMTOK_PURE", "") not in ("", "0"), reason="PYMTOK_PURE disables the native core"
@@ -27,16 +34,16 @@ pytestmark = pytest.mark.skipif(
 # Every fixture whose configuration the native core reproduces, by kind of pipeline.
 ACCELERATED = [
     "llama3",            # cl100k split + byte-level BPE, ignore_merges
-    "qwen3",             # Qwen2 split + byte-level BPE (NFC normalizer stays in Python)
+    "qwen3",             # Qwen2 split + byte-level BPE, native NFC
     "gpt-4o",            # o200k split, Removed + invert
     "deepseek-v3",       # three Splits
     "roberta-base",      # ByteLevel with GPT-2's own pattern
-    "gemma-v1",          # char-level BPE, byte fallback, no pre-tokenizer
+    "gemma-v1",          # char-level BPE, byte fallback, no pre-tokenizer, newline added tokens
     "mistral-7b-v0.1",   # char-level BPE, byte fallback, fuse_unk
-    "phi-3-mini",
-    "all-minilm-l6-v2",  # WordPiece + BertPreTokenizer
+    "phi-3-mini",        # rstrip added tokens
+    "all-minilm-l6-v2",  # WordPiece + BertPreTokenizer, native BertNormalizer
     "bert-base-chinese",
-    "t5-small",          # Unigram + WhitespaceSplit + Metaspace
+    "t5-small",          # Unigram + WhitespaceSplit + Metaspace, native Precompiled
     "albert-base-v2",
 ]
 
@@ -57,7 +64,11 @@ def assert_same_ids(name: str, text: str) -> None:
 
 @pytest.mark.parametrize("name", ACCELERATED)
 def test_native_is_used(name: str) -> None:
-    assert load(name)._native_segment is not None
+    tok = load(name)
+    assert tok._native_segment is not None
+    assert tok._native_text is not None
+    if name in ("qwen3", "all-minilm-l6-v2", "bert-base-chinese", "t5-small"):
+        assert type(tok.normalizer).__module__ == "pymtok._native"
 
 
 @pytest.mark.parametrize("name", ACCELERATED)
@@ -93,6 +104,188 @@ texts = st.one_of(
 @given(text=texts)
 def test_generated_strings(name: str, text: str) -> None:
     assert_same_ids(name, text)
+
+
+@functools.lru_cache(maxsize=None)
+def added_contents(name: str) -> list[str]:
+    """A sample of the model's added tokens, with the spaces lstrip/rstrip would take."""
+    contents = sorted(t.content for t in load(name).added.by_id.values())
+    return random.Random(0).sample(contents, min(len(contents), 48)) + [" ", "  ", "\n\n", " \t"]
+
+
+@pytest.mark.parametrize("name", ACCELERATED)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_generated_strings_with_added_tokens(name: str, data: st.DataObject) -> None:
+    pieces = data.draw(st.lists(st.sampled_from(_PIECES + added_contents(name)), max_size=30))
+    text = "".join(pieces)
+    assert_same_ids(name, text)
+    # the post-processor runs after the native text encoder too
+    assert load(name).encode(text) == hf_tokenizer(name).encode(text).ids
+
+
+@functools.lru_cache(maxsize=None)
+def stripped_tokenizers() -> tuple[pymtok.Tokenizer, object]:
+    """t5-small with added tokens that lstrip, rstrip, are normalized, or overlap (ours, HF)."""
+    from tokenizers import Tokenizer
+
+    config = json.loads(fixture_path("tokenizers", "t5-small", "tokenizer.json").read_text(encoding="utf-8"))
+    extra = [("<L>", True, False, False), ("<R>", False, True, False), ("<LR>", True, True, False),
+             ("ＮＯＲＭ", False, False, True), ("<R", False, False, False), ("  ", False, False, True),
+             ("<LR>x", False, True, True)]
+    next_id = max(t["id"] for t in config["added_tokens"]) + 1
+    for i, (content, lstrip, rstrip, normalized) in enumerate(extra):
+        config["added_tokens"].append({"id": next_id + i, "content": content, "single_word": False,
+                                       "lstrip": lstrip, "rstrip": rstrip, "normalized": normalized,
+                                       "special": not normalized})
+    return pymtok.Tokenizer.from_config(config), Tokenizer.from_str(json.dumps(config))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(["<L>", "<R>", "<LR>", "<LR>x", "ＮＯＲＭ", "NORM", "<R", " ", "  ",
+                                        "\t", "\u3000", "a", "b c", "\n"]), max_size=16))
+def test_lstrip_rstrip_normalized_added_tokens(pieces: list[str]) -> None:
+    ours, theirs = stripped_tokenizers()
+    assert ours._native_text is not None
+    text = "".join(pieces)
+    assert ours.encode(text, add_special_tokens=False) == theirs.encode(text, add_special_tokens=False).ids
+
+
+# --- native normalizers -------------------------------------------------------------------
+
+BERT_CONFIGS = [
+    {"type": "BertNormalizer", "clean_text": clean, "handle_chinese_chars": chinese,
+     "strip_accents": strip, "lowercase": lower}
+    for clean, chinese, strip, lower in itertools.product((True, False), (True, False),
+                                                        (None, True, False), (True, False))
+]
+BERT_IDS = ["clean{}-cjk{}-strip{}-lower{}".format(*(c[k] for k in list(c)[1:])) for c in BERT_CONFIGS]
+
+
+@functools.lru_cache(maxsize=None)
+def normalizer_trio(cfg_json: str):
+    """(native, pure, HF) ``str -> str`` for one normalizer config."""
+    pure = normalizers.from_config(json.loads(cfg_json))
+    fast = native.accelerate_normalizer(pure)
+    assert fast is not pure and fast.pure is pure
+    return fast, pure, hf_normalizer(cfg_json).normalize_str
+
+
+def trio(index: int):
+    """The native, pure and HF normalizer of TRIO_IDS[index] (t5's charsmap is a fixture)."""
+    configs = [*BERT_CONFIGS, {"type": "NFC"}]
+    return normalizer_trio(json.dumps(configs[index] if index < len(configs) else t5_config()))
+
+
+TRIO_IDS = [*BERT_IDS, "NFC", "t5-precompiled"]
+
+
+@pytest.mark.parametrize("index", range(len(TRIO_IDS)), ids=TRIO_IDS)
+def test_native_normalizer_every_code_point(index: int) -> None:
+    fast, pure, hf = trio(index)
+    assert mismatches(fast, pure, ALL_CODE_POINTS)[:20] == []
+    assert mismatches(fast, hf, ALL_CODE_POINTS)[:20] == []
+
+
+# Characters that reach each branch: controls, White_Space, ideographs (compatibility ones
+# decompose), marks in and out of canonical order, composition exclusions, letters that lowercase to two characters,
+# Hangul jamo and syllables, emoji sequences, flags, Indic conjuncts, SentencePiece's rules.
+_NORMALIZER_PIECES = [
+    *"aZ é", "É", "e\u0301", "\u0301", "\u0316\u0301", "\u0301\u0316", "\u0345", "\u0344",
+    "\U0001d165\U0001d16d", "\u05b0\u05b1", "İ", "Σ", "ΣΑΣ", "ẞ", "\u2c2f", "\ua7cb", "\U00010570",
+    "\x00", "\x07", "\x0b", "\x85", "\xad", "\ufeff", "\ufffd", "\ue000", "\U000f0000", "\t", "\n",
+    "\r", "\r\n", "\u00a0", "\u3000", "\u2028", "中", "\uf900", "\U00020000", "\u3400", "가", "각",
+    "\u1100\u1161\u11a8", "\u1100", "\u11a8", "😀", "👍🏽", "👨\u200d👩\u200d👧", "🇫🇷", "🇫🇷🇩", "\u200d",
+    "क्ष", "\u0915\u094d\u200d\u0937", "\u0600a", "ﬁ", "Ａ", "①", "½", "\u3099", "が", "か\u3099",
+    "\u0e33", "\u0f77", "\u1e9b\u0323", "\u0958", "\U0001f1e6", "\u0897", "\U000105c9",
+    "\u0b47\u0b3e", "\u0b47\u0300\u0b3e", "\u1100\u1161", "\uac00\u11a8", "\u2126", "\u0340", "\u0f73",
+    "a\u0328\u0301", "a\u0301\u0328", "\U0001d15e", "\u05d9\u05b4", "\u0627\u0651\u064e",
+]
+normalizer_texts = st.one_of(
+    st.lists(st.sampled_from(_NORMALIZER_PIECES), max_size=30).map("".join),
+    st.text(st.characters(exclude_categories=("Cs",)), max_size=40),
+    st.lists(st.sampled_from(_NORMALIZER_PIECES) | st.text(max_size=2), max_size=20).map("".join),
+)
+
+
+@pytest.mark.parametrize("index", range(len(TRIO_IDS)), ids=TRIO_IDS)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=normalizer_texts)
+def test_native_normalizer_strings(index: int, text: str) -> None:
+    fast, pure, hf = trio(index)
+    assert fast(text) == pure(text) == hf(text)
+
+
+def test_native_normalizer_corpus() -> None:
+    for index in range(len(TRIO_IDS)):
+        fast, pure, hf = trio(index)
+        for text in corpus_chunks(40, seed=index):
+            assert fast(text) == pure(text) == hf(text), TRIO_IDS[index]
+
+
+@pytest.mark.parametrize("index", range(len(TRIO_IDS)), ids=TRIO_IDS)
+def test_native_normalizer_long_texts(index: int) -> None:
+    # long enough to grow every buffer, with characters that expand (İ lowercases to two,
+    # ideographs gain spaces, Hangul decomposes to three) and ones that vanish
+    fast, pure, hf = trio(index)
+    for text in ["İ" * 700 + "A" * 700, "中" * 500 + "x" * 900, "각" * 600 + "\x00" * 600 + "é" * 300,
+                 "e\u0301" * 400 + "\u0f73" * 300, "🇫🇷" * 300 + "👨\u200d👩" * 200]:
+        assert fast(text) == pure(text) == hf(text)
+
+
+def test_native_normalizer_inside_sequence() -> None:
+    seq = normalizers.Sequence([normalizers.Lowercase(), normalizers.BertNormalizer(lowercase=False)])
+    fast = native.accelerate_normalizer(seq)
+    assert isinstance(fast, normalizers.Sequence) and fast is not seq
+    assert fast("ÀB\t中\x00") == seq("ÀB\t中\x00")
+    untouched = normalizers.NFKC()
+    assert native.accelerate_normalizer(untouched) is untouched
+
+
+# --- grapheme clusters --------------------------------------------------------------------
+
+_GRAPHEME_PROPERTIES = [
+    *(f"Grapheme_Cluster_Break={v}" for v in ("CR", "LF", "Control", "Extend", "ZWJ",
+                                               "Regional_Indicator", "Prepend", "SpacingMark",
+                                               "L", "V", "T", "LV", "LVT")),
+    "Extended_Pictographic", "Indic_Conjunct_Break=Consonant", "Indic_Conjunct_Break=Extend",
+    "Indic_Conjunct_Break=Linker",
+]
+
+
+@functools.lru_cache(maxsize=None)
+def grapheme_classes() -> list[list[str]]:
+    """The code points grouped by their combination of the properties UAX #29 reads."""
+    import regex
+
+    text = "".join(chr(cp) for cp in ALL_CODE_POINTS)
+    keys = dict.fromkeys(ALL_CODE_POINTS, 0)
+    for bit, prop in enumerate(_GRAPHEME_PROPERTIES):
+        for m in regex.finditer(rf"\p{{{prop}}}", text):
+            keys[ord(m.group())] |= 1 << bit
+    classes: dict[int, list[str]] = {}
+    for cp, key in keys.items():
+        classes.setdefault(key, []).append(chr(cp))
+    return list(classes.values())
+
+
+def regex_ends(text: str) -> list[int]:
+    return [m.end() for m in normalizers._GRAPHEME.finditer(text)]
+
+
+def test_grapheme_clusters_match_regex() -> None:
+    from pymtok import _native
+
+    classes = grapheme_classes()
+    assert len(classes) >= 15
+    for n in (1, 2, 3):
+        for combo in itertools.product(classes, repeat=n):
+            text = "".join(members[0] for members in combo)
+            assert _native.grapheme_ends(text) == regex_ends(text), [hex(ord(c)) for c in text]
+    rng = random.Random(0)
+    for _ in range(20000):
+        text = "".join(rng.choice(rng.choice(classes)) for _ in range(rng.randrange(1, 10)))
+        assert _native.grapheme_ends(text) == regex_ends(text), [hex(ord(c)) for c in text]
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,14 +1,22 @@
-"""The seam to the native core (``pymtok._native``): the same segment encoding, in C.
+"""The seam to the native core (``pymtok._native``): the same encoding, in C.
 
 :func:`accelerate` looks at a tokenizer's pre-tokenizer and model and, when the native core
 reproduces the pure-Python path exactly for that configuration, returns a function encoding
-one normalized segment. Added-token splitting, normalization and post-processing stay in
-Python; the native function replaces ``Tokenizer._encode_segment``'s pre-tokenizer and model
-loop, with the GIL released.
+one normalized segment: ``Tokenizer._encode_segment``'s pre-tokenizer and model loop, with
+the GIL released.
 
 >>> encode = accelerate(pymtok.load("llama3/tokenizer.json"))     # doctest: +SKIP
 >>> encode("Hello world", 0)                                      # doctest: +SKIP
 [9906, 1917]
+
+:func:`accelerate_text` goes on to the whole of ``Tokenizer.encode``: added-token matching, the
+normalizer (called from C on each segment between added tokens) and segment encoding in one
+native call, then the post-processor. Texts that added tokens cut into many segments (Gemma's
+newline tokens) no longer pay a Python round trip per segment.
+
+:func:`accelerate_normalizer` swaps the normalizers the native core reproduces
+(``BertNormalizer``, ``NFC``, ``Precompiled``, also inside a ``Sequence``) for native ones
+with the same ``__call__(text) -> str``.
 
 Set ``PYMTOK_PURE=1`` to keep every tokenizer on the pure path.
 """
@@ -16,15 +24,17 @@ Set ``PYMTOK_PURE=1`` to keep every tokenizer on the pure path.
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import models, pre_tokenizers
+from . import models, normalizers, pre_tokenizers
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
 
 SegmentEncoder = Callable[[str, int], list[int]]
+TextEncoder = Callable[[str, bool], list[int]]
 Step = tuple[Any, ...]
 
 # GPT-2's pattern, which ByteLevel(use_regex=True) applies and some files spell as a Split.
@@ -66,11 +76,8 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
     None when ``PYMTOK_PURE=1``, when the extension is not built, or when any component of
     the pre-tokenizer or model is one the native core does not reproduce exactly.
     """
-    if os.environ.get("PYMTOK_PURE", "") not in ("", "0"):
-        return None
-    try:
-        from . import _native  # type: ignore[attr-defined]
-    except ImportError:
+    _native = _core()
+    if _native is None:
         return None
     config = tokenizer.config
     # Split keeps no pattern string: that comes from the config the pipeline was built from.
@@ -122,6 +129,90 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
         return None
     encode: SegmentEncoder = encoder.encode
     return encode
+
+
+def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
+    """A native ``encode(text, add_special_tokens)`` for ``tokenizer``, or None.
+
+    Needs the native segment encoder (:func:`accelerate`); None when an added token is
+    ``single_word``, which stays on the pure path.
+    """
+    _native = _core()
+    encoder = getattr(tokenizer._native_segment, "__self__", None)
+    if _native is None or not isinstance(encoder, _native.Encoder):
+        return None
+    added = tokenizer.added
+    raw: list[tuple[str, int, int]] = []
+    normalized: list[tuple[str, int, int]] = []
+    for id, token in added.by_id.items():
+        if token.single_word:
+            return None
+        flags = _native.ADDED_LSTRIP * token.lstrip | _native.ADDED_RSTRIP * token.rstrip
+        if token.normalized:
+            # matched in normalized text, in their normalized form
+            normalized.append((added.token_for_decode(id) or token.content, id, flags))
+        else:
+            raw.append((token.content, id, flags))
+    encoder.set_added(raw, normalized)
+    encode_text = encoder.encode_text
+    normalizer = tokenizer.normalizer
+    post_processor = tokenizer.post_processor
+
+    def encode(text: str, add_special_tokens: bool) -> list[int]:
+        ids: list[int] = encode_text(text, normalizer)
+        if add_special_tokens and post_processor is not None:
+            ids = post_processor(ids)
+        return ids
+
+    return encode
+
+
+def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normalizers.Normalizer | None:
+    """``normalizer``, or a native one giving the same text for every input.
+
+    >>> bert = normalizers.BertNormalizer()
+    >>> accelerate_normalizer(bert)("Héllo\\t世界") == bert("Héllo\\t世界")       # doctest: +SKIP
+    True
+    """
+    _native = _core()
+    if _native is None or normalizer is None:
+        return normalizer
+    kind = type(normalizer)
+    if kind is normalizers.BertNormalizer:
+        bert: Any = normalizer
+        flags = (
+            _native.BERT_CLEAN * bert.clean_text
+            | _native.BERT_CHINESE * bert.handle_chinese_chars
+            | _native.BERT_STRIP * bert._strip
+            | _native.BERT_LOWER * bert.lowercase
+        )
+        native: normalizers.Normalizer = _native.Normalizer(normalizer, "bert", flags=flags)
+        return native
+    if kind is normalizers.NFC:
+        native = _native.Normalizer(normalizer, "nfc")
+        return native
+    if kind is normalizers.Precompiled:
+        pc: Any = normalizer
+        units = struct.pack(f"<{len(pc._units)}I", *pc._units)
+        native = _native.Normalizer(normalizer, "precompiled", units=units, replacements=pc._replacements)
+        return native
+    if kind is normalizers.Sequence:
+        members = normalizer.normalizers  # type: ignore[attr-defined]
+        fast = [accelerate_normalizer(member) for member in members]
+        if any(a is not b for a, b in zip(fast, members)):
+            return normalizers.Sequence(fast)  # type: ignore[arg-type]
+    return normalizer
+
+
+def _core() -> Any:
+    """The ``_native`` module, or None when it is not built or ``PYMTOK_PURE=1``."""
+    if os.environ.get("PYMTOK_PURE", "") not in ("", "0"):
+        return None
+    try:
+        from . import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _native
 
 
 def _as_dict(table: Mapping[Any, Any]) -> dict[Any, Any]:

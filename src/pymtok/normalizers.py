@@ -205,7 +205,10 @@ class _UnicodeForm:
     form = ""
 
     def __call__(self, text: str) -> str:
-        if text.isascii():
+        # Text already normalized by Python's tables needs nothing from HF's either: every
+        # substring of a normalized text is normalized, so each part cut out below stays as
+        # it is. `is_normalized` is a quick check in C, far cheaper than the search below.
+        if text.isascii() or unicodedata.is_normalized(self.form, text):
             return text
         if not _HF_UNKNOWN_TO_NORMALIZATION.search(text):
             return unicodedata.normalize(self.form, text)

@@ -55,7 +55,7 @@ class Tokenizer:
         config: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
-        self.normalizer = normalizer
+        self.normalizer = native.accelerate_normalizer(normalizer)
         self.pre_tokenizer = pre_tokenizer
         self.decoder = decoder
         self.post_processor = post_processor
@@ -70,6 +70,7 @@ class Tokenizer:
         self.config: Mapping[str, Any] = config if config is not None else {}
         self._chat: Any = None
         self._native_segment = native.accelerate(self)
+        self._native_text = native.accelerate_text(self)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], meta: TokenizerMeta | None = None) -> Tokenizer:
@@ -99,6 +100,8 @@ class Tokenizer:
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
         _check_encodable(text)
+        if self._native_text is not None:
+            return self._native_text(text, add_special_tokens)
         ids: list[int] = []
         for piece, offset, added_id in self.added.split(text, self.normalizer):
             if added_id is not None:

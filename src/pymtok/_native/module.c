@@ -1,12 +1,17 @@
 /* pymtok._native: the Python face of the native core.
  *
- * One type, Encoder, built once per tokenizer from the model's tables and a description of the
- * pre-tokenizer (pymtok/native.py decides when the native path is exact and builds it).
- * Encoder.encode(normalized_segment, offset) returns the ids of one segment; the work runs
- * with the GIL released so that threads encode in parallel.
+ * Two types, built once per tokenizer (pymtok/native.py decides when the native path is exact
+ * and builds them):
+ *  - Encoder, from the model's tables and a description of the pre-tokenizer:
+ *    Encoder.encode(normalized_segment, offset) returns the ids of one segment, and
+ *    Encoder.encode_text(text, normalizer) those of a whole text, added tokens (set_added)
+ *    matched and each segment between them normalized, in one call;
+ *  - Normalizer, a BertNormalizer, NFC or Precompiled: calling it normalizes a str.
+ * The work runs with the GIL released so that threads encode in parallel.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include "native.h"
 
@@ -26,6 +31,7 @@ typedef struct {
     Cache cache;
     PyObject **ints; /* a Python int for every id the model can produce: lists are built fast */
     size_t nints;
+    AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
 } Encoder;
 
 /* ---- reading Python tables -------------------------------------------------------------- */
@@ -344,6 +350,8 @@ static void Encoder_dealloc(Encoder *self) {
     wordpiece_free(&self->wp);
     unigram_free(&self->ug);
     cache_free(&self->cache);
+    added_trie_free(&self->raw);
+    added_trie_free(&self->norm);
     if (self->ints) {
         for (size_t i = 0; i < self->nints; i++)
             Py_XDECREF(self->ints[i]);
@@ -460,6 +468,23 @@ done:
     return err;
 }
 
+/* The ids as a Python list; model ids come from the ints table, added token ids may lie beyond. */
+static PyObject *id_list(Encoder *self, const IdBuf *ids) {
+    PyObject *list = PyList_New((Py_ssize_t)ids->n);
+    for (size_t i = 0; list && i < ids->n; i++) {
+        PyObject *o;
+        if ((size_t)ids->v[i] < self->nints) {
+            o = self->ints[ids->v[i]];
+            Py_INCREF(o);
+        } else if (!(o = PyLong_FromLong(ids->v[i]))) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+    }
+    return list;
+}
+
 static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "encode(text: str, offset: int)");
@@ -485,14 +510,149 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
         free(out.v);
         return PyErr_NoMemory();
     }
-    PyObject *list = PyList_New((Py_ssize_t)out.n);
-    if (list) {
-        for (size_t i = 0; i < out.n; i++) {
-            PyObject *o = self->ints[out.v[i]]; /* every id comes from the tables read above */
-            Py_INCREF(o);
-            PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+    PyObject *list = id_list(self, &out);
+    free(out.v);
+    return list;
+}
+
+/* One matcher's tokens: a list of (content, id, ADDED_* flags), later entries winning. */
+static int build_added(AddedTrie *t, PyObject *tokens) {
+    static const char *shape = "added tokens must be a list of (content, id, flags)";
+    if (!PyList_Check(tokens)) {
+        PyErr_SetString(PyExc_TypeError, shape);
+        return -1;
+    }
+    size_t total = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tokens); i++) {
+        PyObject *item = PyList_GET_ITEM(tokens, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(item, 0))) {
+            PyErr_SetString(PyExc_TypeError, shape);
+            return -1;
+        }
+        total += (size_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(item, 0));
+    }
+    added_trie_free(t);
+    if (added_trie_init(t, total) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(tokens); i++) {
+        PyObject *item = PyList_GET_ITEM(tokens, i), *content = PyTuple_GET_ITEM(item, 0);
+        int32_t id;
+        long strip = PyLong_AsLong(PyTuple_GET_ITEM(item, 2));
+        if ((strip == -1 && PyErr_Occurred()) || read_id(PyTuple_GET_ITEM(item, 1), &id) < 0)
+            return -1;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(content);
+        if (!n)
+            continue;
+        uint32_t *cps = PyUnicode_AsUCS4Copy(content);
+        if (!cps)
+            return -1;
+        int err = added_trie_insert(t, cps, (size_t)n, id, (int)strip);
+        PyMem_Free(cps);
+        if (err < 0) {
+            PyErr_NoMemory();
+            return -1;
         }
     }
+    return 0;
+}
+
+static PyObject *Encoder_set_added(Encoder *self, PyObject *args) {
+    PyObject *raw, *norm;
+    if (!PyArg_ParseTuple(args, "OO:set_added", &raw, &norm) || build_added(&self->raw, raw) < 0 ||
+        build_added(&self->norm, norm) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Encode text[start, stop) of one segment between raw added tokens: normalize it, cut out the
+ * normalized added tokens, encode the rest. Offsets are those of AddedVocabulary.split. */
+static int encode_between(Encoder *self, PyObject *text, size_t start, size_t stop, PyObject *normalizer,
+                          AddedCuts *cuts, IdBuf *out) {
+    PyObject *piece = PyUnicode_Substring(text, (Py_ssize_t)start, (Py_ssize_t)stop);
+    if (!piece)
+        return -1;
+    if (normalizer != Py_None) {
+        Py_SETREF(piece, PyObject_CallOneArg(normalizer, piece));
+        if (!piece)
+            return -1;
+        if (!PyUnicode_Check(piece)) {
+            PyErr_SetString(PyExc_TypeError, "the normalizer returned a non-str");
+            Py_DECREF(piece);
+            return -1;
+        }
+    }
+    int kind = PyUnicode_KIND(piece);
+    const char *data = PyUnicode_DATA(piece);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(piece);
+    uint32_t *cps = NULL;
+    int err = 0;
+    /* without normalized added tokens the whole piece is one segment */
+    AddedCut whole = {0, n, -1};
+    const AddedCut *v = &whole;
+    size_t count = n ? 1 : 0;
+    if (self->norm.ntokens && n) {
+        cps = PyUnicode_AsUCS4Copy(piece);
+        if (!cps || added_split(&self->norm, cps, n, cuts) < 0)
+            err = cps ? -1 : -2;
+        v = cuts->v;
+        count = err ? 0 : cuts->n;
+    }
+    for (size_t k = 0; !err && k < count; k++) {
+        AddedCut c = v[k];
+        if (c.id >= 0) {
+            err = ids_push(out, c.id);
+            continue;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        err = encode_segment(self, kind, data + c.start * (size_t)kind, c.stop - c.start,
+                             (int64_t)(start + c.start), out);
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_Free(cps);
+    Py_DECREF(piece);
+    if (err == -1)
+        PyErr_NoMemory();
+    return err ? -1 : 0;
+}
+
+static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode_text(text: str, normalizer: callable | None)");
+        return NULL;
+    }
+    if (!self->ints) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
+        return NULL;
+    }
+    PyObject *text = args[0], *normalizer = args[1];
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
+    AddedCuts cuts = {0}, sub = {0};
+    IdBuf out = {0};
+    int err = 0;
+    uint32_t *cps = n ? PyUnicode_AsUCS4Copy(text) : NULL;
+    if (n && !cps)
+        return NULL;
+    if (n && added_split(&self->raw, cps, n, &cuts) < 0) {
+        PyErr_NoMemory();
+        err = -1;
+    }
+    for (size_t k = 0; !err && k < cuts.n; k++) {
+        AddedCut c = cuts.v[k];
+        if (c.id >= 0) {
+            if (ids_push(&out, c.id) < 0) {
+                PyErr_NoMemory();
+                err = -1;
+            }
+        } else {
+            err = encode_between(self, text, c.start, c.stop, normalizer, &sub, &out);
+        }
+    }
+    PyMem_Free(cps);
+    free(cuts.v);
+    free(sub.v);
+    PyObject *list = err ? NULL : id_list(self, &out);
     free(out.v);
     return list;
 }
@@ -500,6 +660,10 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
 static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))Encoder_encode, METH_FASTCALL,
      "encode(normalized_segment, offset) -> list[int]: the ids of one segment."},
+    {"set_added", (PyCFunction)Encoder_set_added, METH_VARARGS,
+     "set_added(raw, normalized): the added tokens encode_text matches, as (content, id, flags) lists."},
+    {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_FASTCALL,
+     "encode_text(text, normalizer) -> list[int]: added tokens, normalization and segments in one call."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -514,23 +678,193 @@ static PyTypeObject EncoderType = {
     .tp_doc = "A tokenizer model plus pre-tokenizer, encoding normalized segments to ids.",
 };
 
+/* ---- Normalizer ------------------------------------------------------------------------- */
+
+enum { NORM_BERT, NORM_NFC, NORM_PRECOMPILED };
+
+typedef struct {
+    PyObject_HEAD
+    int kind;
+    int flags;        /* BERT_* */
+    Charsmap map;     /* points into units and repl, owned here */
+    uint32_t *units;
+    uint8_t *repl;
+    PyObject *pure;   /* the pure-Python normalizer, which raises the errors of its input */
+} Normalizer;
+
+static void Normalizer_dealloc(Normalizer *self) {
+    free(self->units);
+    free(self->repl);
+    Py_XDECREF(self->pure);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Normalizer(pure, "bert", flags=BERT_* bits), Normalizer(pure, "nfc") or
+ * Normalizer(pure, "precompiled", units=<little-endian u32 bytes>, replacements=<bytes>) */
+static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"pure", "kind", "flags", "units", "replacements", NULL};
+    PyObject *pure;
+    const char *kind;
+    int flags = 0;
+    Py_buffer units = {0}, repl = {0};
+    if (self->pure) {
+        PyErr_SetString(PyExc_RuntimeError, "Normalizer is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|$iy*y*", kwlist, &pure, &kind, &flags, &units, &repl))
+        return -1;
+    int err = 0;
+    if (strcmp(kind, "bert") == 0) {
+        self->kind = NORM_BERT;
+        self->flags = flags & (BERT_CLEAN | BERT_CHINESE | BERT_STRIP | BERT_LOWER);
+    } else if (strcmp(kind, "nfc") == 0) {
+        self->kind = NORM_NFC;
+    } else if (strcmp(kind, "precompiled") == 0) {
+        self->kind = NORM_PRECOMPILED;
+        size_t nunits = (size_t)units.len / 4;
+        if (nunits == 0) {
+            PyErr_SetString(PyExc_ValueError, "precompiled needs at least one trie unit");
+            err = -1;
+        } else if (!(self->units = malloc(nunits * 4)) || !(self->repl = malloc((size_t)repl.len + 1))) {
+            PyErr_NoMemory();
+            err = -1;
+        } else {
+            const uint8_t *u = units.buf;
+            for (size_t i = 0; i < nunits; i++)
+                self->units[i] = (uint32_t)u[4 * i] | (uint32_t)u[4 * i + 1] << 8 |
+                                 (uint32_t)u[4 * i + 2] << 16 | (uint32_t)u[4 * i + 3] << 24;
+            memcpy(self->repl, repl.buf, (size_t)repl.len);
+            self->map = (Charsmap){self->units, nunits, self->repl, (size_t)repl.len, {0}};
+            charsmap_init(&self->map);
+        }
+    } else {
+        PyErr_Format(PyExc_ValueError, "unknown normalizer %s", kind);
+        err = -1;
+    }
+    if (units.obj)
+        PyBuffer_Release(&units);
+    if (repl.obj)
+        PyBuffer_Release(&repl);
+    if (err)
+        return -1;
+    Py_INCREF(pure);
+    self->pure = pure;
+    return 0;
+}
+
+static PyObject *Normalizer_call(Normalizer *self, PyObject *args, PyObject *kw) {
+    PyObject *text;
+    if ((kw && PyDict_GET_SIZE(kw)) || PyTuple_GET_SIZE(args) != 1 ||
+        !PyUnicode_Check(text = PyTuple_GET_ITEM(args, 0))) {
+        PyErr_SetString(PyExc_TypeError, "normalizer(text: str) -> str");
+        return NULL;
+    }
+    if (!self->pure) {
+        PyErr_SetString(PyExc_RuntimeError, "Normalizer is not initialised");
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
+    uint32_t *in = malloc((n ? n : 1) * sizeof *in);
+    CpBuf tmp = {0}, out = {0};
+    int err = 0;
+    if (!in)
+        return PyErr_NoMemory();
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t i = 0; i < n; i++)
+        in[i] = PyUnicode_READ(kind, data, i);
+    if (self->kind == NORM_BERT)
+        err = bert_normalize(self->flags, in, n, &tmp, &out);
+    else if (self->kind == NORM_NFC)
+        err = nfc_normalize(in, n, &tmp, &out);
+    else
+        err = precompiled_normalize(&self->map, in, n, &out);
+    Py_END_ALLOW_THREADS
+    PyObject *result;
+    if (err == -2)
+        result = PyObject_CallOneArg(self->pure, text);
+    else if (err < 0)
+        result = PyErr_NoMemory();
+    else if (out.n == n && (n == 0 || memcmp(out.v, in, n * sizeof *in) == 0))
+        result = Py_NewRef(text);
+    else
+        result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out.v ? out.v : in, (Py_ssize_t)out.n);
+    free(in);
+    free(tmp.v);
+    free(out.v);
+    return result;
+}
+
+static PyMemberDef Normalizer_members[] = {
+    {"pure", T_OBJECT_EX, offsetof(Normalizer, pure), READONLY, "the pure-Python normalizer this one reproduces"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject NormalizerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.Normalizer",
+    .tp_basicsize = sizeof(Normalizer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Normalizer_init,
+    .tp_dealloc = (destructor)Normalizer_dealloc,
+    .tp_call = (ternaryfunc)Normalizer_call,
+    .tp_members = Normalizer_members,
+    .tp_doc = "A BertNormalizer, NFC or Precompiled normalizer: normalizer(text) -> str.",
+};
+
+/* grapheme_ends(text) -> list[int]: where each extended grapheme cluster ends, for the tests
+ * that hold the native segmentation against the `regex` module's \X. */
+static PyObject *grapheme_ends(PyObject *module, PyObject *text) {
+    (void)module;
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "grapheme_ends(text: str)");
+        return NULL;
+    }
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
+    uint32_t *s = malloc((n ? n : 1) * sizeof *s);
+    PyObject *list = s ? PyList_New(0) : PyErr_NoMemory();
+    for (size_t i = 0; list && i < n; i++)
+        s[i] = PyUnicode_READ_CHAR(text, (Py_ssize_t)i);
+    for (size_t i = 0; list && i < n;) {
+        i = grapheme_end(s, n, i);
+        PyObject *end = PyLong_FromSize_t(i);
+        if (!end || PyList_Append(list, end) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(end);
+    }
+    free(s);
+    return list;
+}
+
+static PyMethodDef module_methods[] = {
+    {"grapheme_ends", grapheme_ends, METH_O, "grapheme_ends(text) -> list[int]: the end of each grapheme cluster."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "pymtok._native",
     .m_doc = "pymtok's native encoding core.",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
     init_gpt2_map();
-    if (PyType_Ready(&EncoderType) < 0)
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m)
         return NULL;
-    Py_INCREF(&EncoderType);
-    if (PyModule_AddObject(m, "Encoder", (PyObject *)&EncoderType) < 0) {
-        Py_DECREF(&EncoderType);
+    if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
+        PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 ||
+        PyModule_AddIntConstant(m, "BERT_CLEAN", BERT_CLEAN) < 0 ||
+        PyModule_AddIntConstant(m, "BERT_CHINESE", BERT_CHINESE) < 0 ||
+        PyModule_AddIntConstant(m, "BERT_STRIP", BERT_STRIP) < 0 ||
+        PyModule_AddIntConstant(m, "BERT_LOWER", BERT_LOWER) < 0 ||
+        PyModule_AddIntConstant(m, "ADDED_LSTRIP", ADDED_LSTRIP) < 0 ||
+        PyModule_AddIntConstant(m, "ADDED_RSTRIP", ADDED_RSTRIP) < 0) {
         Py_DECREF(m);
         return NULL;
     }

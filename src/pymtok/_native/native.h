@@ -226,6 +226,7 @@ typedef struct {
     int32_t byte_unit[256]; /* byte-level: the token of each single byte */
     int32_t fallback[256];  /* the <0xXX> tokens */
     int32_t *bmp;         /* char-level: the token of each single BMP code point */
+    const struct MtokIndex *mtok; /* when set, vocab and merges are a .mtok's tables (mtok_tables.h) */
 } BPE;
 
 typedef struct {
@@ -276,5 +277,70 @@ int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
 void bpe_free(BPE *m);
 void wordpiece_free(WordPiece *m);
 void unigram_free(Unigram *m);
+
+/* ---- normalizers (normalize.c) ------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t *v;
+    size_t n, cap;
+} CpBuf;
+
+enum { BERT_CLEAN = 1, BERT_CHINESE = 2, BERT_STRIP = 4, BERT_LOWER = 8 };
+
+/* BertNormalizer with the given BERT_* flags into out (tmp is scratch). Returns -1 when out of
+ * memory. */
+int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
+
+/* NFC into out (tmp is scratch). Returns -1 when out of memory. */
+int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
+
+/* The end of the extended grapheme cluster starting at s[i], as the `regex` module's \X. */
+size_t grapheme_end(const uint32_t *s, size_t n, size_t i);
+
+/* A precompiled_charsmap: the darts-clone trie units and the replacement strings. */
+typedef struct {
+    const uint32_t *units;
+    size_t nunits;
+    const uint8_t *repl;
+    size_t nrepl;
+    int64_t ascii[0x80]; /* each ASCII character's lookup (charsmap_init) */
+} Charsmap;
+
+/* Fill in the derived fields once units and repl are set. */
+void charsmap_init(Charsmap *m);
+
+/* Precompiled into out. Returns -1 when out of memory, -2 when a replacement starts inside a
+ * UTF-8 character (the pure path raises FormatError for it). */
+int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out);
+
+/* ---- added tokens (added.c) ----------------------------------------------------------------- */
+
+enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2 };
+
+typedef struct {
+    PairMap edges;   /* (node, code point) -> child node (in .id); node 0 is the root */
+    int32_t *ids;    /* per node: the token ending there, or -1 */
+    uint8_t *strip;  /* per node: that token's ADDED_* flags */
+    size_t nnodes, ntokens;
+    uint8_t first[0x10000 / 8]; /* BMP characters some token starts with: most positions skip the map */
+} AddedTrie;
+
+typedef struct {
+    size_t start, stop; /* code points of the text */
+    int32_t id;         /* the added token, or -1 for text between tokens */
+} AddedCut;
+
+typedef struct {
+    AddedCut *v;
+    size_t n, cap;
+} AddedCuts;
+
+int added_trie_init(AddedTrie *t, size_t total_chars);
+int added_trie_insert(AddedTrie *t, const uint32_t *s, size_t n, int32_t id, int strip);
+void added_trie_free(AddedTrie *t);
+/* Cut s into added tokens and the text between them (leftmost-longest, lstrip, rstrip). */
+int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out);
+/* Rust's char::is_whitespace (the White_Space property), from unicode_data.h. */
+int rust_white_space(uint32_t c);
 
 #endif

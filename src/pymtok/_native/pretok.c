@@ -30,6 +30,8 @@ static inline uint32_t ucls(uint32_t c) {
 #define IS_OTHER(c) (!IS(c, L_ | N_ | WS_))
 #define IS_CRLF(c) ((c) == '\r' || (c) == '\n')
 
+int rust_white_space(uint32_t c) { return IS(c, U_RUST_WS); }
+
 static inline size_t run(const uint32_t *s, size_t n, size_t i, uint32_t mask) {
     while (i < n && IS(s[i], mask))
         i++;

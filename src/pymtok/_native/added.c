@@ -1,0 +1,116 @@
+/* Added tokens: HF's leftmost-longest matching of the added vocabulary, before normalization
+ * (tokens flagged normalized: false) and inside each normalized segment (the others).
+ *
+ * The cuts reproduce pymtok.added_tokens.AddedVocabulary._find step by step, lstrip and
+ * rstrip included; tokens with single_word stay on the pure path (native.py checks).
+ */
+#include "native.h"
+
+int added_trie_init(AddedTrie *t, size_t total_chars) {
+    memset(t, 0, sizeof *t);
+    t->ids = malloc(sizeof *t->ids);
+    t->strip = malloc(1);
+    if (!t->ids || !t->strip || pairmap_init(&t->edges, total_chars) < 0)
+        return -1;
+    t->ids[0] = -1;
+    t->strip[0] = 0;
+    t->nnodes = 1;
+    return 0;
+}
+
+/* Later inserts of the same content win, as in the dict the pure path builds. */
+int added_trie_insert(AddedTrie *t, const uint32_t *s, size_t n, int32_t id, int strip) {
+    uint32_t node = 0;
+    for (size_t k = 0; k < n; k++) {
+        const PairSlot *e = pairmap_get(&t->edges, node, s[k]);
+        if (e) {
+            node = (uint32_t)e->id;
+            continue;
+        }
+        int32_t *ids = realloc(t->ids, (t->nnodes + 1) * sizeof *ids);
+        if (ids)
+            t->ids = ids;
+        uint8_t *st = realloc(t->strip, t->nnodes + 1);
+        if (st)
+            t->strip = st;
+        if (!ids || !st)
+            return -1;
+        t->ids[t->nnodes] = -1;
+        t->strip[t->nnodes] = 0;
+        pairmap_put(&t->edges, node, s[k], 0, (int32_t)t->nnodes);
+        if (node == 0 && s[k] < 0x10000)
+            t->first[s[k] >> 3] |= (uint8_t)(1u << (s[k] & 7));
+        node = (uint32_t)t->nnodes++;
+    }
+    t->ids[node] = id;
+    t->strip[node] = (uint8_t)strip;
+    t->ntokens++;
+    return 0;
+}
+
+void added_trie_free(AddedTrie *t) {
+    pairmap_free(&t->edges);
+    free(t->ids);
+    free(t->strip);
+    memset(t, 0, sizeof *t);
+}
+
+static int cuts_push(AddedCuts *c, size_t start, size_t stop, int32_t id) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        AddedCut *v = realloc(c->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n++] = (AddedCut){start, stop, id};
+    return 0;
+}
+
+int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out) {
+    out->n = 0;
+    size_t done = 0, pos = 0;
+    while (t->ntokens && pos < n) {
+        /* the leftmost start with a match, and its longest match */
+        size_t start = pos, stop = 0;
+        uint32_t best = 0;
+        for (; start < n; start++) {
+            uint32_t c = s[start], node = 0;
+            if (c < 0x10000 && !(t->first[c >> 3] & (1u << (c & 7))))
+                continue;
+            for (size_t j = start; j < n; j++) {
+                const PairSlot *e = pairmap_get(&t->edges, node, s[j]);
+                if (!e)
+                    break;
+                node = (uint32_t)e->id;
+                if (t->ids[node] >= 0) {
+                    best = node;
+                    stop = j + 1;
+                }
+            }
+            if (stop)
+                break;
+        }
+        if (!stop)
+            break;
+        pos = stop; /* the next search starts at this match's end, before any rstrip */
+        if (t->strip[best] & ADDED_LSTRIP) {
+            size_t ws = start;
+            while (ws > 0 && rust_white_space(s[ws - 1]))
+                ws--;
+            start = ws > done ? ws : done; /* spaces taken by the previous rstrip stay there */
+        }
+        if (t->strip[best] & ADDED_RSTRIP)
+            while (stop < n && rust_white_space(s[stop]))
+                stop++;
+        if (done < start && cuts_push(out, done, start, -1) < 0)
+            return -1;
+        if (cuts_push(out, start, stop, t->ids[best]) < 0)
+            return -1;
+        done = stop;
+    }
+    if (done < n && cuts_push(out, done, n, -1) < 0)
+        return -1;
+    return 0;
+}

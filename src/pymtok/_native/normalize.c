@@ -1,0 +1,390 @@
+/* Normalizers: BertNormalizer, NFC and Precompiled (SentencePiece's charsmap), on code points.
+ *
+ * All reproduce pymtok.normalizers exactly: the per-code-point tables (normalize_data.h) are
+ * generated from that module's own HF-pinned predicates and mappings, and the grapheme classes
+ * from the `regex` module whose \X the pure Precompiled cuts clusters with.
+ */
+#include "native.h"
+#include "normalize_data.h"
+
+static inline uint32_t nprops(uint32_t c) {
+    if (c >= 0x110000)
+        return 0;
+    return n_props_blocks[((uint32_t)n_props_index[c >> N_BLOCK_SHIFT] << N_BLOCK_SHIFT) |
+                          (c & ((1u << N_BLOCK_SHIFT) - 1))];
+}
+
+/* Index of c in a sorted key array, or -1. */
+static ptrdiff_t find_key(const uint32_t *keys, size_t count, uint32_t c) {
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (keys[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < count && keys[lo] == c ? (ptrdiff_t)lo : -1;
+}
+
+static inline unsigned ccc(uint32_t c, uint32_t props) {
+    if (!(props & N_NONSTARTER))
+        return 0;
+    return n_ccc_values[find_key(n_ccc_keys, N_CCC_COUNT, c)];
+}
+
+static int cps_grow(CpBuf *b, size_t extra) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->n < extra)
+        cap *= 2;
+    uint32_t *v = realloc(b->v, cap * sizeof *v);
+    if (!v)
+        return -1;
+    b->v = v;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int cps_push(CpBuf *b, uint32_t c) {
+    if (b->n == b->cap && cps_grow(b, 1) < 0)
+        return -1;
+    b->v[b->n++] = c;
+    return 0;
+}
+
+static inline int cps_extend(CpBuf *b, const uint32_t *v, size_t n) {
+    if (b->cap - b->n < n && cps_grow(b, n) < 0)
+        return -1;
+    memcpy(b->v + b->n, v, n * sizeof *v);
+    b->n += n;
+    return 0;
+}
+
+/* Append c's entry of one of the generated mappings (keys, offsets, pool); c must have one. */
+static int push_mapped(CpBuf *b, const uint32_t *keys, size_t count, const uint32_t *offsets,
+                       const uint32_t *pool, uint32_t c) {
+    size_t k = (size_t)find_key(keys, count, c);
+    return cps_extend(b, pool + offsets[k], offsets[k + 1] - offsets[k]);
+}
+
+#define PUSH_NFD(b, c) push_mapped((b), n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, (c))
+#define PUSH_LOWER(b, c) push_mapped((b), n_lower_keys, N_LOWER_COUNT, n_lower_offsets, n_lower_pool, (c))
+
+/* NFD's canonical ordering: a stable insertion sort of each run of non-starters by class. */
+static void canonical_order(uint32_t *v, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        unsigned cc = ccc(v[i], nprops(v[i]));
+        if (!cc)
+            continue;
+        size_t j = i;
+        uint32_t c = v[i];
+        while (j > 0 && ccc(v[j - 1], nprops(v[j - 1])) > cc) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = c;
+    }
+}
+
+/* ---- BertNormalizer ------------------------------------------------------------------------ */
+
+/* The pure path's steps in its order: clean_text (controls out, White_Space to " "),
+ * handle_chinese_chars (" c "), strip_accents (NFD, then Mn out), lowercase. NFD's canonical
+ * reordering runs over the whole decomposed text before marks are dropped, as there. */
+int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
+    const uint32_t *src = in;
+    size_t len = n;
+    int strip = flags & BERT_STRIP, lower = flags & BERT_LOWER;
+    uint32_t touch = 0; /* properties that make pass 1 rewrite a character */
+    if (flags & BERT_CLEAN)
+        touch |= N_BERT_CONTROL | N_BERT_SPACE;
+    if (flags & BERT_CHINESE)
+        touch |= N_BERT_CJK;
+    if (strip)
+        touch |= N_NFD | N_NONSTARTER;
+    size_t first = 0;
+    while (first < n && !(nprops(in[first]) & touch))
+        first++;
+    if (first < n) {
+        int reorder = 0;
+        tmp->n = 0;
+        if (cps_extend(tmp, in, first) < 0)
+            return -1;
+        for (size_t i = first; i < n; i++) {
+            uint32_t c = in[i], p = nprops(c);
+            if (!(p & touch)) {
+                if (cps_push(tmp, c) < 0)
+                    return -1;
+                continue;
+            }
+            if ((flags & BERT_CLEAN) && (p & N_BERT_CONTROL))
+                continue;
+            if ((flags & BERT_CLEAN) && (p & N_BERT_SPACE)) {
+                if (cps_push(tmp, ' ') < 0)
+                    return -1;
+                continue;
+            }
+            int pad = (flags & BERT_CHINESE) && (p & N_BERT_CJK);
+            if (pad && cps_push(tmp, ' ') < 0)
+                return -1;
+            if ((strip && (p & N_NFD) ? PUSH_NFD(tmp, c) : cps_push(tmp, c)) < 0)
+                return -1;
+            if (pad && cps_push(tmp, ' ') < 0)
+                return -1;
+            reorder |= strip;
+        }
+        if (reorder)
+            canonical_order(tmp->v, tmp->n);
+        src = tmp->v;
+        len = tmp->n;
+    }
+    uint32_t drop = strip ? N_BERT_MARK : 0, map = lower ? N_LOWER : 0;
+    out->n = 0;
+    if (!(drop | map))
+        return cps_extend(out, src, len);
+    if (cps_grow(out, len) < 0)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t c = src[i];
+        if (c < 0x80) { /* no ASCII character is a mark; only A-Z change case */
+            if (cps_push(out, lower && c - 'A' < 26 ? c + 32 : c) < 0)
+                return -1;
+            continue;
+        }
+        uint32_t p = nprops(c);
+        if (p & drop)
+            continue;
+        if ((p & map ? PUSH_LOWER(out, c) : cps_push(out, c)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- NFC ------------------------------------------------------------------------------------ */
+
+/* The composite of a starter and the character after it, or 0 (Hangul by formula). */
+static uint32_t compose_pair(uint32_t a, uint32_t b) {
+    if (a - 0x1100 < 19 && b - 0x1161 < 21)
+        return 0xAC00 + ((a - 0x1100) * 21 + (b - 0x1161)) * 28;
+    if (a - 0xAC00 < 11172 && (a - 0xAC00) % 28 == 0 && b - 0x11A8 < 27)
+        return a + (b - 0x11A7);
+    uint64_t key = (uint64_t)a << 21 | b;
+    size_t lo = 0, hi = N_COMPOSE_COUNT;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (n_compose_keys[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < N_COMPOSE_COUNT && n_compose_keys[lo] == key ? n_compose_values[lo] : 0;
+}
+
+/* Canonical decomposition, canonical ordering, canonical composition, with HF's tables. */
+int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
+    out->n = 0;
+    size_t first = 0;
+    while (first < n && !(nprops(in[first]) & (N_NFD | N_NONSTARTER | N_COMPOSES)))
+        first++;
+    if (first == n)
+        return cps_extend(out, in, n);
+    /* the starter before the first character that may change can compose with it */
+    size_t from = first ? first - 1 : 0;
+    if (cps_extend(out, in, from) < 0)
+        return -1;
+    tmp->n = 0;
+    for (size_t i = from; i < n; i++) {
+        uint32_t p = nprops(in[i]);
+        if ((p & N_NFD ? PUSH_NFD(tmp, in[i]) : cps_push(tmp, in[i])) < 0)
+            return -1;
+    }
+    uint32_t *v = tmp->v;
+    size_t len = tmp->n;
+    canonical_order(v, len);
+    /* compose in place: c joins the last starter unless a character between them has class 0
+     * or one at least c's (kept characters after a starter are in ascending class order) */
+    size_t w = 0, starter = 0;
+    int has_starter = 0;
+    unsigned last = 0;
+    for (size_t r = 0; r < len; r++) {
+        uint32_t c = v[r], p = nprops(c);
+        unsigned cc = ccc(c, p);
+        if (has_starter && (p & N_COMPOSES) && (w == starter + 1 || last < cc)) {
+            uint32_t composite = compose_pair(v[starter], c);
+            if (composite) {
+                v[starter] = composite;
+                continue;
+            }
+        }
+        if (!cc) {
+            has_starter = 1;
+            starter = w;
+        }
+        last = cc;
+        v[w++] = c;
+    }
+    return cps_extend(out, v, w);
+}
+
+/* ---- grapheme clusters --------------------------------------------------------------------- */
+
+enum Gcb { G_OTHER, G_CR, G_LF, G_CONTROL, G_EXTEND, G_ZWJ, G_RI, G_PREPEND, G_SPACING_MARK,
+           G_L, G_V, G_T, G_LV, G_LVT };
+enum Incb { I_NONE, I_CONSONANT, I_EXTEND, I_LINKER };
+
+#define GCB(p) ((p) & 0xF)
+#define INCB(p) (((p) >> N_INCB_SHIFT) & 3)
+
+/* The end of the extended grapheme cluster starting at s[i] (UAX #29, GB3-GB13). */
+size_t grapheme_end(const uint32_t *s, size_t n, size_t i) {
+    uint32_t p = nprops(s[i]);
+    unsigned a = GCB(p);
+    int ri = a == G_RI;                              /* regional indicators in a row */
+    int emoji = (p & N_EXTPICT) != 0;                /* ExtPict Extend* so far (GB11) */
+    int emoji_zwj = 0;                               /* ... followed by ZWJ */
+    int conjunct = INCB(p) == I_CONSONANT;           /* Consonant [Extend Linker]* (GB9c) */
+    int linked = 0;                                  /* ... with a Linker among them */
+    for (size_t j = i + 1; j < n; j++) {
+        uint32_t q = nprops(s[j]);
+        unsigned b = GCB(q);
+        int join;
+        if (a == G_CR && b == G_LF)
+            join = 1;
+        else if (a == G_CR || a == G_LF || a == G_CONTROL || b == G_CR || b == G_LF || b == G_CONTROL)
+            join = 0;
+        else if (a == G_L && (b == G_L || b == G_V || b == G_LV || b == G_LVT))
+            join = 1;
+        else if ((a == G_LV || a == G_V) && (b == G_V || b == G_T))
+            join = 1;
+        else if ((a == G_LVT || a == G_T) && b == G_T)
+            join = 1;
+        else if (b == G_EXTEND || b == G_ZWJ || b == G_SPACING_MARK || a == G_PREPEND)
+            join = 1;
+        else if (INCB(q) == I_CONSONANT && linked)
+            join = 1;
+        else if (emoji_zwj && (q & N_EXTPICT))
+            join = 1;
+        else
+            join = a == G_RI && b == G_RI && (ri & 1);
+        if (!join)
+            return j;
+        ri = b == G_RI ? ri + 1 : 0;
+        emoji_zwj = emoji && b == G_ZWJ;
+        emoji = (q & N_EXTPICT) || (emoji && b == G_EXTEND);
+        unsigned ic = INCB(q);
+        if (ic == I_CONSONANT) {
+            conjunct = 1;
+            linked = 0;
+        } else if (conjunct && ic == I_LINKER) {
+            linked = 1;
+        } else if (!(conjunct && ic == I_EXTEND)) {
+            conjunct = linked = 0;
+        }
+        a = b;
+    }
+    return n;
+}
+
+/* ---- Precompiled ----------------------------------------------------------------------------- */
+
+static inline size_t unit_offset(uint32_t unit) { return (size_t)(unit >> 10) << ((unit & 0x200) >> 6); }
+
+/* The replacement offset of the shortest trie key that key[0..len) starts with, or -1. */
+static int64_t charsmap_lookup(const Charsmap *m, const uint8_t *key, size_t len) {
+    const uint32_t *units = m->units;
+    size_t node = unit_offset(units[0]);
+    for (size_t k = 0; k < len; k++) {
+        uint8_t byte = key[k];
+        if (byte == 0)
+            return -1;
+        node ^= byte;
+        if (node >= m->nunits)
+            return -1;
+        uint32_t unit = units[node];
+        if ((unit & 0x800000FFu) != byte)
+            return -1;
+        node ^= unit_offset(unit);
+        if (unit & 0x100) {
+            if (node >= m->nunits)
+                return -1;
+            return units[node] & 0x7FFFFFFF;
+        }
+    }
+    return -1;
+}
+
+/* Append the NUL-terminated replacement at byte `start`; -2 if it starts inside a character
+ * (the pure path raises FormatError there). */
+static int push_replacement(const Charsmap *m, size_t start, CpBuf *out) {
+    const uint8_t *r = m->repl;
+    size_t end = start;
+    if (start < m->nrepl && (r[start] & 0xC0) == 0x80)
+        return -2;
+    while (end < m->nrepl && r[end])
+        end++;
+    if (cps_grow(out, end > start ? end - start : 0) < 0)
+        return -1;
+    /* the whole blob is valid UTF-8 (checked when the normalizer was built) */
+    for (size_t k = start; k < end;) {
+        uint8_t b = r[k];
+        uint32_t c;
+        size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+        c = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
+        for (size_t t = 1; t < len; t++)
+            c = c << 6 | (r[k + t] & 0x3F);
+        out->v[out->n++] = c;
+        k += len;
+    }
+    return 0;
+}
+
+void charsmap_init(Charsmap *m) {
+    for (uint8_t c = 0; c < 0x80; c++)
+        m->ascii[c] = charsmap_lookup(m, &c, 1);
+}
+
+/* HF's spm_precompiled: per grapheme cluster, a cluster under 6 UTF-8 bytes that starts with a
+ * key becomes that key's replacement; otherwise each character is looked up alone. */
+int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out) {
+    out->n = 0;
+    uint8_t buf[8];
+    for (size_t i = 0; i < n;) {
+        uint32_t c = in[i];
+        /* an ASCII character before another one is a cluster of its own, but for CR LF */
+        if (c < 0x80 && (i + 1 == n || (in[i + 1] < 0x80 && !(c == '\r' && in[i + 1] == '\n')))) {
+            int r = m->ascii[c] >= 0 ? push_replacement(m, (size_t)m->ascii[c], out) : cps_push(out, c);
+            if (r < 0)
+                return r;
+            i++;
+            continue;
+        }
+        size_t e = grapheme_end(in, n, i), bytes = 0;
+        for (size_t k = i; k < e && bytes < 6; k++)
+            bytes += in[k] < 0x80 ? 1 : in[k] < 0x800 ? 2 : in[k] < 0x10000 ? 3 : 4;
+        if (bytes < 6) {
+            utf8_encode(in + i, e - i, buf);
+            int64_t hit = charsmap_lookup(m, buf, bytes);
+            if (hit >= 0) {
+                int r = push_replacement(m, (size_t)hit, out);
+                if (r < 0)
+                    return r;
+                i = e;
+                continue;
+            }
+            if (e - i == 1) {
+                if (cps_push(out, in[i]) < 0)
+                    return -1;
+                i = e;
+                continue;
+            }
+        }
+        for (; i < e; i++) {
+            size_t k = utf8_encode(in + i, 1, buf);
+            int64_t hit = charsmap_lookup(m, buf, k);
+            int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, in[i]);
+            if (r < 0)
+                return r;
+        }
+    }
+    return 0;
+}
