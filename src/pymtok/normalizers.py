@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import inspect
 import re
 import struct
 import unicodedata
@@ -27,6 +26,7 @@ from typing import Any, Protocol
 
 import regex
 
+from .components import build_component
 from .errors import FormatError
 from .onig import onig_regex, onig_sub
 
@@ -520,35 +520,6 @@ _TYPES: dict[str, Callable[..., Normalizer]] = {
 
 
 def from_config(cfg: dict[str, Any] | None) -> Normalizer | None:
-    """The normalizer a ``tokenizer.json`` ``"normalizer"`` value describes (``null`` -> None).
+    """The normalizer a ``tokenizer.json`` ``"normalizer"`` value describes (``null`` -> None)."""
+    return build_component("normalizer", cfg, _TYPES, "normalizers", from_config)
 
-    Unknown fields are ignored, as HF does; missing required ones raise ``FormatError``.
-    """
-    if cfg is None:
-        return None
-    if not isinstance(cfg, dict):
-        raise FormatError(f"normalizer: expected an object or null, got {cfg!r}")
-    kind = cfg.get("type")
-    cls = _TYPES.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise FormatError(
-            f"normalizer: unknown type {kind!r} (expected one of {', '.join(_TYPES)})"
-        )
-    params = inspect.signature(cls).parameters
-    kwargs = {name: cfg[name] for name in params if name in cfg}
-    missing = [name for name, p in params.items() if p.default is p.empty and name not in cfg]
-    if missing:
-        raise FormatError(f"normalizer {kind}: missing field {', '.join(missing)}")
-    if kind == "Sequence":
-        children = kwargs["normalizers"]
-        if not isinstance(children, list):
-            raise FormatError(f"normalizer Sequence: normalizers must be a list, got {children!r}")
-        kwargs["normalizers"] = [_child(child) for child in children]
-    return cls(**kwargs)
-
-
-def _child(cfg: Any) -> Normalizer:
-    normalizer = from_config(cfg)
-    if normalizer is None:
-        raise FormatError("normalizer Sequence: an entry is null, expected a normalizer object")
-    return normalizer
