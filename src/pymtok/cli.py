@@ -332,37 +332,46 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pymtok",
         description="Read, write, inspect and run MNN tokenizer files (.mtok, tokenizer.txt) exactly like HuggingFace.",
+        epilog=(
+            "a first session:\n"
+            "  pymtok export path/to/hf-model -o out/     # writes out/tokenizer.mtok and self-checks it\n"
+            "  pymtok info out/tokenizer.mtok\n"
+            "  pymtok encode out/tokenizer.mtok \"Hello world\" --show\n"
+            "  pymtok verify out/tokenizer.mtok --against path/to/hf-model --corpus some.txt\n"
+            "FILE may be a tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder holding one."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("export", help="write tokenizer.mtok (or tokenizer.txt) from a HF model folder")
-    p.add_argument("model_dir")
+    p.add_argument("model_dir", help="folder with tokenizer.json (or tokenizer.model, *.tiktoken, vocab.txt, vocab.json+merges.txt)")
     p.add_argument("-o", "--output", help="output folder (default: the model folder)")
     p.add_argument("--format", choices=["mtok", "txt"], default="mtok")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("info", help="describe a tokenizer file: header, components, template, MNN caveats")
-    p.add_argument("file")
+    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("encode", help="text to token ids (TEXT, or stdin)")
-    p.add_argument("file")
-    p.add_argument("text", nargs="?")
+    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("text", nargs="?", help="the text (default: read stdin)")
     p.add_argument("--tokens", action="store_true", help="print the token strings instead of ids")
     p.add_argument("--show", action="store_true", help="colour each token's span in the terminal")
     p.add_argument("--no-special", action="store_true", help="do not add special tokens (BOS, CLS, ...)")
     p.set_defaults(func=cmd_encode)
 
     p = sub.add_parser("decode", help="token ids (arguments, or stdin) to text")
-    p.add_argument("file")
-    p.add_argument("ids", nargs="*")
+    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("ids", nargs="*", help="token ids (default: read stdin)")
     p.add_argument("--skip-special", action="store_true", help="leave special tokens out")
     p.set_defaults(func=cmd_decode)
 
     p = sub.add_parser("chat", help="render a conversation with the file's chat template")
-    p.add_argument("file")
+    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
     p.add_argument("messages", help='JSON file: [{"role": "user", "content": "..."}, ...]')
     p.add_argument("--tools", help="JSON file with a list of tool (function) schemas")
     p.add_argument("--no-generation-prompt", action="store_true")
@@ -370,18 +379,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_chat)
 
     p = sub.add_parser("count", help="count tokens of files (or stdin)")
-    p.add_argument("file")
-    p.add_argument("paths", nargs="*")
+    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("paths", nargs="*", help="text files (default: read stdin)")
     p.set_defaults(func=cmd_count)
 
     p = sub.add_parser("verify", help="compare a tokenizer file with the model folder it came from")
-    p.add_argument("file")
+    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
     p.add_argument("--against", required=True, metavar="MODEL_DIR")
     p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode (one text per line)")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("convert", help="turn a legacy tokenizer.txt into tokenizer.mtok")
-    p.add_argument("file")
+    p.add_argument("file", help="a legacy tokenizer.txt")
     p.add_argument("-o", "--output", required=True, metavar="OUT_DIR")
     p.set_defaults(func=cmd_convert)
     return parser
