@@ -168,6 +168,39 @@ def load_library(lib: str, model: str, fixtures: Path, mtok_dir: Path) -> tuple[
     raise SystemExit(f"unknown library {lib}")
 
 
+def rss_mb() -> float:
+    """This process's current resident set (VmRSS), mapped file pages included."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def mtok_load(model: str, mtok_dir: Path, rounds: int) -> None:
+    """The .mtok load alone, in a fresh process: seconds until ready to encode, RSS growth."""
+    import pymtok
+
+    path = mtok_dir / model / "tokenizer.mtok"
+    base = rss_mb()
+    seconds, tok = best_time(lambda: pymtok.load(path), 1)  # first load: what a user waits for
+    grown = rss_mb() - base
+    tok.encode("warm")
+    best, _ = best_time(lambda: pymtok.load(path), rounds)
+    print(json.dumps({"first": seconds, "best": best, "rss_mb": grown, "file_mb": path.stat().st_size / 2**20,
+                      "native": tok._native_segment is not None}))
+
+
+def hf_load(model: str, fixtures: Path, rounds: int) -> None:
+    from tokenizers import Tokenizer
+
+    path = fixtures / "tokenizers" / model / "tokenizer.json"
+    base = rss_mb()
+    seconds, _ = best_time(lambda: Tokenizer.from_file(str(path)), 1)
+    grown = rss_mb() - base
+    best, _ = best_time(lambda: Tokenizer.from_file(str(path)), rounds)
+    print(json.dumps({"first": seconds, "best": best, "rss_mb": grown}))
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set (VmHWM). Unlike ru_maxrss it is not inherited across
     exec, so the driver's own memory does not leak into a worker's figure."""
@@ -231,6 +264,43 @@ def run_worker(lib: str, model: str, args: argparse.Namespace, mtok_dir: Path) -
         print(f"  {lib} on {model} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
         return None
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+LOAD_MODELS = ("qwen3", "gemma-v1", "llama3", "gpt-4o")
+
+
+def run_load(model: str, args: argparse.Namespace, mtok_dir: Path) -> dict[str, Any]:
+    """.mtok load (native reader) against HF's from_file, each in fresh processes."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    env.pop("PYMTOK_PURE", None)
+    out: dict[str, Any] = {}
+    for what in ("mtok", "hf"):
+        cmd = [sys.executable, __file__, "--load-worker", what, model, "--fixtures", str(args.fixtures),
+               "--mtok-dir", str(mtok_dir), "--rounds", str(max(args.rounds, 5))]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"  {what} load of {model} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+            continue
+        out[what] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def load_report(loads: dict[str, dict[str, Any]]) -> list[str]:
+    lines = ["## .mtok load (native reader) vs HF Tokenizer.from_file(tokenizer.json)",
+             "Targets: ready to encode in <= 10 ms and <= 1/50 of HF's time; RSS growth <= 2x the file.",
+             "| model | .mtok first (ms) | .mtok best (ms) | HF first (ms) | HF best (ms) | HF/.mtok (best) | "
+             "file (MB) | RSS .mtok (MB) | RSS/file | RSS HF (MB) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for model, entry in loads.items():
+        m, h = entry.get("mtok"), entry.get("hf")
+        ms = (lambda d, k: fmt(d[k] * 1000 if d else None, ".1f"))
+        lines.append(
+            f"| {model} | {ms(m, 'first')} | {ms(m, 'best')} | {ms(h, 'first')} | {ms(h, 'best')} | "
+            f"{ratio(h['best'] if h else None, m['best'] if m else None)} | {fmt(m['file_mb'] if m else None)} | "
+            f"{fmt(m['rss_mb'] if m else None)} | {ratio(m['rss_mb'] if m else None, m['file_mb'] if m else None)} | "
+            f"{fmt(h['rss_mb'] if h else None)} |")
+    return lines
 
 
 def export_mtok(model: str, fixtures: Path, mtok_dir: Path) -> None:
@@ -323,9 +393,26 @@ def main() -> None:
     parser.add_argument("--mtok-dir", type=Path, default=Path(tempfile.gettempdir()) / "pymtok-bench")
     parser.add_argument("--worker", nargs=2, metavar=("LIBRARY", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--worst", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--load-worker", nargs=2, metavar=("WHAT", "MODEL"), help=argparse.SUPPRESS)
+    parser.add_argument("--load-only", action="store_true", help="only the .mtok load table")
     args = parser.parse_args()
     if args.worker:
         worker(*args.worker, args.fixtures, args.mtok_dir, args.bytes, args.rounds, args.worst)
+        return
+    if args.load_worker:
+        what, model = args.load_worker
+        if what == "mtok":
+            mtok_load(model, args.mtok_dir, args.rounds)
+        else:
+            hf_load(model, args.fixtures, args.rounds)
+        return
+    loads: dict[str, dict[str, Any]] = {}
+    for model in (m for m in args.models if m in LOAD_MODELS):
+        export_mtok(model, args.fixtures, args.mtok_dir)
+        print(f"{model}: load ...", file=sys.stderr, flush=True)
+        loads[model] = run_load(model, args, args.mtok_dir)
+    if args.load_only:
+        print("\n".join(load_report(loads)))
         return
     if args.quick:
         args.bytes, args.rounds, args.no_worst = 100_000, 1, True
@@ -336,10 +423,10 @@ def main() -> None:
         for lib in libraries(model):
             print(f"{model}: {lib} ...", file=sys.stderr, flush=True)
             results[model][lib] = run_worker(lib, model, args, args.mtok_dir)
-    lines = report(results)
+    lines = report(results) + [""] + load_report(loads)
     print("\n".join(lines))
     args.json.write_text(json.dumps({"machine": os.uname().nodename, "cpus": os.cpu_count(),
-                                     "results": results, "table": lines}, indent=1))
+                                     "results": results, "loads": loads, "table": lines}, indent=1))
     print(f"\nJSON: {args.json}", file=sys.stderr)
     mismatched = [line for line in lines if "| NO" in line]
     if mismatched:

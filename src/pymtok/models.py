@@ -6,8 +6,10 @@ the class from ``type`` (or, for old files without it, from the fields present, 
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
+from abc import abstractmethod
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -29,6 +31,17 @@ class Model(Protocol):
     def get_vocab(self) -> dict[str, int]: ...
     @property
     def vocab_size(self) -> int: ...
+
+
+class IndexedVocab(Mapping[str, int]):
+    """A vocabulary that finds a token by id itself (a ``.mtok``'s native tables, read in place).
+
+    Models given one build no inverse, and build a dict of it only when their pure-Python
+    encoding runs.
+    """
+
+    @abstractmethod
+    def token_of(self, id: int) -> str | None: ...
 
 
 class _VocabModel:
@@ -60,7 +73,14 @@ class _VocabModel:
     def token_to_id(self, token: str) -> int | None:
         return self.vocab.get(token)
 
+    @functools.cached_property
+    def _lookup(self) -> Mapping[str, int]:
+        """The vocabulary for the pure-Python loops: a dict, built on first use from a lazy one."""
+        return dict(self.vocab) if isinstance(self.vocab, IndexedVocab) else self.vocab
+
     def id_to_token(self, id: int) -> str | None:
+        if isinstance(self.vocab, IndexedVocab):
+            return self.vocab.token_of(id)
         if self._inverse is None:
             self._inverse = {i: t for t, i in self.vocab.items()}
         return self._inverse.get(id)
@@ -75,6 +95,25 @@ class _VocabModel:
 
 MergeTable = dict[tuple[int, int], tuple[int, int]]
 """(left id, right id) -> (rank, merged id)."""
+
+
+class IndexedMerges(Sequence[tuple[str, str]]):
+    """BPE merges a reader already holds as token ids (a ``.mtok``'s merge records).
+
+    As a sequence they are the ``(left, right)`` token pairs in rank order, like
+    ``tokenizer.json``'s; ``merge_table()`` gives the :data:`MergeTable` from the ids without
+    looking strings up, and ``BPE`` asks for it only when its pure-Python encoding runs.
+    """
+
+    @abstractmethod
+    def merge_table(self) -> MergeTable: ...
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(
+            tuple(a) == tuple(b) for a, b in zip(self, other)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
 METASPACE = "\u2581"
 # Words of a SentencePiece-style text: cut before each ▁ that follows another character.
@@ -102,7 +141,7 @@ class BPE(_VocabModel):
         self,
         *,
         vocab: Mapping[str, int],
-        merges: Sequence[str | Sequence[str]] | None = None,
+        merges: Sequence[str | Sequence[str]] | IndexedMerges | None = None,
         merge_table: MergeTable | None = None,
         dropout: float | None = None,
         unk_token: str | None = None,
@@ -123,20 +162,30 @@ class BPE(_VocabModel):
         self.fuse_unk = fuse_unk
         self.byte_fallback = byte_fallback
         self.ignore_merges = ignore_merges
-        if merge_table is None:
-            merge_table = self._merge_table(merges or [])
-        self.merges = merge_table
+        self._indexed_merges: IndexedMerges | None = None
+        if isinstance(merges, IndexedMerges) and merge_table is None:
+            self._indexed_merges = merges  # the table is made when the pure path first needs it
+        else:
+            self.merges = merge_table if merge_table is not None else self._merge_table(merges or [])
+
+    @functools.cached_property
+    def merges(self) -> MergeTable:
+        assert self._indexed_merges is not None
+        return self._indexed_merges.merge_table()
+
+    @functools.cached_property
+    def _by_metaspace_words(self) -> bool:
         # ignore_merges looks the whole piece up first, and a subword prefix or suffix marks
         # a piece's ends, so cutting the piece would change the ids in those cases
-        self._by_metaspace_words = (
-            not ignore_merges
+        return (
+            not self.ignore_merges
             and self.continuing_subword_prefix is None
             and self.end_of_word_suffix is None
-            and merges_stop_at_metaspace(vocab)
+            and merges_stop_at_metaspace(self._lookup)
         )
 
     def _merge_table(self, merges: Iterable[str | Sequence[str]]) -> MergeTable:
-        vocab = self.vocab
+        vocab = self._lookup
         skip = len(self.continuing_subword_prefix or "")
         table: MergeTable = {}
         for rank, merge in enumerate(merges):
@@ -161,7 +210,7 @@ class BPE(_VocabModel):
         if not piece:
             return []
         if self.ignore_merges:
-            whole = self.vocab.get(piece)
+            whole = self._lookup.get(piece)
             if whole is not None:
                 return [whole]
         if self._by_metaspace_words:
@@ -175,7 +224,7 @@ class BPE(_VocabModel):
         return self._merge(self._initial_symbols(piece))
 
     def _initial_symbols(self, piece: str) -> list[int]:
-        vocab = self.vocab
+        vocab = self._lookup
         prefix, suffix = self.continuing_subword_prefix, self.end_of_word_suffix
         if prefix is None and suffix is None:
             ids = list(map(vocab.get, piece))
@@ -280,7 +329,7 @@ class WordPiece(_VocabModel):
         self.max_input_chars_per_word = max_input_chars_per_word
 
     def _unk(self) -> list[int]:
-        unk = self.vocab.get(self.unk_token)
+        unk = self._lookup.get(self.unk_token)
         if unk is None:
             raise FormatError(f"WordPiece unk_token {self.unk_token!r} is not in the vocabulary")
         return [unk]
@@ -289,7 +338,7 @@ class WordPiece(_VocabModel):
         n = len(piece)
         if n > self.max_input_chars_per_word:
             return self._unk()
-        vocab, prefix = self.vocab, self.continuing_subword_prefix
+        vocab, prefix = self._lookup, self.continuing_subword_prefix
         out: list[int] = []
         start = 0
         while start < n:

@@ -27,10 +27,11 @@ import struct
 import sys
 import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import models, native
 from .errors import FormatError
 from .tokenizer import Tokenizer, TokenizerMeta
 
@@ -172,8 +173,10 @@ def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> To
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             raise FormatError(f"{name}: header at byte 0: the file is empty")
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            config, meta = _parse(data, name, use_extension)
+        # not closed here: the native tables read the model section in place for as long as the
+        # tokenizer lives, and the map goes with the last of them
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    config, meta = _parse(data, name, use_extension)
     try:
         return Tokenizer.from_config(config, meta)
     except FormatError as exc:
@@ -217,6 +220,9 @@ def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tu
             "post_processor": extension["post_processor"],
             "added_tokens": extension["added_tokens"],
         }
+        if isinstance(model.get("merges"), _Merges):
+            prefix = options.get("continuing_subword_prefix")
+            _resolve_merges(model["merges"], len(prefix) if isinstance(prefix, str) else 0, name)
         for key in _META_FIELDS:
             if key in extension:
                 setattr(meta, key, extension[key])
@@ -232,6 +238,8 @@ def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tu
             pre_tokenizer["pretokenizers"].append(step)
         else:
             pre_tokenizer = {"type": "Sequence", "pretokenizers": [pre_tokenizer, step]}
+    if isinstance(model.get("merges"), _Merges):
+        _resolve_merges(model["merges"], 0, name)
     config = {
         "normalizer": normalizer,
         "pre_tokenizer": pre_tokenizer,
@@ -457,19 +465,29 @@ def _read_model(cur: _Cursor) -> tuple[dict[str, Any], bool]:
     if code not in (_M_BPE, _M_WORDPIECE, _M_UNIGRAM):
         raise _unknown(cur, section, code, at)
     n = cur.count(section, "vocabulary size", 6)
+    core = native._core()
     if code == _M_BPE:
         byte_fallback = cur.flag(section, "byte_fallback")
         byte_level = cur.flag(section, "byte_level")
         merge_count = cur.count(section, "merge count", 12)
-        vocab, by_id = _read_vocab(cur, n, "model vocabulary")
-        merges = _read_merges(cur, merge_count, by_id)
+        merges: _Merges
+        if core is not None:
+            tables = _native_tables(core, cur, "BPE", n, merge_count)
+            vocab: Mapping[str, int] = _TableVocab(tables)
+            merges = _TableMerges(tables, merge_count)
+        else:
+            vocab, by_id = _read_vocab(cur, n, "model vocabulary")
+            merges = _read_merges(cur, merge_count, vocab, by_id)
         model = {"type": "BPE", "vocab": vocab, "merges": merges, "byte_fallback": byte_fallback}
         return model, byte_level
     if code == _M_WORDPIECE:
         unk = cur.string(section, "unk_token")
         prefix = cur.string(section, "continuing_subword_prefix")
         max_chars = cur.u32(section, "max_input_chars_per_word")
-        vocab, _ = _read_vocab(cur, n, "model vocabulary")
+        if core is not None:
+            vocab = _TableVocab(_native_tables(core, cur, "WordPiece", n, 0))
+        else:
+            vocab, _ = _read_vocab(cur, n, "model vocabulary")
         return {
             "type": "WordPiece", "vocab": vocab, "unk_token": unk,
             "continuing_subword_prefix": prefix, "max_input_chars_per_word": max_chars,
@@ -479,7 +497,122 @@ def _read_model(cur: _Cursor) -> tuple[dict[str, Any], bool]:
     return {"type": "Unigram", "vocab": _read_unigram_vocab(cur, n), "unk_id": unk_id, "byte_fallback": byte_fallback}, False
 
 
-def _read_merges(cur: _Cursor, n: int, by_id: dict[int, str]) -> list[tuple[str, str]]:
+class _Merges(models.IndexedMerges):
+    """A .mtok's merge records: id pairs in rank order, each merge's result found once."""
+
+    def __init__(self, count: int, pairs: Callable[[], list[tuple[int, int]]], token: Callable[[int], Any]) -> None:
+        self._count = count
+        self._pairs = pairs  # (left id, right id) in rank order
+        self._token = token  # id -> token
+        self._strings: list[tuple[str, str]] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._strings is None:  # for writers and inspection only; encoding never asks
+            token = self._token
+            self._strings = [(token(a), token(b)) for a, b in self._pairs()]
+        return self._strings[index]
+
+    def resolve(self, skip: int) -> None:
+        """Find each merge's result (``left + right[skip:]``, HF's rule), raising FormatError."""
+        raise NotImplementedError
+
+
+class _PyMerges(_Merges):
+    """The pure-Python reading: the merge table is built while resolving."""
+
+    def __init__(self, triples: list[tuple[int, int, int]], start: int, vocab: dict[str, int], by_id: dict[int, str]) -> None:
+        # Ranks are the merges' positions in tokenizer.json, so normally a permutation of
+        # 0..n-1; anything else is ordered by rank (stable for equal ranks), as the native reader.
+        order = sorted(range(len(triples)), key=lambda k: triples[k][2])
+        super().__init__(len(triples), lambda: [triples[k][:2] for k in order], by_id.__getitem__)
+        self._order, self._triples, self._start = order, triples, start
+        self._vocab, self._by_id = vocab, by_id
+        self._table: models.MergeTable = {}
+
+    def resolve(self, skip: int) -> None:
+        vocab, by_id, table = self._vocab, self._by_id, self._table
+        for rank, k in enumerate(self._order):
+            a, b, _ = self._triples[k]
+            merged = vocab.get(by_id[a] + by_id[b][skip:])
+            if merged is None:
+                raise FormatError(
+                    f"merges at byte {self._start + 12 * k}: merge ({a}, {b}) makes a token that is not in the vocabulary"
+                )
+            table[(a, b)] = (rank, merged)
+
+    def merge_table(self) -> models.MergeTable:
+        return self._table
+
+
+class _TableMerges(_Merges):
+    """The native reading: resolving and the table are the C index's."""
+
+    def __init__(self, tables: Any, count: int) -> None:
+        super().__init__(count, tables.merges, tables.token)
+        self._tables = tables
+
+    def resolve(self, skip: int) -> None:
+        self._tables.resolve_merges(skip)
+
+    def merge_table(self) -> models.MergeTable:
+        table: models.MergeTable = self._tables.merge_table()
+        return table
+
+
+class _TableVocab(models.IndexedVocab):
+    """The vocabulary as the native index answers it, read in place from the file."""
+
+    def __init__(self, tables: Any) -> None:
+        self.tables = tables  # native.accelerate hands these to the encoder as they are
+
+    def __getitem__(self, token: str) -> int:
+        id: int | None = self.tables.get(token)
+        if id is None:
+            raise KeyError(token)
+        return id
+
+    def get(self, token: str, default: Any = None) -> Any:
+        id = self.tables.get(token)
+        return default if id is None else id
+
+    def __contains__(self, token: object) -> bool:
+        return self.tables.get(token) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tables.tokens())
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def items(self) -> Any:
+        return dict(zip(self.tables.tokens(), self.tables.ids())).items()
+
+    def token_of(self, id: int) -> str | None:
+        token: str | None = self.tables.token(id)
+        return token
+
+
+def _native_tables(core: Any, cur: _Cursor, kind: str, n: int, merge_count: int) -> Any:
+    """The model's records validated and indexed by the native core, where they lie."""
+    try:
+        tables = core.MtokTables(cur.data, cur.pos, kind, n, merge_count)
+    except FormatError as exc:
+        raise FormatError(f"{cur.path}: {exc}") from None
+    cur.pos = tables.end
+    return tables
+
+
+def _resolve_merges(merges: _Merges, skip: int, name: str) -> None:
+    try:
+        merges.resolve(skip)
+    except FormatError as exc:
+        raise FormatError(f"{name}: {exc}") from None
+
+
+def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, str]) -> _PyMerges:
     section = "merges"
     cur.need(12 * n, section, f"{n} merges")
     start = cur.pos
@@ -489,14 +622,7 @@ def _read_merges(cur: _Cursor, n: int, by_id: dict[int, str]) -> list[tuple[str,
         if a not in by_id or b not in by_id:
             missing = a if a not in by_id else b
             raise cur.error(section, f"merge ({a}, {b}) names id {missing}, which is not in the vocabulary", start + 12 * k)
-    # Ranks are the merges' positions in tokenizer.json, so normally a permutation of 0..n-1:
-    # place each pair at its rank. Anything else is ordered by rank (stable for equal ranks).
-    merges: list[Any] = [None] * n
-    for a, b, rank in triples:
-        if rank >= n or merges[rank] is not None:
-            return [(by_id[a], by_id[b]) for a, b, _ in sorted(triples, key=lambda t: t[2])]
-        merges[rank] = (by_id[a], by_id[b])
-    return merges
+    return _PyMerges(triples, start, vocab, by_id)
 
 
 def _read_unigram_vocab(cur: _Cursor, n: int) -> list[list[Any]]:
@@ -656,7 +782,9 @@ def _template_processing(
     names: dict[int, str] = {t["id"]: t["content"] for t in added}
     vocab = model["vocab"]
     wanted = {id for op, id in ops if op == _OP_SPECIAL and id not in names}
-    if wanted:
+    if isinstance(vocab, models.IndexedVocab):
+        names.update((id, token) for id in wanted if (token := vocab.token_of(id)) is not None)
+    elif wanted:
         # HF names template tokens by their text; a few lookups, so invert lazily
         entries = enumerate(vocab) if isinstance(vocab, list) else ((i, t) for t, i in vocab.items())
         for id, token in entries:

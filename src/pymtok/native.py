@@ -104,8 +104,9 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
             if found is None:
                 return None  # the pure path raises FormatError when it needs the unk token
             unk_id = found
+        vocab, merges = _model_tables(model)
         encoder = _native.Encoder(
-            "BPE", tuple(steps), _as_dict(model.vocab), merges=_as_dict(model.merges),
+            "BPE", tuple(steps), vocab, merges=merges,
             byte_level=byte_level, ignore_merges=model.ignore_merges,
             byte_fallback=model.byte_fallback, fuse_unk=model.fuse_unk, unk_id=unk_id,
         )
@@ -114,7 +115,7 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
         if unk is None or byte_level:
             return None
         encoder = _native.Encoder(
-            "WordPiece", tuple(steps), _as_dict(model.vocab), unk_id=unk,
+            "WordPiece", tuple(steps), _model_tables(model)[0], unk_id=unk,
             prefix=model.continuing_subword_prefix, max_chars=model.max_input_chars_per_word,
         )
     elif type(model) is models.Unigram:
@@ -217,6 +218,14 @@ def _core() -> Any:
 
 def _as_dict(table: Mapping[Any, Any]) -> dict[Any, Any]:
     return table if type(table) is dict else dict(table)
+
+
+def _model_tables(model: Any) -> tuple[Any, Any]:
+    """The Encoder's vocab and merges: a .mtok's native tables as they are, else dicts."""
+    tables = getattr(model.vocab, "tables", None)
+    if tables is not None:
+        return tables, None
+    return _as_dict(model.vocab), (_as_dict(model.merges) if isinstance(model, models.BPE) else None)
 
 
 def _steps(pre: object, cfg: Any) -> list[Step] | None:

@@ -1,5 +1,5 @@
 /* The models on one pre-tokenized piece: BPE, WordPiece, Unigram, each exactly as HF's. */
-#include "native.h"
+#include "mtok_tables.h"
 
 /* ---- BPE -------------------------------------------------------------------------------- */
 
@@ -38,24 +38,39 @@ static inline HeapItem heap_pop(HeapItem *h, size_t *len) {
     return top;
 }
 
-static inline void push_pair(const PairMap *pm, HeapItem *heap, size_t *len, const int32_t *c,
-                             size_t left, size_t right) {
-    const PairSlot *s = pairmap_get(pm, (uint32_t)c[left], (uint32_t)c[right]);
-    if (s)
-        heap_push(heap, len, (HeapItem){(uint64_t)s->rank << 32 | left, s->id});
+/* The merge of (left, right) from the model's own map or a .mtok's tables: 1 with its rank and
+ * result, or 0. */
+static inline int bpe_pair(const BPE *m, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+    if (m->mtok)
+        return mtok_pair(m->mtok, left, right, rank, id);
+    const PairSlot *s = pairmap_get(&m->merges, left, right);
+    if (!s)
+        return 0;
+    *rank = s->rank;
+    *id = s->id;
+    return 1;
+}
+
+static inline void push_pair(const BPE *m, HeapItem *heap, size_t *len, const int32_t *c, size_t left,
+                             size_t right) {
+    uint32_t rank;
+    int32_t id;
+    if (bpe_pair(m, (uint32_t)c[left], (uint32_t)c[right], &rank, &id))
+        heap_push(heap, len, (HeapItem){(uint64_t)rank << 32 | left, id});
 }
 
 /* HF's Word::merge_all on c[0..n): pop the lowest (rank, position) pair, skip it if one side
  * has merged since it was queued, merge, queue the two new neighbour pairs. O(n log n).
  * Merged-away symbols are marked -1 and compacted at the end; returns the new count. */
-static int bpe_merge(const PairMap *pm, int32_t *c, size_t n, Scratch *sc, size_t *out_n) {
+static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *out_n) {
     *out_n = n;
     if (n < 2)
         return 0;
+    uint32_t rank;
+    int32_t id;
     if (n == 2) {
-        const PairSlot *s = pairmap_get(pm, (uint32_t)c[0], (uint32_t)c[1]);
-        if (s) {
-            c[0] = s->id;
+        if (bpe_pair(m, (uint32_t)c[0], (uint32_t)c[1], &rank, &id)) {
+            c[0] = id;
             *out_n = 1;
         }
         return 0;
@@ -71,15 +86,14 @@ static int bpe_merge(const PairMap *pm, int32_t *c, size_t n, Scratch *sc, size_
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
     for (size_t i = 0; i + 1 < n; i++)
-        push_pair(pm, heap, &len, c, i, i + 1);
+        push_pair(m, heap, &len, c, i, i + 1);
     while (len) {
         HeapItem top = heap_pop(heap, &len);
         size_t pos = (size_t)(top.key & 0xFFFFFFFFu);
         if (c[pos] < 0 || next[pos] < 0)
             continue;
         size_t right = (size_t)next[pos];
-        const PairSlot *s = pairmap_get(pm, (uint32_t)c[pos], (uint32_t)c[right]);
-        if (!s || s->id != top.id)
+        if (!bpe_pair(m, (uint32_t)c[pos], (uint32_t)c[right], &rank, &id) || id != top.id)
             continue;
         c[pos] = top.id;
         c[right] = -1;
@@ -87,9 +101,9 @@ static int bpe_merge(const PairMap *pm, int32_t *c, size_t n, Scratch *sc, size_
         if (next[right] >= 0)
             prev[next[right]] = (int32_t)pos;
         if (prev[pos] >= 0)
-            push_pair(pm, heap, &len, c, (size_t)prev[pos], pos);
+            push_pair(m, heap, &len, c, (size_t)prev[pos], pos);
         if (next[pos] >= 0)
-            push_pair(pm, heap, &len, c, pos, (size_t)next[pos]);
+            push_pair(m, heap, &len, c, pos, (size_t)next[pos]);
     }
     size_t w = 0;
     for (size_t i = 0; i < n; i++)
@@ -105,7 +119,7 @@ static inline int32_t char_token(const BPE *m, uint32_t cp) {
         return m->bmp[cp];
     uint8_t u[4];
     size_t k = utf8_encode(&cp, 1, u);
-    return strmap_get(&m->vocab, u, k);
+    return m->mtok ? mtok_token_id(m->mtok, u, k) : strmap_get(&m->vocab, u, k);
 }
 
 /* HF's BPE::merge_word initial symbols: one per character (per byte for byte-level
@@ -158,7 +172,9 @@ int bpe_piece(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, Scratch
     size_t nb = utf8_encode(cps, n, b);
     uint64_t h = hash_bytes(b, nb);
     if (m->ignore_merges) {
-        int32_t id = strmap_get_h(&m->vocab, b, nb, h);
+        int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
+                     : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
+                                     : mtok_token_id(m->mtok, b, nb);
         if (id >= 0)
             return ids_push(out, id);
     }
@@ -170,7 +186,7 @@ int bpe_piece(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, Scratch
     }
     size_t start = out->n, merged;
     if (bpe_symbols(m, cps, n, b, nb, out) < 0 ||
-        bpe_merge(&m->merges, out->v + start, out->n - start, sc, &merged) < 0)
+        bpe_merge(m, out->v + start, out->n - start, sc, &merged) < 0)
         return -1;
     out->n = start + merged;
     if (cacheable)

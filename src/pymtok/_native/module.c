@@ -13,12 +13,13 @@
 #include <Python.h>
 #include <structmember.h>
 
-#include "native.h"
+#include "mtok_tables.h"
 
 enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define MAX_STEPS 16
 #define CACHE_SLOTS (1u << 18)
 #define CACHE_ENTRIES 100000
+#define INTS_MAX (1u << 20)
 
 typedef struct {
     PyObject_HEAD
@@ -32,6 +33,7 @@ typedef struct {
     PyObject **ints; /* a Python int for every id the model can produce: lists are built fast */
     size_t nints;
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
+    PyObject *tables;    /* a .mtok's MtokTables the model reads in place, kept alive here */
 } Encoder;
 
 /* ---- reading Python tables -------------------------------------------------------------- */
@@ -110,6 +112,10 @@ static void fallback_table(const StrMap *vocab, int32_t *table) {
 
 static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *max_id) {
     BPE *m = &self->bpe;
+    if (mtok_tables_check(vocab)) {
+        self->tables = Py_NewRef(vocab);
+        return mtok_build_bpe(m, vocab, max_id);
+    }
     if (!PyDict_Check(vocab) || !PyDict_Check(merges)) {
         PyErr_SetString(PyExc_TypeError, "BPE needs vocab and merges as dicts");
         return -1;
@@ -185,6 +191,8 @@ nomem:
 
 static int build_wordpiece(Encoder *self, PyObject *vocab, PyObject *prefix, int32_t *max_id) {
     WordPiece *m = &self->wp;
+    if (mtok_tables_check(vocab))
+        return mtok_build_wordpiece(m, vocab, prefix, max_id);
     if (!PyDict_Check(vocab)) {
         PyErr_SetString(PyExc_TypeError, "WordPiece needs vocab as a dict");
         return -1;
@@ -352,6 +360,7 @@ static void Encoder_dealloc(Encoder *self) {
     cache_free(&self->cache);
     added_trie_free(&self->raw);
     added_trie_free(&self->norm);
+    Py_XDECREF(self->tables);
     if (self->ints) {
         for (size_t i = 0; i < self->nints; i++)
             Py_XDECREF(self->ints[i]);
@@ -419,15 +428,14 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         PyErr_NoMemory();
         return -1;
     }
-    self->nints = (size_t)max_id + 1;
-    self->ints = calloc(self->nints, sizeof *self->ints);
+    /* ints are made on first use (id_list) and only below a bound: a legal sparse id such as
+     * 2^31 - 1 must not size the table, nor a large vocabulary cost its ints up front */
+    self->nints = max_id < (int32_t)INTS_MAX ? (size_t)(max_id + 1) : INTS_MAX;
+    self->ints = calloc(self->nints ? self->nints : 1, sizeof *self->ints);
     if (!self->ints) {
         PyErr_NoMemory();
         return -1;
     }
-    for (size_t i = 0; i < self->nints; i++)
-        if (!(self->ints[i] = PyLong_FromSsize_t((Py_ssize_t)i)))
-            return -1;
     return 0;
 }
 
@@ -472,13 +480,15 @@ done:
 static PyObject *id_list(Encoder *self, const IdBuf *ids) {
     PyObject *list = PyList_New((Py_ssize_t)ids->n);
     for (size_t i = 0; list && i < ids->n; i++) {
-        PyObject *o;
-        if ((size_t)ids->v[i] < self->nints) {
-            o = self->ints[ids->v[i]];
+        size_t id = (size_t)ids->v[i];
+        PyObject *o = id < self->nints ? self->ints[id] : NULL;
+        if (o) {
             Py_INCREF(o);
-        } else if (!(o = PyLong_FromLong(ids->v[i]))) {
+        } else if (!(o = PyLong_FromSize_t(id))) {
             Py_CLEAR(list);
             break;
+        } else if (id < self->nints) {
+            self->ints[id] = Py_NewRef(o);
         }
         PyList_SET_ITEM(list, (Py_ssize_t)i, o);
     }
@@ -858,7 +868,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (!m)
         return NULL;
     if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
-        PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 ||
+        PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 || mtok_tables_register(m) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CLEAN", BERT_CLEAN) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CHINESE", BERT_CHINESE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_STRIP", BERT_STRIP) < 0 ||

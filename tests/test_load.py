@@ -1,0 +1,116 @@
+"""Loading a .mtok lazily: the native reader's vocabulary (a Mapping over the file's tables) must
+be the vocabulary, decode must work without building Python dicts, and the native and pure
+readers must agree. Speed is measured by bench/bench.py, not here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from functools import cache
+
+import pytest
+from conftest import fixture_path
+
+import pymtok
+from pymtok import models
+from pymtok.mtok import dumps_mtok, loads_mtok
+
+pytest.importorskip("pymtok._native")
+
+# BPE byte-level (sparse ids in gpt-4o), BPE char-level with byte fallback, WordPiece
+NAMES = ["qwen3", "gpt-4o", "gemma-v1", "all-minilm-l6-v2"]
+
+
+@cache
+def mtok_bytes(name: str) -> bytes:
+    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    return dumps_mtok(tok.config, tok.meta)
+
+
+def load(name: str, monkeypatch: pytest.MonkeyPatch, pure: bool):
+    if pure:
+        monkeypatch.setenv("PYMTOK_PURE", "1")
+    else:
+        monkeypatch.delenv("PYMTOK_PURE", raising=False)
+    return loads_mtok(mtok_bytes(name), name)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_lazy_vocabulary_is_the_vocabulary(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    lazy = load(name, monkeypatch, pure=False).model
+    full = load(name, monkeypatch, pure=True).model.vocab
+    assert isinstance(lazy.vocab, models.IndexedVocab) and type(full) is dict
+    assert len(lazy.vocab) == len(full) and lazy.vocab_size == len(full)
+    assert set(lazy.vocab) == set(full)
+    assert lazy.vocab == full and dict(lazy.vocab.items()) == full
+    for token, id in full.items():
+        assert lazy.token_to_id(token) == id and lazy.vocab[token] == id and token in lazy.vocab
+        assert lazy.id_to_token(id) == token
+    for missing in ("\u0000not a token\u0000", "\ud800", 3):
+        assert missing not in lazy.vocab and lazy.vocab.get(missing) is None  # type: ignore[call-overload]
+    top = max(full.values())
+    for id in (-1, top + 1, 2**31 - 1, 2**31, 2**40):
+        assert lazy.id_to_token(id) is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_native_and_pure_readers_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    lazy = load(name, monkeypatch, pure=False)
+    pure = load(name, monkeypatch, pure=True)
+    assert lazy._native_segment is not None and pure._native_segment is None
+    text = "Hello wörld, 123 ① これは テスト\n\tcode(x) => x ** 2 🤗 <unk> [UNK]"
+    for special in (True, False):
+        assert lazy.encode(text, add_special_tokens=special) == pure.encode(text, add_special_tokens=special)
+    ids = pure.encode(text)
+    assert lazy.decode(ids) == pure.decode(ids)
+    assert lazy.get_vocab() == pure.get_vocab() and lazy.vocab_size == pure.vocab_size
+    if isinstance(pure.model, models.BPE):
+        assert list(lazy.model.vocab) == list(pure.model.vocab)  # file order
+        assert lazy.config["model"]["merges"] == list(pure.config["model"]["merges"])
+        # the pure path's table, had it been needed, is the same
+        assert lazy.model.merges == pure.model.merges
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_decode_and_encode_build_no_python_tables(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = load(name, monkeypatch, pure=False)
+    ids = tok.encode("Hello world, a test of decode.")
+    assert tok.decode(ids) == load(name, monkeypatch, pure=True).decode(ids)
+    built = vars(tok.model)
+    assert "_lookup" not in built and tok.model._inverse is None
+    assert "merges" not in built  # BPE's Python merge table is only made for the pure path
+
+
+def test_written_file_round_trips_from_lazy_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    # writing back a tokenizer read lazily gives the same bytes
+    tok = load("qwen3", monkeypatch, pure=False)
+    assert dumps_mtok(tok.config, tok.meta) == mtok_bytes("qwen3")
+
+
+def test_pure_fallback_when_native_declines(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a pattern the native core has no scanner for keeps the model on the pure path: the dicts
+    # are built from the tables on first use, and the ids stay those of the pure reader
+    tok = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    config = dict(tok.config)
+    config["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": r"\s+|\w+|[^\s\w]+"}, "behavior": "Isolated", "invert": False}
+    data = dumps_mtok(config, tok.meta)
+    monkeypatch.delenv("PYMTOK_PURE", raising=False)
+    lazy = loads_mtok(data)
+    monkeypatch.setenv("PYMTOK_PURE", "1")
+    pure = loads_mtok(data)
+    assert lazy._native_segment is None and isinstance(lazy.model.vocab, models.IndexedVocab)
+    text = "Hello wörld, 123 これは テスト"
+    assert lazy.encode(text) == pure.encode(text)
+
+
+def test_tables_outlive_the_reader(tmp_path) -> None:
+    # the file stays mapped for the tokenizer's lifetime: it encodes after the reader returned
+    # and after the path is gone
+    path = tmp_path / "t.mtok"
+    path.write_bytes(mtok_bytes("gemma-v1"))
+    script = (
+        "import gc, os, sys; from pymtok.mtok import read_mtok; tok = read_mtok(sys.argv[1]); "
+        "os.remove(sys.argv[1]); gc.collect(); print(tok.encode('Hello world'), tok.decode([1, 2, 3]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-500:]
