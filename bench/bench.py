@@ -383,7 +383,7 @@ def report(results: dict[str, dict[str, Any]]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fixtures", type=Path, default=Path(os.environ.get("PYMTOK_FIXTURES", "/work/shared/fixtures")))
+    parser.add_argument("--fixtures", type=Path, default=Path(os.environ.get("PYMTOK_FIXTURES", ROOT.parent / "shared" / "fixtures")))
     parser.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
     parser.add_argument("--bytes", type=int, default=400_000, help="corpus bytes per group")
     parser.add_argument("--rounds", type=int, default=3)
