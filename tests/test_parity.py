@@ -137,3 +137,16 @@ def test_decode_stream_matches_hf(name: str) -> None:
             mine = tok.decode_stream(skip_special_tokens=skip)
             for id in ids:
                 assert mine.step(id) == ref.step(hf, id)
+
+
+@pytest.mark.parametrize("name", ["llama3", "gemma-v1", "all-minilm-l6-v2", "t5-small", "clip-vit"])
+def test_encode_batch_matches_hf(name: str) -> None:
+    hf, tok = hf_tokenizer(name), ours(name)
+    texts = corpus_chunks(200, seed=5)
+    for special in (False, True):
+        want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=special)]
+        for threads in (None, 1, 2, 7):
+            assert tok.encode_batch(texts, add_special_tokens=special, num_threads=threads) == want
+    assert tok.encode_batch([]) == []
+    with pytest.raises(TypeError):
+        tok.encode_batch("not a list")  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ here by ``Tokenizer.from_config``; nothing else constructs a pipeline.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -127,13 +128,24 @@ class Tokenizer:
     def encode_batch(
         self, texts: Sequence[str], add_special_tokens: bool = True, *, num_threads: int | None = None
     ) -> list[list[int]]:
-        """``encode`` each text; ``num_threads`` > 1 spreads them over threads."""
+        """``encode`` each text, spread over ``num_threads`` threads.
+
+        By default one thread per CPU when the native core runs (it releases the GIL), else one:
+        pure-Python encoding gains nothing from threads.
+        """
         if isinstance(texts, str):
             raise TypeError("encode_batch() takes a list of str; use encode() for one string")
-        if not num_threads or num_threads == 1 or len(texts) < 2:
+        if num_threads is None:
+            num_threads = (os.cpu_count() or 1) if self._native_segment is not None else 1
+        n = len(texts)
+        if num_threads <= 1 or n < 2:
             return [self.encode(t, add_special_tokens) for t in texts]
-        with ThreadPoolExecutor(max_workers=num_threads) as pool:
-            return list(pool.map(lambda t: self.encode(t, add_special_tokens), texts))
+        # one contiguous share per thread: a task per text would cost more than short texts take
+        step = -(-n // num_threads)
+        shares = [texts[i : i + step] for i in range(0, n, step)]
+        with ThreadPoolExecutor(max_workers=len(shares)) as pool:
+            parts = pool.map(lambda share: [self.encode(t, add_special_tokens) for t in share], shares)
+            return [ids for part in parts for ids in part]
 
     # -- decoding -------------------------------------------------------------------------
 
