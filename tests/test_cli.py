@@ -103,6 +103,8 @@ def test_info_json(qwen_mtok: Path) -> None:
     info = json.loads(run("info", str(qwen_mtok), "--json").stdout)
     hf = hf_tokenizer("qwen3")
     assert info["vocab_size"] == hf.get_vocab_size(with_added_tokens=True)
+    merges = json.loads(fixture_path("tokenizers", "qwen3", "tokenizer.json").read_text(encoding="utf-8"))["model"]["merges"]
+    assert info["merges"] == len(merges)
     assert info["components"]["pre_tokenizer"]["type"] == "Sequence"
     assert info["chat_template"]
     text = run("info", str(qwen_mtok)).stdout
