@@ -114,3 +114,128 @@ def test_tables_outlive_the_reader(tmp_path) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-500:]
+
+
+def _shuffled_bpe(seed: int, continuing_prefix: str | None = None) -> dict:
+    """A byte-level BPE over a small alphabet whose merge results are numbered at random, so
+    the native reader's guesses (previous result, next id) mostly fail and it looks them up;
+    some pairs are listed twice (the later merge wins, as in HF)."""
+    import random
+
+    rng = random.Random(seed)
+    alphabet = "abcdefgh"
+    tokens = list(alphabet)
+    merges: list[list[str]] = []
+    while len(merges) < 300:
+        left, right = rng.choice(tokens), rng.choice(tokens)
+        if len(left) + len(right) > 6:
+            continue
+        merges.append([left, right])
+        if left + right not in tokens:
+            tokens.append(left + right)
+    merges += merges[5:15]  # repeated pairs: HF keeps the later rank
+    ids = list(range(len(tokens)))
+    rng.shuffle(ids)
+    vocab = dict(zip(tokens, ids))
+    model = {"type": "BPE", "vocab": vocab, "merges": merges}
+    if continuing_prefix is not None:
+        model["continuing_subword_prefix"] = continuing_prefix
+    return {
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "model": model,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "post_processor": None,
+        "added_tokens": [],
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_merge_results_that_follow_no_order(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pymtok.tokenizer import Tokenizer, TokenizerMeta
+
+    config = _shuffled_bpe(seed)
+    data = dumps_mtok(config, TokenizerMeta())
+    reference = Tokenizer.from_config(config, TokenizerMeta())
+    monkeypatch.delenv("PYMTOK_PURE", raising=False)
+    lazy = loads_mtok(data)
+    monkeypatch.setenv("PYMTOK_PURE", "1")
+    pure = loads_mtok(data)
+    assert lazy.model.merges == pure.model.merges == reference.model.merges
+    text = "abcdefgh hgfedcba aabbccdd abcabc " * 3
+    assert lazy.encode(text) == pure.encode(text) == reference.encode(text)
+
+
+def test_merge_results_with_a_continuing_subword_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the reader resolves merges without a prefix first; a file with one is resolved again
+    # (HF's left + right[len(prefix):]), and a merge whose result is missing is a FormatError
+    from pymtok.tokenizer import TokenizerMeta
+
+    vocab = {"a": 0, "b": 1, "##b": 2, "ab": 3}
+    model = {"type": "BPE", "vocab": vocab, "merges": [["a", "##b"]], "continuing_subword_prefix": "##"}
+    config = {**_shuffled_bpe(1), "model": model}
+    data = dumps_mtok(config, TokenizerMeta())
+    monkeypatch.delenv("PYMTOK_PURE", raising=False)
+    lazy = loads_mtok(data)
+    monkeypatch.setenv("PYMTOK_PURE", "1")
+    assert lazy.model.merges == loads_mtok(data).model.merges == {(0, 2): (0, 3)}
+    monkeypatch.delenv("PYMTOK_PURE", raising=False)
+    del vocab["ab"]
+    vocab["a##b"] = 3  # what the merge makes without the prefix rule
+    with pytest.raises(pymtok.FormatError, match="merges at byte .* makes a token that is not in the vocabulary"):
+        loads_mtok(dumps_mtok(config, TokenizerMeta()))
+
+
+def test_load_builds_no_regex_the_native_path_does_not_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the Split pattern has a native scanner and added tokens are matched natively: neither the
+    # pattern nor the added-token trie is compiled until the pure path needs them
+    tok = load("qwen3", monkeypatch, pure=False)
+    split = tok.pre_tokenizer.pretokenizers[0]
+    assert "_compiled" not in vars(split) and "_raw" not in vars(tok.added)
+    pure = load("qwen3", monkeypatch, pure=True)
+    text = "Hello <|im_start|>wörld 123"
+    assert pure.encode(text) == tok.encode(text)
+    assert "_compiled" in vars(pure.pre_tokenizer.pretokenizers[0]) and "_raw" in vars(pure.added)
+
+
+def test_bad_split_pattern_still_fails_the_load() -> None:
+    # patterns the native core has no scanner for are compiled while loading
+    tok = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    config = dict(tok.config)
+    config["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated", "invert": False}
+    with pytest.raises(pymtok.FormatError):
+        loads_mtok(dumps_mtok(config, tok.meta))
+
+
+def test_pair_listed_twice_out_of_rank_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    # results are rank + 8, so the native reader walks the merges in file order; a pair listed
+    # twice whose later-ranked record comes first in the file still ends with the later rank
+    import struct
+
+    from pymtok.tokenizer import Tokenizer, TokenizerMeta
+
+    tokens = list("abcdefgh")
+    merges: list[list[str]] = []
+    for left in tokens[:]:
+        for right in "abcdefgh":
+            if len(merges) < 100:
+                merges.append([left, right])
+                tokens.append(left + right)
+    for left in tokens[8:20]:
+        merges.append([left, "a"])
+        tokens.append(left + "a")
+    vocab = {t: i for i, t in enumerate(tokens)}
+    dup = max(merges, key=lambda m: (vocab[m[0]], vocab[m[1]]))
+    merges.append(dup)
+    config = {**_shuffled_bpe(1), "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
+    data = dumps_mtok(config, TokenizerMeta())
+    a, b = vocab[dup[0]], vocab[dup[1]]
+    first, second = struct.pack("<III", a, b, merges.index(dup)), struct.pack("<III", a, b, len(merges) - 1)
+    assert data.count(first + second) == 1
+    data = data.replace(first + second, second + first)
+    reference = Tokenizer.from_config(config, TokenizerMeta()).model.merges
+    assert reference[(a, b)][0] == len(merges) - 1
+    monkeypatch.delenv("PYMTOK_PURE", raising=False)
+    lazy = loads_mtok(data)
+    monkeypatch.setenv("PYMTOK_PURE", "1")
+    assert lazy.model.merges == loads_mtok(data).model.merges == reference

@@ -173,11 +173,24 @@ def normalizer_trio(cfg_json: str):
 
 def trio(index: int):
     """The native, pure and HF normalizer of TRIO_IDS[index] (t5's charsmap is a fixture)."""
-    configs = [*BERT_CONFIGS, {"type": "NFC"}]
+    configs = [*BERT_CONFIGS, {"type": "NFC"}, *TEXT_CONFIGS]
     return normalizer_trio(json.dumps(configs[index] if index < len(configs) else t5_config()))
 
 
-TRIO_IDS = [*BERT_IDS, "NFC", "t5-precompiled"]
+# literal Replace (one and several characters, overlapping candidates), Prepend, and all-native
+# Sequences, which become one native Normalizer (Gemma's, Mistral's)
+TEXT_CONFIGS = [
+    {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+    {"type": "Replace", "pattern": {"String": "aa"}, "content": "b"},
+    {"type": "Replace", "pattern": {"String": "\u0301"}, "content": ""},
+    {"type": "Prepend", "prepend": "\u2581"},
+    {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                         {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+    {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"String": "e"},
+                                                           "content": "\u00e9\u00e9"}]},
+]
+TRIO_IDS = [*BERT_IDS, "NFC", "replace-space", "replace-aa", "replace-mark", "prepend", "prepend-replace",
+            "nfc-replace", "t5-precompiled"]
 
 
 @pytest.mark.parametrize("index", range(len(TRIO_IDS)), ids=TRIO_IDS)
@@ -240,6 +253,61 @@ def test_native_normalizer_inside_sequence() -> None:
     assert fast("ÀB\t中\x00") == seq("ÀB\t中\x00")
     untouched = normalizers.NFKC()
     assert native.accelerate_normalizer(untouched) is untouched
+    assert native.accelerate_normalizer(normalizers.Replace({"Regex": " +"}, "_")).__module__ == "pymtok.normalizers"
+    both = normalizers.Sequence([normalizers.NFC(), normalizers.Replace({"String": " "}, "_")])
+    fast = native.accelerate_normalizer(both)
+    assert type(fast).__module__ == "pymtok._native" and fast.pure is both
+    for text in ["", "a b", "  ", "e\u0301 x"]:
+        assert fast(text) == both(text)
+
+
+# --- batches ----------------------------------------------------------------------------------
+
+
+def batch_texts(name: str) -> list[str]:
+    """Corpus chunks, empty texts, texts of added tokens only and cut by them."""
+    added = added_contents(name)[:8] or ["x"]
+    texts = corpus_chunks(40, seed=11)
+    texts += ["", " ", "".join(added), added[0] + " a\n\n b " + added[-1] + "\n", "\n\n\t x  y"]
+    return texts
+
+
+@pytest.mark.parametrize("name", ACCELERATED)
+def test_native_batch(name: str) -> None:
+    tok = load(name)
+    assert tok._native_batch is not None
+    texts = batch_texts(name)
+    hf = hf_tokenizer(name)
+    for special in (False, True):
+        theirs = [e.ids for e in hf.encode_batch(texts, add_special_tokens=special)]
+        assert [tok.encode(t, special) for t in texts] == theirs
+        for threads in (1, 2, 3):
+            assert tok.encode_batch(texts, special, num_threads=threads) == theirs, (special, threads)
+
+
+def test_native_batch_threads_share_the_encoder() -> None:
+    # many threads through one encoder (its piece cache is shared): results as one by one
+    from concurrent.futures import ThreadPoolExecutor
+
+    tok = load("gemma-v1")
+    texts = corpus_chunks(60, seed=3)
+    expected = [tok.encode(t, False) for t in texts]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda k: tok.encode_batch(texts[k:] + texts[:k], False, num_threads=2), range(8)))
+    for k, result in enumerate(results):
+        assert result == expected[k:] + expected[:k]
+
+
+def test_native_batch_errors_as_encode() -> None:
+    tok = load("llama3")
+    for bad in (["ok", "a\ud800b", 5], ["ok", 5, "a\ud800b"]):
+        with pytest.raises((TypeError, ValueError)) as one:
+            [tok.encode(t) for t in bad]  # type: ignore[arg-type]
+        for threads in (1, 2):
+            with pytest.raises(one.type) as batch:
+                tok.encode_batch(bad, num_threads=threads)  # type: ignore[arg-type]
+            assert str(batch.value) == str(one.value)
+    assert tok.encode_batch(("a", "b"), num_threads=2) == [tok.encode("a"), tok.encode("b")]
 
 
 # --- grapheme clusters --------------------------------------------------------------------

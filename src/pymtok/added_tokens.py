@@ -7,6 +7,7 @@ Both passes take the leftmost-longest match and honour ``single_word``, ``lstrip
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -114,16 +115,22 @@ class AddedVocabulary:
             if token.special:
                 self.special.add(token.content)
             self.by_id[id] = token
-        raw = {t.content: i for i, t in self.by_id.items() if not t.normalized}
-        norm = {self._normalized_form.get(i, t.content): i for i, t in self.by_id.items() if t.normalized}
-        self._raw = self._matcher(raw)
-        self._norm = self._matcher(norm)
 
     def _next_id(self, model_vocab_size: int) -> int:
         if not self.by_id:
             return model_vocab_size
         top = max(self.by_id)
         return top + 1 if top >= model_vocab_size or model_vocab_size == 0 else model_vocab_size
+
+    # The matchers are built on the pure path's first split: the native core matches added
+    # tokens itself, and building and compiling the trie is most of a large vocabulary's load.
+    @functools.cached_property
+    def _raw(self) -> tuple[regex.Pattern[str], dict[str, int]] | None:
+        return self._matcher({t.content: i for i, t in self.by_id.items() if not t.normalized})
+
+    @functools.cached_property
+    def _norm(self) -> tuple[regex.Pattern[str], dict[str, int]] | None:
+        return self._matcher({self._normalized_form.get(i, t.content): i for i, t in self.by_id.items() if t.normalized})
 
     @staticmethod
     def _matcher(table: dict[str, int]) -> tuple[regex.Pattern[str], dict[str, int]] | None:

@@ -7,6 +7,7 @@ with the stage's own ``from_config``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -14,6 +15,15 @@ from typing import Any, TypeVar
 from .errors import FormatError
 
 T = TypeVar("T")
+
+
+@functools.cache
+def _parameters(cls: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
+    # A class without its own __init__ takes no fields; inspect would parse object's text
+    # signature, whose first use compiles tokenize's regexes (a large part of a first load).
+    if isinstance(cls, type) and cls.__init__ is object.__init__:
+        return {}
+    return inspect.signature(cls).parameters
 
 
 def build_component(
@@ -32,7 +42,7 @@ def build_component(
     cls = types.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise FormatError(f"{stage}: unknown type {kind!r} (expected one of {', '.join(sorted(types))})")
-    params = inspect.signature(cls).parameters
+    params = _parameters(cls)
     fields = {name: cfg[name] for name in params if name in cfg}
     missing = [name for name, p in params.items() if p.default is p.empty and name not in cfg]
     if missing:

@@ -195,7 +195,8 @@ def loads_mtok(data: bytes, name: str = "<bytes>") -> Tokenizer:
 def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tuple[dict[str, Any], TokenizerMeta]:
     special, stop, prefix, body = _parse_header(data, name)
     cur = _Cursor(data, body, name)
-    normalizer = _read_normalizer(cur, 0)
+    tables: list[_PendingTable] = []
+    normalizer = _read_normalizer(cur, 0, tables)
     pre_tokenizer = _read_pre_tokenizer(cur, 0)
     model, byte_level = _read_model(cur)
     decoder = _read_decoder(cur, 0)
@@ -228,6 +229,8 @@ def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tu
                 setattr(meta, key, extension[key])
         return config, meta
 
+    for table in tables:
+        table.decide()
     if byte_level:
         # The BPE model maps bytes through the GPT-2 table itself: in HF that is a ByteLevel
         # pre-tokenizer step without a regex, after whatever splitting came before.
@@ -308,7 +311,7 @@ def _depth_check(cur: _Cursor, section: str, depth: int) -> None:
         raise cur.error(section, f"Sequence records nested more than {_MAX_DEPTH} deep")
 
 
-def _read_normalizer(cur: _Cursor, depth: int) -> dict[str, Any] | None:
+def _read_normalizer(cur: _Cursor, depth: int, tables: list[_PendingTable]) -> dict[str, Any] | None:
     section = "normalizer"
     _depth_check(cur, section, depth)
     at = cur.pos
@@ -324,20 +327,24 @@ def _read_normalizer(cur: _Cursor, depth: int) -> dict[str, Any] | None:
         return {"type": "Replace", "pattern": {"String": pattern}, "content": content} if pattern else None
     if code == _N_SEQUENCE:
         n = cur.count(section, "Sequence length", 1)
-        children = [_read_normalizer(cur, depth + 1) for _ in range(n)]
+        children = [_read_normalizer(cur, depth + 1, tables) for _ in range(n)]
         return {"type": "Sequence", "normalizers": [c for c in children if c is not None]}
     if code in (_N_BERT, _N_BERT_NFD):
         clean, chinese, strip, lower = (cur.flag(section, f) for f in ("clean_text", "handle_chinese_chars", "strip_accents", "lowercase"))
         if code == _N_BERT_NFD and strip:
-            # The decomposition table is how MNN strips accents; HF's BertNormalizer does it itself.
-            _read_table(cur, section)
+            # The decomposition table is how MNN strips accents; HF's BertNormalizer does it
+            # itself: the table is only validated and stepped over.
+            _PendingTable(cur, section, at)
         return {
             "type": "BertNormalizer", "clean_text": clean, "handle_chinese_chars": chinese,
             "strip_accents": strip, "lowercase": lower,
         }
     if code == _N_TABLE:
-        form = _table_form(cur, _read_table(cur, section), at)
-        return {"type": form} if form is not None else None
+        table = _PendingTable(cur, section, at)
+        if not table.count:
+            return None
+        tables.append(table)
+        return table.config
     if code == _N_STRIP:
         return {"type": "Strip", "strip_left": cur.flag(section, "strip_left"), "strip_right": cur.flag(section, "strip_right")}
     raise _unknown(cur, section, code, at)
@@ -357,14 +364,39 @@ def _read_table(cur: _Cursor, section: str) -> list[tuple[int, str]]:
     return entries
 
 
-def _table_form(cur: _Cursor, entries: list[tuple[int, str]], at: int) -> str | None:
+class _PendingTable:
+    """A normalizer code-point table, validated and stepped over; which form it stands for
+    (``config["type"]``) is only worked out by ``decide()``, for files without the extension:
+    the extension's normalizer supersedes the table, and reading it costs more than the rest
+    of the file's metadata."""
+
+    def __init__(self, cur: _Cursor, section: str, at: int) -> None:
+        self.cur = _Cursor(cur.data, cur.pos, cur.path)
+        self.section, self.at = section, at
+        core = native._core()
+        if core is None:
+            self.entries: list[tuple[int, str]] | None = _read_table(cur, section)
+            self.count = len(self.entries)
+        else:
+            self.entries = None
+            self.count = cur.count(section, "table entry count", 6)
+            try:
+                cur.pos = core.scan_norm_table(cur.data, cur.pos, self.count)
+            except FormatError as exc:
+                raise FormatError(f"{cur.path}: {exc}") from None
+        self.config: dict[str, Any] = {"type": None}
+
+    def decide(self) -> None:
+        entries = self.entries if self.entries is not None else _read_table(self.cur, self.section)
+        self.config["type"] = _table_form(self.cur, entries, self.at)
+
+
+def _table_form(cur: _Cursor, entries: list[tuple[int, str]], at: int) -> str:
     """Which Unicode form a code-point table was generated from (MNN writes NFKC or NFC tables).
 
     Tables depend on the writer's Unicode version, so entries our ``unicodedata`` disagrees with
     are tolerated as long as nearly all agree.
     """
-    if not entries:
-        return None
     agree = {"NFC": 0, "NFKC": 0}
     for cp, text in entries:
         ch = chr(cp)

@@ -15,8 +15,8 @@ native call, then the post-processor. Texts that added tokens cut into many segm
 newline tokens) no longer pay a Python round trip per segment.
 
 :func:`accelerate_normalizer` swaps the normalizers the native core reproduces
-(``BertNormalizer``, ``NFC``, ``Precompiled``, also inside a ``Sequence``) for native ones
-with the same ``__call__(text) -> str``.
+(``BertNormalizer``, ``NFC``, ``Precompiled``, literal ``Replace``, ``Prepend``, also inside a
+``Sequence``) for native ones with the same ``__call__(text) -> str``.
 
 Set ``PYMTOK_PURE=1`` to keep every tokenizer on the pure path.
 """
@@ -197,9 +197,22 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
         units = struct.pack(f"<{len(pc._units)}I", *pc._units)
         native = _native.Normalizer(normalizer, "precompiled", units=units, replacements=pc._replacements)
         return native
+    if kind is normalizers.Replace:
+        rp: Any = normalizer
+        if rp._regex is not None or not rp._literal:
+            return normalizer
+        native = _native.Normalizer(normalizer, "replace", pattern=rp._literal, content=rp.content)
+        return native
+    if kind is normalizers.Prepend:
+        native = _native.Normalizer(normalizer, "prepend", content=normalizer.prepend)  # type: ignore[attr-defined]
+        return native
     if kind is normalizers.Sequence:
         members = normalizer.normalizers  # type: ignore[attr-defined]
         fast = [accelerate_normalizer(member) for member in members]
+        # all native: one native Normalizer, which encode_text runs without the GIL
+        if all(isinstance(member, _native.Normalizer) for member in fast):
+            native = _native.Normalizer(normalizer, "sequence", members=tuple(fast))
+            return native
         if any(a is not b for a, b in zip(fast, members)):
             return normalizers.Sequence(fast)  # type: ignore[arg-type]
     return normalizer

@@ -15,6 +15,7 @@ character for character; the tables below pin the Unicode versions.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from itertools import accumulate
@@ -134,19 +135,33 @@ class Split:
             raise FormatError(f'Split.pattern: expected {{"String": ...}} or {{"Regex": ...}}, '
                               f"got {pattern!r}")
         (kind, value), = pattern.items()
-        if kind == "String":
-            compiled = regex.compile(regex.escape(value), FLAGS)
-        elif kind == "Regex":
-            compiled = onig_regex(value)
-        else:
+        if kind not in ("String", "Regex"):
             raise FormatError(f'Split.pattern: expected key "String" or "Regex", got {kind!r}')
+        self._pattern = (kind, value)
         self.behavior = _check_behavior("Split", behavior)
         self.invert = invert
-        self._find: Finder = lambda text: onig_spans(compiled, text)
+        from .native import SCANNERS  # native imports this module
+
+        # Translating and compiling a Unicode-class pattern is most of a first load; the native
+        # core has its own scanner for the patterns in SCANNERS, so those are compiled only when
+        # the pure path runs. Any other pattern is compiled now: a bad one fails the load.
+        if kind != "Regex" or value not in SCANNERS:
+            self._compiled
+
+    @functools.cached_property
+    def _compiled(self) -> regex.Pattern[str]:
+        kind, value = self._pattern
+        return regex.compile(regex.escape(value), FLAGS) if kind == "String" else onig_regex(value)
+
+    def _find(self, text: str) -> list[tuple[int, int]]:
+        return onig_spans(self._compiled, text)
+
+    @functools.cached_property
+    def _findall(self) -> Callable[[str], list[str]] | None:
         # When the matches tile the text, these behaviours make each match one piece;
         # findall returns the matched strings only when the pattern has no capture groups.
-        each_match_a_piece = behavior == "Isolated" or (behavior == "Removed" and invert)
-        self._findall = compiled.findall if each_match_a_piece and compiled.groups == 0 else None
+        each_match_a_piece = self.behavior == "Isolated" or (self.behavior == "Removed" and self.invert)
+        return self._compiled.findall if each_match_a_piece and self._compiled.groups == 0 else None
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
         if self._findall is None:
@@ -360,6 +375,12 @@ class Metaspace:
 _GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 
 
+@functools.cache
+def _gpt2_regex() -> regex.Pattern[str]:
+    # compiled on first use: the native core has its own GPT-2 scanner
+    return onig_regex(_GPT2_PATTERN)
+
+
 class ByteLevel:
     """Optionally prefix a space and split like GPT-2, then map UTF-8 bytes to GPT-2 chars."""
 
@@ -369,7 +390,6 @@ class ByteLevel:
         # trim_offsets only edits token offsets after the model; kept so the config round-trips
         self.trim_offsets = trim_offsets
         self.use_regex = use_regex
-        self._gpt2 = onig_regex(_GPT2_PATTERN)
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
         out: list[PreToken] = []
@@ -382,7 +402,7 @@ class ByteLevel:
             if self.use_regex:
                 out.extend(
                     (piece_to_chars(m.group()), offset + max(m.start() - shift, 0))
-                    for m in self._gpt2.finditer(text)
+                    for m in _gpt2_regex().finditer(text)
                 )
             elif text:
                 out.append((piece_to_chars(text), offset))

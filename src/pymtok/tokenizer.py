@@ -72,6 +72,9 @@ class Tokenizer:
         self._chat: Any = None
         self._native_segment = native.accelerate(self)
         self._native_text = native.accelerate_text(self)
+        # encode_batch's share of texts in one native call (the encoder accelerate_text set up)
+        encoder = getattr(self._native_segment, "__self__", None)
+        self._native_batch = encoder.encode_batch if self._native_text is not None else None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], meta: TokenizerMeta | None = None) -> Tokenizer:
@@ -100,9 +103,9 @@ class Tokenizer:
         """Token ids of ``text``; ``add_special_tokens`` applies the post-processor (BOS, CLS, ...)."""
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
-        _check_encodable(text)
         if self._native_text is not None:
-            return self._native_text(text, add_special_tokens)
+            return self._native_text(text, add_special_tokens)  # checks for lone surrogates itself
+        _check_encodable(text)
         ids: list[int] = []
         for piece, offset, added_id in self.added.split(text, self.normalizer):
             if added_id is not None:
@@ -138,14 +141,27 @@ class Tokenizer:
         if num_threads is None:
             num_threads = (os.cpu_count() or 1) if self._native_segment is not None else 1
         n = len(texts)
+        encode_share = self._encode_share
         if num_threads <= 1 or n < 2:
-            return [self.encode(t, add_special_tokens) for t in texts]
-        # one contiguous share per thread: a task per text would cost more than short texts take
-        step = -(-n // num_threads)
+            return encode_share(texts, add_special_tokens)
+        # Contiguous shares, a few per thread so that threads done early take more (batches are
+        # often sorted, e.g. by language, and texts of one kind cost alike); a task per text would
+        # cost more than short texts take.
+        step = -(-n // (num_threads * _SHARES_PER_THREAD))
         shares = [texts[i : i + step] for i in range(0, n, step)]
-        with ThreadPoolExecutor(max_workers=len(shares)) as pool:
-            parts = pool.map(lambda share: [self.encode(t, add_special_tokens) for t in share], shares)
+        with ThreadPoolExecutor(max_workers=min(num_threads, len(shares))) as pool:
+            parts = pool.map(lambda share: encode_share(share, add_special_tokens), shares)
             return [ids for part in parts for ids in part]
+
+    def _encode_share(self, texts: Sequence[str], add_special_tokens: bool) -> list[list[int]]:
+        """``encode`` of each text; natively all in one call, the GIL released for all of them."""
+        if self._native_batch is None:
+            return [self.encode(t, add_special_tokens) for t in texts]
+        lists: list[list[int]] = self._native_batch(texts, self.normalizer)
+        post = self.post_processor
+        if add_special_tokens and post is not None:
+            return [post(ids) for ids in lists]
+        return lists
 
     # -- decoding -------------------------------------------------------------------------
 
@@ -271,6 +287,9 @@ class Tokenizer:
             **template_kwargs,
         )
         return self.encode(prompt, add_special_tokens=False) if tokenize else prompt
+
+
+_SHARES_PER_THREAD = 8
 
 
 def _check_encodable(text: str) -> None:

@@ -4,8 +4,9 @@
 /* ---- BPE -------------------------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t key; /* rank << 32 | position: HF's heap order, lowest rank then leftmost */
-    int32_t id;   /* the merged token, to recognise stale entries as HF does */
+    uint64_t key;         /* rank << 32 | position: HF's heap order, lowest rank then leftmost */
+    int32_t id;           /* the merged token, to recognise stale entries as HF does */
+    int32_t left, right;  /* the pair when queued: while both sides are unchanged it still merges to id */
 } HeapItem;
 
 static inline void heap_push(HeapItem *h, size_t *len, HeapItem x) {
@@ -56,7 +57,7 @@ static inline void push_pair(const BPE *m, HeapItem *heap, size_t *len, const in
     uint32_t rank;
     int32_t id;
     if (bpe_pair(m, (uint32_t)c[left], (uint32_t)c[right], &rank, &id))
-        heap_push(heap, len, (HeapItem){(uint64_t)rank << 32 | left, id});
+        heap_push(heap, len, (HeapItem){(uint64_t)rank << 32 | left, id, c[left], c[right]});
 }
 
 /* HF's Word::merge_all on c[0..n): pop the lowest (rank, position) pair, skip it if one side
@@ -85,6 +86,9 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         prev[i] = (int32_t)i - 1;
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
+    if (!m->mtok)
+        for (size_t i = 0; i + 1 < n; i++)
+            pairmap_prefetch(&m->merges, (uint32_t)c[i], (uint32_t)c[i + 1]);
     for (size_t i = 0; i + 1 < n; i++)
         push_pair(m, heap, &len, c, i, i + 1);
     while (len) {
@@ -93,13 +97,22 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         if (c[pos] < 0 || next[pos] < 0)
             continue;
         size_t right = (size_t)next[pos];
-        if (!bpe_pair(m, (uint32_t)c[pos], (uint32_t)c[right], &rank, &id) || id != top.id)
+        /* HF looks the current pair up again; the queued pair itself needs no second lookup */
+        if ((c[pos] != top.left || c[right] != top.right) &&
+            (!bpe_pair(m, (uint32_t)c[pos], (uint32_t)c[right], &rank, &id) || id != top.id))
             continue;
         c[pos] = top.id;
         c[right] = -1;
         next[pos] = next[right];
         if (next[right] >= 0)
             prev[next[right]] = (int32_t)pos;
+        if (!m->mtok) {
+            /* both new pairs at once, so that their cache misses overlap */
+            if (prev[pos] >= 0)
+                pairmap_prefetch(&m->merges, (uint32_t)c[prev[pos]], (uint32_t)c[pos]);
+            if (next[pos] >= 0)
+                pairmap_prefetch(&m->merges, (uint32_t)c[pos], (uint32_t)c[next[pos]]);
+        }
         if (prev[pos] >= 0)
             push_pair(m, heap, &len, c, (size_t)prev[pos], pos);
         if (next[pos] >= 0)

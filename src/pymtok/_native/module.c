@@ -20,6 +20,7 @@ enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define CACHE_SLOTS (1u << 18)
 #define CACHE_ENTRIES 100000
 #define INTS_MAX (1u << 20)
+#define BATCH_ROUND_IDS (1u << 14)
 
 typedef struct {
     PyObject_HEAD
@@ -439,47 +440,156 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-/* Runs without the GIL: reads the str's code points, pre-tokenizes, runs the model. */
-static int encode_segment(Encoder *self, int kind, const void *data, size_t n, int64_t offset, IdBuf *out) {
-    Pieces p = {0};
-    Scratch sc = {0};
+/* Buffers of one encode call, reused across its segments and texts: a document cut by many
+ * added tokens (Gemma's newline tokens) would otherwise pay several mallocs per segment. */
+typedef struct {
+    uint32_t *text;   /* the code points of the text being encoded */
+    size_t text_cap;
+    uint32_t *buf;    /* a segment's code points, which the pre-tokenizer may rebuild */
+    size_t buf_cap;
+    Spans spans, tmp;
+    Scratch sc;
+    CpBuf norm[3];    /* normalize_ops */
+    AddedCuts cuts, sub;
+} Work;
+
+static void work_free(Work *w) {
+    free(w->text);
+    free(w->buf);
+    free(w->spans.v);
+    free(w->tmp.v);
+    free(w->sc.bytes);
+    free(w->sc.work);
+    for (int i = 0; i < 3; i++)
+        free(w->norm[i].v);
+    free(w->cuts.v);
+    free(w->sub.v);
+}
+
+static int grow_cps(uint32_t **v, size_t *cap, size_t n) {
+    if (*cap >= n && *v)
+        return 0;
+    size_t c = *cap > 256 ? *cap : 256;
+    while (c < n)
+        c *= 2;
+    uint32_t *p = realloc(*v, c * sizeof *p);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+/* The str's code points into w->text; fails on out of memory. */
+static int read_text(Work *w, int kind, const void *data, size_t n) {
+    if (grow_cps(&w->text, &w->text_cap, n) < 0)
+        return -1;
+    if (kind == PyUnicode_4BYTE_KIND) {
+        memcpy(w->text, data, n * sizeof *w->text);
+    } else if (kind == PyUnicode_1BYTE_KIND) {
+        const uint8_t *d = data;
+        for (size_t i = 0; i < n; i++)
+            w->text[i] = d[i];
+    } else {
+        const uint16_t *d = data;
+        for (size_t i = 0; i < n; i++)
+            w->text[i] = d[i];
+    }
+    return 0;
+}
+
+/* Runs without the GIL: pre-tokenizes one normalized segment and runs the model. */
+static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+    if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
+        return -1;
+    memcpy(w->buf, s, n * sizeof *s);
+    Pieces p = {w->buf, n, w->spans, w->tmp};
+    p.spans.n = 0;
     int err = -1;
-    p.buf = malloc((n ? n : 1) * sizeof *p.buf);
-    p.spans.v = malloc(sizeof *p.spans.v);
-    if (!p.buf || !p.spans.v)
-        goto done;
-    for (size_t i = 0; i < n; i++)
-        p.buf[i] = PyUnicode_READ(kind, data, i);
-    p.len = n;
+    if (!p.spans.cap) {
+        if (!(p.spans.v = malloc(16 * sizeof *p.spans.v)))
+            goto done;
+        p.spans.cap = 16;
+    }
     p.spans.v[0] = (Span){0, n, offset};
-    p.spans.n = p.spans.cap = 1;
+    p.spans.n = 1;
     if (pretokenize(self->steps, self->nsteps, &p) < 0)
         goto done;
     if (self->model == MODEL_BPE && self->bpe.split_metaspace && split_before_metaspace(&p) < 0)
         goto done;
     for (size_t k = 0; k < p.spans.n; k++) {
-        const uint32_t *s = p.buf + p.spans.v[k].start;
+        const uint32_t *piece = p.buf + p.spans.v[k].start;
         size_t len = p.spans.v[k].end - p.spans.v[k].start;
-        int r = self->model == MODEL_BPE         ? bpe_piece(&self->bpe, &self->cache, s, len, &sc, out)
-                : self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, &self->cache, s, len, &sc, out)
-                                                 : unigram_piece(&self->ug, &self->cache, s, len, &sc, out);
+        int r = self->model == MODEL_BPE         ? bpe_piece(&self->bpe, &self->cache, piece, len, &w->sc, out)
+                : self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, &self->cache, piece, len, &w->sc, out)
+                                                 : unigram_piece(&self->ug, &self->cache, piece, len, &w->sc, out);
         if (r < 0)
             goto done;
     }
     err = 0;
 done:
-    free(p.buf);
-    free(p.spans.v);
-    free(p.tmp.v);
-    free(sc.bytes);
-    free(sc.work);
+    /* a rebuilding step (ByteLevel's prefix space, Metaspace) freed w->buf for a new one */
+    if (p.buf != w->buf) {
+        w->buf = p.buf;
+        w->buf_cap = p.len;
+    }
+    w->spans = p.spans;
+    w->tmp = p.tmp;
     return err;
+}
+
+/* Encode one text with the GIL released: raw added tokens, each segment between them through
+ * the native normalizer steps, normalized added tokens, segments. Returns 0, -1 when out of
+ * memory, -2 when a normalizer step needs the pure path (the caller redoes the text with it). */
+static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n,
+                            Work *w, IdBuf *out) {
+    if (!n)
+        return 0;
+    if (added_split(&self->raw, cps, n, &w->cuts) < 0)
+        return -1;
+    for (size_t k = 0; k < w->cuts.n; k++) {
+        AddedCut c = w->cuts.v[k];
+        if (c.id >= 0) {
+            if (ids_push(out, c.id) < 0)
+                return -1;
+            continue;
+        }
+        const uint32_t *seg = cps + c.start;
+        size_t len = c.stop - c.start;
+        if (nops) {
+            int err = normalize_ops(ops, nops, seg, len, w->norm, &seg, &len);
+            if (err)
+                return err;
+        }
+        if (!len)
+            continue;
+        if (!self->norm.ntokens) {
+            if (encode_segment(self, seg, len, (int64_t)c.start, w, out) < 0)
+                return -1;
+            continue;
+        }
+        if (added_split(&self->norm, seg, len, &w->sub) < 0)
+            return -1;
+        for (size_t j = 0; j < w->sub.n; j++) {
+            AddedCut d = w->sub.v[j];
+            if (d.id >= 0 ? ids_push(out, d.id) < 0
+                          : encode_segment(self, seg + d.start, d.stop - d.start, (int64_t)(c.start + d.start), w,
+                                           out) < 0)
+                return -1;
+        }
+    }
+    return 0;
 }
 
 /* The ids as a Python list; model ids come from the ints table, added token ids may lie beyond. */
 static PyObject *id_list(Encoder *self, const IdBuf *ids) {
     PyObject *list = PyList_New((Py_ssize_t)ids->n);
     for (size_t i = 0; list && i < ids->n; i++) {
+        /* the table slots and int objects of a large vocabulary miss the caches: fetch ahead */
+        if (i + 16 < ids->n && (size_t)ids->v[i + 16] < self->nints)
+            __builtin_prefetch(&self->ints[ids->v[i + 16]]);
+        if (i + 8 < ids->n && (size_t)ids->v[i + 8] < self->nints && self->ints[ids->v[i + 8]])
+            __builtin_prefetch(self->ints[ids->v[i + 8]], 1);
         size_t id = (size_t)ids->v[i];
         PyObject *o = id < self->nints ? self->ints[id] : NULL;
         if (o) {
@@ -512,15 +622,13 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
     const void *data = PyUnicode_DATA(text);
     size_t n = (size_t)PyUnicode_GET_LENGTH(text);
     IdBuf out = {0};
+    Work w = {0};
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = encode_segment(self, kind, data, n, offset, &out);
+    err = read_text(&w, kind, data, n) < 0 ? -1 : encode_segment(self, w.text, n, offset, &w, &out);
     Py_END_ALLOW_THREADS
-    if (err) {
-        free(out.v);
-        return PyErr_NoMemory();
-    }
-    PyObject *list = id_list(self, &out);
+    work_free(&w);
+    PyObject *list = err ? PyErr_NoMemory() : id_list(self, &out);
     free(out.v);
     return list;
 }
@@ -576,10 +684,11 @@ static PyObject *Encoder_set_added(Encoder *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Encode text[start, stop) of one segment between raw added tokens: normalize it, cut out the
- * normalized added tokens, encode the rest. Offsets are those of AddedVocabulary.split. */
+/* Encode text[start, stop) of one segment between raw added tokens with a normalizer only
+ * Python can run: normalize it, cut out the normalized added tokens, encode the rest. Offsets
+ * are those of AddedVocabulary.split. */
 static int encode_between(Encoder *self, PyObject *text, size_t start, size_t stop, PyObject *normalizer,
-                          AddedCuts *cuts, IdBuf *out) {
+                          Work *w, IdBuf *out) {
     PyObject *piece = PyUnicode_Substring(text, (Py_ssize_t)start, (Py_ssize_t)stop);
     if (!piece)
         return -1;
@@ -594,37 +703,98 @@ static int encode_between(Encoder *self, PyObject *text, size_t start, size_t st
         }
     }
     int kind = PyUnicode_KIND(piece);
-    const char *data = PyUnicode_DATA(piece);
+    const void *data = PyUnicode_DATA(piece);
     size_t n = (size_t)PyUnicode_GET_LENGTH(piece);
-    uint32_t *cps = NULL;
-    int err = 0;
-    /* without normalized added tokens the whole piece is one segment */
-    AddedCut whole = {0, n, -1};
-    const AddedCut *v = &whole;
-    size_t count = n ? 1 : 0;
-    if (self->norm.ntokens && n) {
-        cps = PyUnicode_AsUCS4Copy(piece);
-        if (!cps || added_split(&self->norm, cps, n, cuts) < 0)
-            err = cps ? -1 : -2;
-        v = cuts->v;
-        count = err ? 0 : cuts->n;
-    }
-    for (size_t k = 0; !err && k < count; k++) {
-        AddedCut c = v[k];
-        if (c.id >= 0) {
-            err = ids_push(out, c.id);
-            continue;
-        }
+    int err = read_text(w, kind, data, n);
+    Py_DECREF(piece);
+    if (!err && n) {
         Py_BEGIN_ALLOW_THREADS
-        err = encode_segment(self, kind, data + c.start * (size_t)kind, c.stop - c.start,
-                             (int64_t)(start + c.start), out);
+        if (!self->norm.ntokens) {
+            err = encode_segment(self, w->text, n, (int64_t)start, w, out);
+        } else {
+            err = added_split(&self->norm, w->text, n, &w->sub);
+            for (size_t j = 0; !err && j < w->sub.n; j++) {
+                AddedCut d = w->sub.v[j];
+                err = d.id >= 0 ? ids_push(out, d.id)
+                                : encode_segment(self, w->text + d.start, d.stop - d.start,
+                                                 (int64_t)(start + d.start), w, out);
+            }
+        }
         Py_END_ALLOW_THREADS
     }
-    PyMem_Free(cps);
-    Py_DECREF(piece);
-    if (err == -1)
+    if (err)
         PyErr_NoMemory();
     return err ? -1 : 0;
+}
+
+static PyTypeObject NormalizerType;
+/* The native steps of a pymtok._native.Normalizer, or none for None; 0 when the normalizer is
+ * some other callable, which only encode_between can run. */
+static int native_ops(PyObject *normalizer, const NormOp **ops, size_t *nops);
+
+/* text's ids into out: in one GIL-free pass when the normalizer is native, else segment by
+ * segment with the normalizer called in between. */
+static int encode_text_into(Encoder *self, PyObject *text, PyObject *normalizer, Work *w, IdBuf *out) {
+    const NormOp *ops = NULL;
+    size_t nops = 0, n = (size_t)PyUnicode_GET_LENGTH(text), mark = out->n;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    int err = 0;
+    if (native_ops(normalizer, &ops, &nops)) {
+        Py_BEGIN_ALLOW_THREADS
+        err = read_text(w, kind, data, n) < 0 ? -1 : encode_text_core(self, ops, nops, w->text, n, w, out);
+        Py_END_ALLOW_THREADS
+        if (err == -1) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        if (!err)
+            return 0;
+        out->n = mark; /* -2: redo the text, the normalizer's pure path raising or answering */
+    }
+    /* w->text is overwritten by each segment below: the cuts come from their own copy */
+    uint32_t *cps = n ? PyUnicode_AsUCS4Copy(text) : NULL;
+    AddedCuts cuts = {0};
+    if (n && !cps)
+        return -1;
+    if (n && added_split(&self->raw, cps, n, &cuts) < 0) {
+        PyErr_NoMemory();
+        err = -1;
+    } else {
+        err = 0;
+    }
+    for (size_t k = 0; !err && k < cuts.n; k++) {
+        AddedCut c = cuts.v[k];
+        if (c.id < 0)
+            err = encode_between(self, text, c.start, c.stop, normalizer, w, out);
+        else if ((err = ids_push(out, c.id)) < 0)
+            PyErr_NoMemory();
+    }
+    PyMem_Free(cps);
+    free(cuts.v);
+    return err;
+}
+
+/* The first lone surrogate of a str (no UTF-8 form), or n. */
+static size_t find_surrogate(int kind, const void *data, size_t n) {
+    if (kind == PyUnicode_1BYTE_KIND)
+        return n;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = PyUnicode_READ(kind, data, i);
+        if (c >= 0xD800 && c < 0xE000)
+            return i;
+    }
+    return n;
+}
+
+/* encode()'s error for a text holding a lone surrogate at `at` (tokenizer._check_encodable). */
+static void raise_surrogate(PyObject *text, size_t at) {
+    PyObject *ch = PyUnicode_Substring(text, (Py_ssize_t)at, (Py_ssize_t)at + 1);
+    if (ch) {
+        PyErr_Format(PyExc_ValueError, "text holds a lone surrogate %R at index %zu; it has no UTF-8 form to tokenize",
+                     ch, at);
+        Py_DECREF(ch);
+    }
 }
 
 static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -636,35 +806,122 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
         PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
         return NULL;
     }
-    PyObject *text = args[0], *normalizer = args[1];
-    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
-    AddedCuts cuts = {0}, sub = {0};
-    IdBuf out = {0};
-    int err = 0;
-    uint32_t *cps = n ? PyUnicode_AsUCS4Copy(text) : NULL;
-    if (n && !cps)
+    PyObject *text = args[0];
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text), at = find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n);
+    if (at < n) {
+        raise_surrogate(text, at);
         return NULL;
-    if (n && added_split(&self->raw, cps, n, &cuts) < 0) {
-        PyErr_NoMemory();
-        err = -1;
     }
-    for (size_t k = 0; !err && k < cuts.n; k++) {
-        AddedCut c = cuts.v[k];
-        if (c.id >= 0) {
-            if (ids_push(&out, c.id) < 0) {
-                PyErr_NoMemory();
-                err = -1;
-            }
-        } else {
-            err = encode_between(self, text, c.start, c.stop, normalizer, &sub, &out);
-        }
-    }
-    PyMem_Free(cps);
-    free(cuts.v);
-    free(sub.v);
+    IdBuf out = {0};
+    Work w = {0};
+    int err = encode_text_into(self, text, args[1], &w, &out);
+    work_free(&w);
     PyObject *list = err ? NULL : id_list(self, &out);
     free(out.v);
     return list;
+}
+
+/* encode_batch(texts, normalizer) -> list[list[int]]: encode_text of each text. With a native
+ * normalizer (or None) every text is encoded in one GIL-free pass and only the lists are built
+ * with the GIL held, so that threads calling this on shares of a batch run in parallel. */
+static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch(texts: list[str], normalizer: callable | None)");
+        return NULL;
+    }
+    if (!self->ints) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
+        return NULL;
+    }
+    /* a tuple: the texts stay alive while the GIL is released, whatever happens to the list */
+    PyObject *seq = PySequence_Tuple(args[0]);
+    if (!seq)
+        return NULL;
+    PyObject *normalizer = args[1], *result = NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(seq);
+    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
+    const NormOp *ops = NULL;
+    size_t nops = 0;
+    int native = native_ops(normalizer, &ops, &nops);
+    /* per text of a round: where its ids end in out, or -2 for a text the GIL path redoes */
+    Py_ssize_t *ends = PyMem_Malloc((size_t)(count ? count : 1) * sizeof *ends);
+    IdBuf out = {0}, redo = {0};
+    Work w = {0};
+    int err = ends ? 0 : -1;
+    Py_ssize_t bad = -1;     /* the first text encode() would refuse: not a str, or a lone surrogate */
+    size_t bad_at = 0;
+    if (!err && !(result = PyList_New(count)))
+        err = -2;
+    /* Rounds of about BATCH_ROUND_IDS ids: the lists of one round are built (with the GIL) while
+     * other threads still encode theirs, instead of every thread queueing for the GIL at the end. */
+    for (Py_ssize_t i = 0; !err && bad < 0 && i < count;) {
+        Py_ssize_t first = i;
+        out.n = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (; !err && i < count && out.n < BATCH_ROUND_IDS; i++) {
+            PyObject *t = items[i];
+            if (!PyUnicode_Check(t)) {
+                bad = i;
+                break;
+            }
+            int kind = PyUnicode_KIND(t);
+            const void *data = PyUnicode_DATA(t);
+            size_t n = (size_t)PyUnicode_GET_LENGTH(t), at = find_surrogate(kind, data, n);
+            if (at < n) {
+                bad = i;
+                bad_at = at;
+                break;
+            }
+            ends[i] = -2;
+            if (!native)
+                continue;
+            size_t mark = out.n;
+            int r = read_text(&w, kind, data, n) < 0 ? -1 : encode_text_core(self, ops, nops, w.text, n, &w, &out);
+            if (r == -2)
+                out.n = mark;
+            else if (r < 0)
+                err = -1;
+            else
+                ends[i] = (Py_ssize_t)out.n;
+        }
+        Py_END_ALLOW_THREADS
+        if (err || bad >= 0)
+            break;
+        Py_ssize_t start = 0;
+        for (Py_ssize_t k = first; k < i; k++) {
+            PyObject *list;
+            if (ends[k] >= 0) {
+                IdBuf slice = {out.v + start, (size_t)(ends[k] - start), 0};
+                list = id_list(self, &slice);
+                start = ends[k];
+            } else {
+                redo.n = 0;
+                list = encode_text_into(self, items[k], normalizer, &w, &redo) < 0 ? NULL : id_list(self, &redo);
+            }
+            if (!list) {
+                err = -2;
+                break;
+            }
+            PyList_SET_ITEM(result, k, list);
+        }
+    }
+    if (err == -1) {
+        PyErr_NoMemory();
+    } else if (err) {
+        /* the Python error is set */
+    } else if (bad >= 0 && !PyUnicode_Check(items[bad])) {
+        PyErr_Format(PyExc_TypeError, "encode() takes a str, got %s", Py_TYPE(items[bad])->tp_name);
+    } else if (bad >= 0) {
+        raise_surrogate(items[bad], bad_at);
+    }
+    if (err || bad >= 0)
+        Py_CLEAR(result);
+    free(redo.v);
+    work_free(&w);
+    free(out.v);
+    PyMem_Free(ends);
+    Py_DECREF(seq);
+    return result;
 }
 
 static PyMethodDef Encoder_methods[] = {
@@ -673,7 +930,10 @@ static PyMethodDef Encoder_methods[] = {
     {"set_added", (PyCFunction)Encoder_set_added, METH_VARARGS,
      "set_added(raw, normalized): the added tokens encode_text matches, as (content, id, flags) lists."},
     {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_FASTCALL,
-     "encode_text(text, normalizer) -> list[int]: added tokens, normalization and segments in one call."},
+     "encode_text(text, normalizer) -> list[int]: added tokens, normalization and segments in one call;\n"
+     "ValueError for a lone surrogate, as Tokenizer.encode."},
+    {"encode_batch", (PyCFunction)(void (*)(void))Encoder_encode_batch, METH_FASTCALL,
+     "encode_batch(texts, normalizer) -> list[list[int]]: encode_text of each, in one GIL-free pass."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -690,30 +950,62 @@ static PyTypeObject EncoderType = {
 
 /* ---- Normalizer ------------------------------------------------------------------------- */
 
-enum { NORM_BERT, NORM_NFC, NORM_PRECOMPILED };
-
 typedef struct {
     PyObject_HEAD
-    int kind;
-    int flags;        /* BERT_* */
+    NormOp op;        /* the step of a single normalizer */
+    NormOp *ops;      /* the steps to run: &op, or a Sequence's flattened members' */
+    size_t nops;
     Charsmap map;     /* points into units and repl, owned here */
     uint32_t *units;
     uint8_t *repl;
+    uint32_t *pat, *rep; /* Replace's literal and content, Prepend's text */
+    PyObject *members; /* a Sequence's Normalizers, whose steps ops points into */
     PyObject *pure;   /* the pure-Python normalizer, which raises the errors of its input */
 } Normalizer;
 
 static void Normalizer_dealloc(Normalizer *self) {
+    charsmap_free(&self->map);
     free(self->units);
     free(self->repl);
+    PyMem_Free(self->pat);
+    PyMem_Free(self->rep);
+    if (self->ops != &self->op)
+        free(self->ops);
+    Py_XDECREF(self->members);
     Py_XDECREF(self->pure);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Normalizer(pure, "bert", flags=BERT_* bits), Normalizer(pure, "nfc") or
- * Normalizer(pure, "precompiled", units=<little-endian u32 bytes>, replacements=<bytes>) */
+static int native_ops(PyObject *normalizer, const NormOp **ops, size_t *nops) {
+    if (normalizer == Py_None) {
+        *ops = NULL;
+        *nops = 0;
+        return 1;
+    }
+    if (Py_TYPE(normalizer) != &NormalizerType || !((Normalizer *)normalizer)->pure)
+        return 0;
+    *ops = ((Normalizer *)normalizer)->ops;
+    *nops = ((Normalizer *)normalizer)->nops;
+    return 1;
+}
+
+/* A str's code points for a Replace or Prepend step (PyMem). */
+static uint32_t *ucs4(PyObject *s, size_t *n) {
+    if (!s || !PyUnicode_Check(s)) {
+        PyErr_SetString(PyExc_TypeError, "replace and prepend take str pattern and content");
+        return NULL;
+    }
+    *n = (size_t)PyUnicode_GET_LENGTH(s);
+    return *n ? PyUnicode_AsUCS4Copy(s) : PyMem_Malloc(sizeof(uint32_t));
+}
+
+/* Normalizer(pure, "bert", flags=BERT_* bits), Normalizer(pure, "nfc"),
+ * Normalizer(pure, "precompiled", units=<little-endian u32 bytes>, replacements=<bytes>),
+ * Normalizer(pure, "replace", pattern=<non-empty literal>, content=<str>),
+ * Normalizer(pure, "prepend", content=<str>) or Normalizer(pure, "sequence", members=<Normalizers>) */
 static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"pure", "kind", "flags", "units", "replacements", NULL};
-    PyObject *pure;
+    static char *kwlist[] = {"pure", "kind", "flags", "units", "replacements", "pattern", "content", "members", NULL};
+    PyObject *pure, *pattern = NULL, *content = NULL, *members = NULL;
     const char *kind;
     int flags = 0;
     Py_buffer units = {0}, repl = {0};
@@ -721,16 +1013,19 @@ static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "Normalizer is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|$iy*y*", kwlist, &pure, &kind, &flags, &units, &repl))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|$iy*y*OOO", kwlist, &pure, &kind, &flags, &units, &repl,
+                                     &pattern, &content, &members))
         return -1;
     int err = 0;
+    self->ops = &self->op;
+    self->nops = 1;
     if (strcmp(kind, "bert") == 0) {
-        self->kind = NORM_BERT;
-        self->flags = flags & (BERT_CLEAN | BERT_CHINESE | BERT_STRIP | BERT_LOWER);
+        self->op.kind = NORM_BERT;
+        self->op.flags = flags & (BERT_CLEAN | BERT_CHINESE | BERT_STRIP | BERT_LOWER);
     } else if (strcmp(kind, "nfc") == 0) {
-        self->kind = NORM_NFC;
+        self->op.kind = NORM_NFC;
     } else if (strcmp(kind, "precompiled") == 0) {
-        self->kind = NORM_PRECOMPILED;
+        self->op.kind = NORM_PRECOMPILED;
         size_t nunits = (size_t)units.len / 4;
         if (nunits == 0) {
             PyErr_SetString(PyExc_ValueError, "precompiled needs at least one trie unit");
@@ -746,7 +1041,48 @@ static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
             memcpy(self->repl, repl.buf, (size_t)repl.len);
             self->map = (Charsmap){self->units, nunits, self->repl, (size_t)repl.len, {0}};
             charsmap_init(&self->map);
+            self->op.map = &self->map;
         }
+    } else if (strcmp(kind, "replace") == 0 || strcmp(kind, "prepend") == 0) {
+        int replace = kind[0] == 'r';
+        self->op.kind = replace ? NORM_REPLACE : NORM_PREPEND;
+        if ((replace && !(self->pat = ucs4(pattern, &self->op.npat))) || !(self->rep = ucs4(content, &self->op.nrep)))
+            err = -1;
+        else if (replace && !self->op.npat) {
+            PyErr_SetString(PyExc_ValueError, "replace needs a non-empty pattern");
+            err = -1;
+        }
+        self->op.pat = self->pat;
+        self->op.rep = self->rep;
+    } else if (strcmp(kind, "sequence") == 0) {
+        if (!members || !PyTuple_Check(members)) {
+            PyErr_SetString(PyExc_TypeError, "sequence needs members=<tuple of Normalizers>");
+            return -1;
+        }
+        size_t total = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
+            const NormOp *ops;
+            size_t nops;
+            if (!native_ops(PyTuple_GET_ITEM(members, i), &ops, &nops) || PyTuple_GET_ITEM(members, i) == Py_None) {
+                PyErr_SetString(PyExc_TypeError, "sequence members must be initialised Normalizers");
+                return -1;
+            }
+            total += nops;
+        }
+        if (!(self->ops = malloc((total ? total : 1) * sizeof *self->ops))) {
+            self->ops = &self->op;
+            PyErr_NoMemory();
+            return -1;
+        }
+        self->nops = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(members); i++) {
+            const NormOp *ops = NULL;
+            size_t nops = 0;
+            native_ops(PyTuple_GET_ITEM(members, i), &ops, &nops);
+            memcpy(self->ops + self->nops, ops, nops * sizeof *ops);
+            self->nops += nops;
+        }
+        self->members = Py_NewRef(members);
     } else {
         PyErr_Format(PyExc_ValueError, "unknown normalizer %s", kind);
         err = -1;
@@ -775,34 +1111,30 @@ static PyObject *Normalizer_call(Normalizer *self, PyObject *args, PyObject *kw)
     }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text), rn = 0;
     uint32_t *in = malloc((n ? n : 1) * sizeof *in);
-    CpBuf tmp = {0}, out = {0};
+    CpBuf bufs[3] = {{0}};
+    const uint32_t *res = NULL;
     int err = 0;
     if (!in)
         return PyErr_NoMemory();
     Py_BEGIN_ALLOW_THREADS
     for (size_t i = 0; i < n; i++)
         in[i] = PyUnicode_READ(kind, data, i);
-    if (self->kind == NORM_BERT)
-        err = bert_normalize(self->flags, in, n, &tmp, &out);
-    else if (self->kind == NORM_NFC)
-        err = nfc_normalize(in, n, &tmp, &out);
-    else
-        err = precompiled_normalize(&self->map, in, n, &out);
+    err = normalize_ops(self->ops, self->nops, in, n, bufs, &res, &rn);
     Py_END_ALLOW_THREADS
     PyObject *result;
     if (err == -2)
         result = PyObject_CallOneArg(self->pure, text);
     else if (err < 0)
         result = PyErr_NoMemory();
-    else if (out.n == n && (n == 0 || memcmp(out.v, in, n * sizeof *in) == 0))
+    else if (rn == n && (n == 0 || memcmp(res, in, n * sizeof *in) == 0))
         result = Py_NewRef(text);
     else
-        result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out.v ? out.v : in, (Py_ssize_t)out.n);
+        result = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, res, (Py_ssize_t)rn);
     free(in);
-    free(tmp.v);
-    free(out.v);
+    for (int i = 0; i < 3; i++)
+        free(bufs[i].v);
     return result;
 }
 

@@ -12,7 +12,41 @@
 
 #include "mtok_tables.h"
 
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
 enum { KIND_BPE, KIND_WORDPIECE };
+
+/* Zeroed memory for an index table, its first `hot` bytes faulted in by one system call where
+ * the system has one: the index writes every page of its tables at random, and taking those
+ * page faults one at a time (over a thousand for a 150k vocabulary) costs a first load
+ * milliseconds. */
+static void *table_alloc(size_t bytes, size_t hot) {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_POPULATE_WRITE
+    if (hot)
+        madvise(p, hot < bytes ? hot : bytes, MADV_POPULATE_WRITE); /* only a hint: faults still work */
+#endif
+    return p;
+#else
+    (void)hot;
+    return calloc(bytes, 1);
+#endif
+}
+
+static void table_free(void *p, size_t bytes) {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+    if (p)
+        munmap(p, bytes);
+#else
+    (void)bytes;
+    free(p);
+#endif
+}
 
 typedef struct {
     PyObject_HEAD
@@ -22,6 +56,7 @@ typedef struct {
     Py_ssize_t end;  /* the offset after the model's records */
     int kind;
     int resolved;    /* merges' result tokens known (always, for WordPiece) */
+    uint32_t unresolved; /* the first merge whose result is not a token, UINT32_MAX when none */
 } Tables;
 
 static PyTypeObject TablesType;
@@ -52,6 +87,8 @@ static size_t utf8_invalid_at(const uint8_t *s, size_t n) {
         uint8_t c = s[i];
         if (c < 0x80) {
             i++;
+            for (uint64_t w; n - i >= 8 && (memcpy(&w, s + i, 8), !(w & 0x8080808080808080ull));)
+                i += 8; /* ASCII runs a word at a time */
             continue;
         }
         size_t k;
@@ -78,9 +115,11 @@ static size_t utf8_invalid_at(const uint8_t *s, size_t n) {
     return n;
 }
 
+/* Slot tables stay below 4/5 full: with tagged slots a longer probe run costs reads of one or
+ * two cache lines, not of the records, and the tables stay small (RSS is part of the budget). */
 static size_t pow2_for(size_t n) {
     size_t p = 16;
-    while (p < n + n / 2 + 1) /* load below 2/3 */
+    while (p < n + n / 4 + 1)
         p *= 2;
     return p;
 }
@@ -112,19 +151,66 @@ static int cmp_u64(const void *a, const void *b) {
  * hand-made file's 2^31 - 1) by a sorted array: memory follows the record count, not the ids. */
 static size_t dense_bound(uint32_t count) { return 2 * (size_t)count + 1024; }
 
+/* Records are read in batches: the batch's slots and id cells are prefetched while the next
+ * records are parsed, so the random accesses of the inserts overlap instead of queueing. */
+enum { BATCH = 32 };
+
+typedef struct {
+    uint64_t h;
+    uint32_t off, id;
+    size_t len;
+} Pending;
+
+static int insert_token(Tables *t, const Pending *p, size_t *nsparse) {
+    MtokIndex *x = &t->x;
+    const char *section = "model vocabulary";
+    const uint8_t *token = x->vocab + p->off + 2;
+    uint32_t tag = (uint32_t)p->h & ~x->off_mask;
+    size_t i = (size_t)(p->h >> 32) & x->mask;
+    for (uint32_t s; (s = x->slots[i]); i = (i + 1) & x->mask) {
+        if ((s & ~x->off_mask) != tag)
+            continue;
+        const uint8_t *r = x->vocab + (s & x->off_mask) - 1;
+        if (mtok_u16(r) == p->len && bytes_eq(r + 2, token, p->len)) {
+            format_error(section, t->vocab_pos + p->off, "the vocabulary lists a token twice");
+            return -1;
+        }
+    }
+    x->slots[i] = tag | (p->off + 1);
+    if (p->id < x->nby_id) {
+        if (x->by_id[p->id]) {
+            format_error(section, t->vocab_pos + p->off, "vocabulary id %u is given to two tokens", p->id);
+            return -1;
+        }
+        x->by_id[p->id] = p->off + 1;
+    } else {
+        if (!x->sparse && !(x->sparse = malloc(x->count * sizeof *x->sparse))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        x->sparse[(*nsparse)++] = (uint64_t)p->id << 32 | p->off;
+    }
+    return 0;
+}
+
 static int index_vocab(Tables *t, const uint8_t *base, size_t size) {
     MtokIndex *x = &t->x;
     const char *section = "model vocabulary";
     size_t pos = t->vocab_pos, nsparse = 0;
     x->vocab = base + pos;
     x->nby_id = dense_bound(x->count);
-    x->by_id = calloc(x->nby_id, sizeof *x->by_id);
+    /* ids are nearly always 0 .. count - 1: the rest of the table is there for gaps */
+    x->by_id = table_alloc(x->nby_id * sizeof *x->by_id, x->count * sizeof *x->by_id);
     x->mask = pow2_for(x->count) - 1;
-    x->slots = calloc(x->mask + 1, sizeof *x->slots);
+    x->slots = table_alloc((x->mask + 1) * sizeof *x->slots, (x->mask + 1) * sizeof *x->slots);
+    /* a record offset + 1 is at most the bytes left from the vocabulary on */
+    x->off_mask = mtok_low_mask(size - pos);
     if (!x->by_id || !x->slots) {
         PyErr_NoMemory();
         return -1;
     }
+    Pending batch[BATCH];
+    size_t n = 0;
     for (uint32_t k = 0; k < x->count; k++) {
         size_t at = pos;
         if (size - pos < 2) {
@@ -152,33 +238,23 @@ static int index_vocab(Tables *t, const uint8_t *base, size_t size) {
             format_error(section, at, "the vocabulary section is larger than 4 GiB");
             return -1;
         }
-        uint32_t off = (uint32_t)(at - t->vocab_pos);
-        uint64_t h = hash_bytes(token, len);
-        size_t i = (size_t)(h >> 32) & x->mask;
-        for (uint32_t s; (s = x->slots[i]); i = (i + 1) & x->mask) {
-            const uint8_t *r = x->vocab + s - 1;
-            if (mtok_u16(r) == len && bytes_eq(r + 2, token, len)) {
-                format_error(section, at, "the vocabulary lists a token twice");
-                return -1;
-            }
-        }
-        x->slots[i] = off + 1;
         if (len > x->max_len)
             x->max_len = len;
         if ((int32_t)id > x->max_id)
             x->max_id = (int32_t)id;
-        if (id < x->nby_id) {
-            if (x->by_id[id]) {
-                format_error(section, at, "vocabulary id %u is given to two tokens", id);
-                return -1;
-            }
-            x->by_id[id] = off + 1;
-        } else {
-            if (!x->sparse && !(x->sparse = malloc(x->count * sizeof *x->sparse))) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            x->sparse[nsparse++] = (uint64_t)id << 32 | off;
+        Pending *p = &batch[n++];
+        p->h = hash_bytes(token, len);
+        p->off = (uint32_t)(at - t->vocab_pos);
+        p->id = id;
+        p->len = len;
+        __builtin_prefetch(&x->slots[(size_t)(p->h >> 32) & x->mask], 1);
+        if (id < x->nby_id)
+            __builtin_prefetch(&x->by_id[id], 1);
+        if (n == BATCH || k + 1 == x->count) {
+            for (size_t j = 0; j < n; j++)
+                if (insert_token(t, &batch[j], &nsparse) < 0)
+                    return -1;
+            n = 0;
         }
     }
     x->vocab_len = pos - t->vocab_pos;
@@ -209,6 +285,88 @@ static uint32_t rank_of(const MtokIndex *x, uint32_t k) {
     return x->rank ? x->rank[k] : mtok_u32(x->merges + 12 * (size_t)k + 8);
 }
 
+static const uint8_t *record(const MtokIndex *x, uint32_t s) { return x->vocab + s - 1; }
+
+/* The id of HF's merge result: the token left + right[skip characters:], or -1. key has room
+ * for two tokens. */
+static int32_t merge_result(const MtokIndex *x, const uint8_t *a, const uint8_t *b, size_t skip, uint8_t *key) {
+    size_t la = mtok_u16(a), lb = mtok_u16(b), from = 0;
+    for (size_t c = 0; c < skip && from < lb; c++)
+        do
+            from++;
+        while (from < lb && (b[2 + from] & 0xC0) == 0x80);
+    if (la + lb - from > x->max_len)
+        return -1;
+    memcpy(key, a + 2, la);
+    memcpy(key + la, b + 2 + from, lb - from);
+    return mtok_token_id(x, key, la + lb - from);
+}
+
+/* Whether token r is a followed by b. */
+static int is_concat(const uint8_t *r, const uint8_t *a, const uint8_t *b) {
+    size_t la = mtok_u16(a), lb = mtok_u16(b);
+    return mtok_u16(r) == la + lb && bytes_eq(r + 2, a + 2, la) && bytes_eq(r + 2 + la, b + 2, lb);
+}
+
+typedef struct {
+    uint64_t h;
+    const uint8_t *ra, *rb;
+    uint32_t k, a, b;
+} PendingMerge;
+
+/* index_merges' pipeline: the distance between stages, and the ring holding the merges between
+ * the first and the last stage */
+enum { AHEAD = 16, RING = 64 };
+
+static void insert_merge(MtokIndex *x, const PendingMerge *p) {
+    uint32_t tag = (uint32_t)p->h & ~x->moff_mask;
+    size_t i = (size_t)(p->h >> 32) & x->mmask;
+    for (uint32_t s; (s = x->mslots[i]); i = (i + 1) & x->mmask) {
+        if ((s & ~x->moff_mask) != tag)
+            continue;
+        const uint8_t *o = x->merges + 12 * (size_t)((s & x->moff_mask) - 1);
+        if (mtok_u32(o) == p->a && mtok_u32(o + 4) == p->b) {
+            /* a pair listed twice: the later merge in HF's order wins, as in HF's map */
+            if (rank_of(x, (s & x->moff_mask) - 1) < rank_of(x, p->k))
+                x->mslots[i] = tag | (p->k + 1);
+            return;
+        }
+    }
+    x->mslots[i] = tag | (p->k + 1);
+}
+
+/* The FormatError for the first merge in the file that names an id the vocabulary lacks. */
+static void missing_id_error(Tables *t) {
+    const MtokIndex *x = &t->x;
+    for (size_t k = 0; k < x->nmerges; k++) {
+        const uint8_t *m = x->merges + 12 * k;
+        uint32_t a = mtok_u32(m), b = mtok_u32(m + 4);
+        if (!record_of(x, a) || !record_of(x, b)) {
+            format_error("merges", t->merges_pos + 12 * k, "merge (%u, %u) names id %u, which is not in the vocabulary",
+                         a, b, record_of(x, a) ? b : a);
+            return;
+        }
+    }
+}
+
+/* Whether the first merges in the file make token rank + d for one d (*delta): then every
+ * merge's result can be guessed in file order. */
+static int results_follow_ranks(const MtokIndex *x, uint8_t *key, int64_t *delta) {
+    size_t sample = x->nmerges < 64 ? x->nmerges : 64;
+    for (size_t k = 0; k < sample; k++) {
+        const uint8_t *m = x->merges + 12 * k;
+        uint32_t sa = record_of(x, mtok_u32(m)), sb = record_of(x, mtok_u32(m + 4));
+        if (!sa || !sb)
+            return 0;
+        int32_t id = merge_result(x, record(x, sa), record(x, sb), 0, key);
+        int64_t d = (int64_t)id - mtok_u32(m + 8);
+        if (id < 0 || (k && d != *delta))
+            return 0;
+        *delta = d;
+    }
+    return sample > 0;
+}
+
 static int index_merges(Tables *t, const uint8_t *base, size_t size) {
     MtokIndex *x = &t->x;
     const char *section = "merges";
@@ -221,71 +379,139 @@ static int index_merges(Tables *t, const uint8_t *base, size_t size) {
     }
     x->merges = base + t->merges_pos;
     uint8_t *seen = calloc(n / 8 + 1, 1);
-    x->merged = malloc((n ? n : 1) * sizeof *x->merged);
+    uint8_t *key = malloc(2 * 0xFFFF + 1);
+    uint32_t *order = NULL; /* HF's rank -> merge index, when merges go in HF's order */
+    size_t order_bytes = (n ? n : 1) * sizeof *order;
+    x->merged = table_alloc((n ? n : 1) * sizeof *x->merged, n * sizeof *x->merged);
     x->mmask = pow2_for(n) - 1;
-    x->mslots = calloc(x->mmask + 1, sizeof *x->mslots);
-    if (!seen || !x->merged || !x->mslots) {
-        free(seen);
+    x->mslots = table_alloc((x->mmask + 1) * sizeof *x->mslots, (x->mmask + 1) * sizeof *x->mslots);
+    x->moff_mask = mtok_low_mask(n);
+    int ok = -1;
+    if (!seen || !key || !x->merged || !x->mslots) {
         PyErr_NoMemory();
-        return -1;
+        goto done;
     }
     int permutation = 1;
-    for (size_t k = 0; k < n; k++) {
-        const uint8_t *m = x->merges + 12 * k;
-        uint32_t a = mtok_u32(m), b = mtok_u32(m + 4), rank = mtok_u32(m + 8);
-        if (!record_of(x, a) || !record_of(x, b)) {
-            free(seen);
-            format_error(section, t->merges_pos + 12 * k, "merge (%u, %u) names id %u, which is not in the vocabulary",
-                         a, b, record_of(x, a) ? b : a);
-            return -1;
-        }
+    for (size_t k = 0; k < n && permutation; k++) {
+        uint32_t rank = mtok_u32(x->merges + 12 * k + 8);
         if (rank >= n || seen[rank / 8] >> (rank % 8) & 1)
             permutation = 0;
         else
             seen[rank / 8] |= (uint8_t)(1u << (rank % 8));
     }
-    free(seen);
-    if (!permutation) {
-        /* unusual ranks are ordered (stable for equal ones), as the pure reader orders them */
-        uint32_t *order = malloc(n * sizeof *order);
-        x->rank = malloc(n * sizeof *x->rank);
-        if (!order || !x->rank) {
-            free(order);
+    /* Each merge's result is found here already, as HF finds it without a continuing-subword
+     * prefix (resolve_merges redoes it for a prefix). Exporters number tokens in merge order,
+     * so a result is nearly always guessed with one record compare, and only a wrong guess
+     * pays for hashing the pair. Where every result is rank + a fixed offset (rank + 256 in
+     * Qwen3 and GPT-4o) the merges go in file order, guessing that; otherwise in HF's order,
+     * where a result is nearly always the previous merge's or the next id (every merge but
+     * one in Llama 3 and Gemma). */
+    int64_t delta = 0;
+    int by_file = permutation && results_follow_ranks(x, key, &delta);
+    if (!by_file) {
+        if (!(order = table_alloc(order_bytes, order_bytes))) {
             PyErr_NoMemory();
-            return -1;
+            goto done;
         }
-        for (uint32_t k = 0; k < n; k++)
-            order[k] = k;
-        sort_base = x->merges;
-        qsort(order, n, sizeof *order, cmp_rank);
-        for (uint32_t k = 0; k < n; k++)
-            x->rank[order[k]] = k;
-        free(order);
+        if (permutation) {
+            for (uint32_t k = 0; k < n; k++)
+                order[mtok_u32(x->merges + 12 * (size_t)k + 8)] = k;
+        } else {
+            /* unusual ranks are ordered (stable for equal ones), as the pure reader orders them */
+            if (!(x->rank = malloc(n * sizeof *x->rank))) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (uint32_t k = 0; k < n; k++)
+                order[k] = k;
+            sort_base = x->merges;
+            qsort(order, n, sizeof *order, cmp_rank);
+            for (uint32_t k = 0; k < n; k++)
+                x->rank[order[k]] = k;
+        }
     }
-    for (uint32_t k = 0; k < n; k++) {
-        const uint8_t *m = x->merges + 12 * (size_t)k;
-        uint32_t a = mtok_u32(m), b = mtok_u32(m + 4);
-        size_t i = mtok_pair_hash(a, b) & x->mmask;
-        for (uint32_t s; (s = x->mslots[i]); i = (i + 1) & x->mmask) {
-            const uint8_t *o = x->merges + 12 * (size_t)(s - 1);
-            if (mtok_u32(o) == a && mtok_u32(o + 4) == b)
-                break;
+    /* The loop is a software pipeline, each stage AHEAD merges behind the previous one: fetch
+     * the merge record; read it, fetch the pair's slot and the ids' cells; fetch the tokens'
+     * records and the guessed result's; insert and resolve. */
+    t->unresolved = UINT32_MAX;
+    int64_t prev = -1; /* in HF's order: the previous merge's result */
+    PendingMerge ring[RING];
+    for (size_t i = 0, q; i < n + 3 * AHEAD; i++) {
+        if (i < n && !by_file)
+            __builtin_prefetch(x->merges + 12 * (size_t)order[i]);
+        if (i >= AHEAD && (q = i - AHEAD) < n) {
+            PendingMerge *p = &ring[q % RING];
+            p->k = by_file ? (uint32_t)q : order[q];
+            const uint8_t *m = x->merges + 12 * (size_t)p->k;
+            p->a = mtok_u32(m);
+            p->b = mtok_u32(m + 4);
+            p->h = mtok_pair_hash(p->a, p->b);
+            __builtin_prefetch(&x->mslots[(size_t)(p->h >> 32) & x->mmask], 1);
+            if (p->a < x->nby_id && p->b < x->nby_id) {
+                __builtin_prefetch(&x->by_id[p->a]);
+                __builtin_prefetch(&x->by_id[p->b]);
+            }
+            if (by_file && (size_t)(rank_of(x, p->k) + delta) < x->nby_id)
+                __builtin_prefetch(&x->by_id[rank_of(x, p->k) + delta]);
         }
-        /* a pair listed twice: the later merge in HF's order wins, as in HF's map */
-        if (!x->mslots[i] || rank_of(x, x->mslots[i] - 1) < rank_of(x, k))
-            x->mslots[i] = k + 1;
+        if (i >= 2 * AHEAD && (q = i - 2 * AHEAD) < n) {
+            PendingMerge *p = &ring[q % RING];
+            uint32_t sa = record_of(x, p->a), sb = record_of(x, p->b);
+            if (!sa || !sb) {
+                missing_id_error(t);
+                goto done;
+            }
+            p->ra = record(x, sa);
+            p->rb = record(x, sb);
+            __builtin_prefetch(p->ra);
+            __builtin_prefetch(p->rb);
+            /* in HF's order results step by at most one per merge: this one's is at most
+             * prev + 1 + AHEAD, and in most files it is that */
+            size_t guess = by_file ? (size_t)(rank_of(x, p->k) + delta) : (size_t)(prev + 1 + AHEAD);
+            if (guess < x->nby_id && x->by_id[guess])
+                __builtin_prefetch(record(x, x->by_id[guess]));
+        }
+        if (i >= 3 * AHEAD && (q = i - 3 * AHEAD) < n) {
+            PendingMerge *p = &ring[q % RING];
+            insert_merge(x, p);
+            int32_t id = -1;
+            int64_t first = by_file ? (int64_t)rank_of(x, p->k) + delta : prev;
+            for (int64_t guess = first; guess <= first + 1 && id < 0; guess++) {
+                uint32_t s = guess >= 0 && guess <= INT32_MAX ? record_of(x, (uint32_t)guess) : 0;
+                if (s && is_concat(record(x, s), p->ra, p->rb))
+                    id = (int32_t)guess;
+            }
+            if (id < 0)
+                id = merge_result(x, p->ra, p->rb, 0, key);
+            if (id < 0) {
+                /* reported by resolve_merges(0), if asked, for the first such merge in the file */
+                if (p->k < t->unresolved)
+                    t->unresolved = p->k;
+                continue;
+            }
+            x->merged[p->k] = id;
+            prev = id;
+            delta = (int64_t)id - rank_of(x, p->k);
+        }
     }
     t->end = (Py_ssize_t)(t->merges_pos + 12 * n);
-    return 0;
+    ok = 0;
+done:
+    free(seen);
+    free(key);
+    table_free(order, order_bytes);
+    return ok;
 }
 
 static void Tables_dealloc(Tables *self) {
     MtokIndex *x = &self->x;
-    free(x->slots);
-    free(x->by_id);
+    if (x->slots)
+        table_free(x->slots, (x->mask + 1) * sizeof *x->slots);
+    table_free(x->by_id, x->nby_id * sizeof *x->by_id);
     free(x->sparse);
-    free(x->mslots);
-    free(x->merged);
+    if (x->mslots)
+        table_free(x->mslots, (x->mmask + 1) * sizeof *x->mslots);
+    table_free(x->merged, (x->nmerges ? x->nmerges : 1) * sizeof *x->merged);
     free(x->rank);
     if (self->buf.obj)
         PyBuffer_Release(&self->buf);
@@ -329,38 +555,38 @@ static int Tables_init(Tables *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-static const uint8_t *record(const MtokIndex *x, uint32_t s) { return x->vocab + s - 1; }
-
-/* resolve_merges(skip): find each merge's result, HF's vocab[left + right[skip:]] where skip is
- * the continuing-subword prefix length in characters. */
+/* resolve_merges(skip): each merge's result, HF's vocab[left + right[skip:]] where skip is the
+ * continuing-subword prefix length in characters; index_merges has done it for skip 0. */
 static PyObject *Tables_resolve_merges(Tables *self, PyObject *arg) {
     Py_ssize_t skip = PyLong_AsSsize_t(arg);
     if (skip == -1 && PyErr_Occurred())
         return NULL;
-    MtokIndex *x = &self->x;
-    uint8_t *key = malloc(2 * 0xFFFF + 1);
-    if (!key)
-        return PyErr_NoMemory();
-    for (uint32_t k = 0; k < x->nmerges; k++) {
-        const uint8_t *m = x->merges + 12 * (size_t)k;
-        const uint8_t *a = record(x, record_of(x, mtok_u32(m))), *b = record(x, record_of(x, mtok_u32(m + 4)));
-        size_t la = mtok_u16(a), lb = mtok_u16(b), from = 0;
-        for (Py_ssize_t c = 0; c < skip && from < lb; c++)
-            do
-                from++;
-            while (from < lb && (b[2 + from] & 0xC0) == 0x80);
-        memcpy(key, a + 2, la);
-        memcpy(key + la, b + 2 + from, lb - from);
-        int32_t id = mtok_token_id(x, key, la + lb - from);
-        if (id < 0) {
-            free(key);
-            format_error("merges", self->merges_pos + 12 * (size_t)k,
-                         "merge (%u, %u) makes a token that is not in the vocabulary", mtok_u32(m), mtok_u32(m + 4));
-            return NULL;
-        }
-        x->merged[k] = id;
+    if (skip < 0) {
+        PyErr_SetString(PyExc_ValueError, "skip must not be negative");
+        return NULL;
     }
-    free(key);
+    MtokIndex *x = &self->x;
+    if (skip > 0) {
+        uint8_t *key = malloc(2 * 0xFFFF + 1);
+        if (!key)
+            return PyErr_NoMemory();
+        self->unresolved = UINT32_MAX;
+        for (uint32_t k = 0; k < x->nmerges; k++) {
+            const uint8_t *m = x->merges + 12 * (size_t)k;
+            const uint8_t *a = record(x, record_of(x, mtok_u32(m))), *b = record(x, record_of(x, mtok_u32(m + 4)));
+            if ((x->merged[k] = merge_result(x, a, b, (size_t)skip, key)) < 0) {
+                self->unresolved = k;
+                break;
+            }
+        }
+        free(key);
+    }
+    if (self->unresolved != UINT32_MAX) {
+        const uint8_t *m = x->merges + 12 * (size_t)self->unresolved;
+        format_error("merges", self->merges_pos + 12 * (size_t)self->unresolved,
+                     "merge (%u, %u) makes a token that is not in the vocabulary", mtok_u32(m), mtok_u32(m + 4));
+        return NULL;
+    }
     self->resolved = 1;
     Py_RETURN_NONE;
 }
@@ -455,7 +681,7 @@ static PyObject *Tables_merge_table(Tables *self, PyObject *unused) {
     }
     PyObject *table = PyDict_New();
     for (size_t i = 0; table && i <= x->mmask; i++) {
-        uint32_t s = x->mslots[i];
+        uint32_t s = x->mslots[i] & x->moff_mask;
         if (!s)
             continue;
         const uint8_t *m = x->merges + 12 * (size_t)(s - 1);
@@ -513,8 +739,69 @@ static PyTypeObject TablesType = {
     .tp_doc = "MtokTables(data, pos, kind, count, merge_count=0): a .mtok model section indexed in place.",
 };
 
+/* scan_norm_table(data, pos, count) -> end: validate the `count` entries of a normalizer
+ * code-point table (FORMAT.md §3.1) from pos, as mtok.py's _read_table does, without building
+ * them: a file with the extension never uses MNN's table, but must still be sound. */
+static PyObject *scan_norm_table(PyObject *module, PyObject *args) {
+    (void)module;
+    Py_buffer buf;
+    Py_ssize_t pos;
+    unsigned int count;
+    if (!PyArg_ParseTuple(args, "y*nI", &buf, &pos, &count))
+        return NULL;
+    const char *section = "normalizer";
+    const uint8_t *base = buf.buf;
+    size_t size = (size_t)buf.len, at = pos < 0 ? size + 1 : (size_t)pos;
+    int64_t last = -1;
+    for (uint32_t k = 0; k < count && at <= size; k++) {
+        size_t entry = at;
+        if (size - at < 4) {
+            format_error(section, at, "table code point needs 4 bytes but only %zu remain (truncated?)", size - at);
+            goto fail;
+        }
+        uint32_t cp = mtok_u32(base + at);
+        if (cp > 0x10FFFF || (int64_t)cp <= last) {
+            format_error(section, entry, "table code point %#x is out of range or not ascending", cp);
+            goto fail;
+        }
+        last = cp;
+        at += 4;
+        if (size - at < 2) {
+            format_error(section, at, "table replacement needs 2 bytes but only %zu remain (truncated?)", size - at);
+            goto fail;
+        }
+        size_t len = mtok_u16(base + at);
+        at += 2;
+        if (size - at < len) {
+            format_error(section, at, "table replacement needs %zu bytes but only %zu remain (truncated?)", len, size - at);
+            goto fail;
+        }
+        size_t bad = utf8_invalid_at(base + at, len);
+        if (bad < len) {
+            format_error(section, at + bad, "table replacement is not valid UTF-8");
+            goto fail;
+        }
+        at += len;
+    }
+    PyBuffer_Release(&buf);
+    if (at > size) {
+        PyErr_SetString(PyExc_ValueError, "pos lies outside the data");
+        return NULL;
+    }
+    return PyLong_FromSize_t(at);
+fail:
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
+static PyMethodDef tables_functions[] = {
+    {"scan_norm_table", scan_norm_table, METH_VARARGS,
+     "scan_norm_table(data, pos, count) -> end: a normalizer code-point table validated, not built"},
+    {NULL, NULL, 0, NULL},
+};
+
 int mtok_tables_register(PyObject *module) {
-    if (PyType_Ready(&TablesType) < 0)
+    if (PyType_Ready(&TablesType) < 0 || PyModule_AddFunctions(module, tables_functions) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "MtokTables", (PyObject *)&TablesType);
 }

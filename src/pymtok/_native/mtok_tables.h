@@ -18,15 +18,20 @@ typedef struct MtokIndex {
     size_t tail;          /* bytes after a record's token: 4 (id), 12 for Unigram (id, score) */
     size_t max_len;       /* longest token in bytes */
     int32_t max_id;
-    uint32_t *slots;      /* token hash -> record offset + 1 (0: empty) */
+    /* Slots are tagged: the low bits hold record offset + 1 (merge index + 1 in mslots), the
+     * bits above them some bits of the key's hash, so that a probe only reads the record (a
+     * cache miss far away) when the tags agree. 0 is an empty slot. */
+    uint32_t *slots;      /* token hash -> tag | record offset + 1 */
     size_t mask;
+    uint32_t off_mask;    /* the offset bits of a slot */
     uint32_t *by_id;      /* dense ids: id -> record offset + 1 */
     size_t nby_id;
     uint64_t *sparse;     /* sparse ids: id << 32 | record offset, ascending */
     const uint8_t *merges; /* BPE: merge_count × (u32 left, u32 right, u32 rank) */
     uint32_t nmerges;
-    uint32_t *mslots;     /* (left, right) hash -> merge index + 1 */
+    uint32_t *mslots;     /* (left, right) hash -> tag | merge index + 1 */
     size_t mmask;
+    uint32_t moff_mask;   /* the merge-index bits of an mslot */
     int32_t *merged;      /* per merge: the token it makes (after mtok_resolve_merges) */
     uint32_t *rank;       /* per merge: its rank in HF's order, NULL when the file's ranks are */
 } MtokIndex;
@@ -37,36 +42,56 @@ static inline uint32_t mtok_u32(const uint8_t *p) {
 
 static inline size_t mtok_u16(const uint8_t *p) { return (size_t)p[0] | (size_t)p[1] << 8; }
 
-/* The id of a token given by its bytes as the file holds them, or -1. */
-static inline int32_t mtok_token_id(const MtokIndex *x, const uint8_t *key, size_t len) {
-    if (len > x->max_len)
-        return -1;
-    uint64_t h = hash_bytes(key, len);
+/* The mask of the low bits that hold values up to top: the rest of a 32-bit slot is tag. */
+static inline uint32_t mtok_low_mask(uint64_t top) {
+    uint32_t m = 0;
+    while (m < top && m != UINT32_MAX)
+        m = m << 1 | 1;
+    return m;
+}
+
+/* mtok_token_id with the key's hash_bytes already known. */
+static inline int32_t mtok_token_id_h(const MtokIndex *x, const uint8_t *key, size_t len, uint64_t h) {
+    uint32_t tag = (uint32_t)h & ~x->off_mask;
     for (size_t i = (size_t)(h >> 32) & x->mask;; i = (i + 1) & x->mask) {
         uint32_t s = x->slots[i];
         if (!s)
             return -1;
-        const uint8_t *r = x->vocab + s - 1;
+        if ((s & ~x->off_mask) != tag)
+            continue;
+        const uint8_t *r = x->vocab + (s & x->off_mask) - 1;
         if (mtok_u16(r) == len && bytes_eq(r + 2, key, len))
             return (int32_t)mtok_u32(r + 2 + len);
     }
 }
 
-static inline size_t mtok_pair_hash(uint32_t left, uint32_t right) {
+/* The id of a token given by its bytes as the file holds them, or -1. */
+static inline int32_t mtok_token_id(const MtokIndex *x, const uint8_t *key, size_t len) {
+    return len > x->max_len ? -1 : mtok_token_id_h(x, key, len, hash_bytes(key, len));
+}
+
+/* A (left, right) pair's slot index (high bits) and tag (low 32 bits). */
+static inline uint64_t mtok_pair_hash(uint32_t left, uint32_t right) {
     uint64_t key = (uint64_t)left << 32 | right;
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 24);
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return (h >> 24) << 32 | (uint32_t)((key ^ (key >> 29)) * 0xBF58476D1CE4E5B9ull >> 32);
 }
 
 /* The merge of (left, right): 1 with its rank and result, or 0 when there is none. */
 static inline int mtok_pair(const MtokIndex *x, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
-    for (size_t i = mtok_pair_hash(left, right) & x->mmask;; i = (i + 1) & x->mmask) {
+    uint64_t h = mtok_pair_hash(left, right);
+    uint32_t tag = (uint32_t)h & ~x->moff_mask;
+    for (size_t i = (size_t)(h >> 32) & x->mmask;; i = (i + 1) & x->mmask) {
         uint32_t s = x->mslots[i];
         if (!s)
             return 0;
-        const uint8_t *t = x->merges + 12 * (size_t)(s - 1);
+        if ((s & ~x->moff_mask) != tag)
+            continue;
+        uint32_t k = (s & x->moff_mask) - 1;
+        const uint8_t *t = x->merges + 12 * (size_t)k;
         if (mtok_u32(t) == left && mtok_u32(t + 4) == right) {
-            *rank = x->rank ? x->rank[s - 1] : mtok_u32(t + 8);
-            *id = x->merged[s - 1];
+            *rank = x->rank ? x->rank[k] : mtok_u32(t + 8);
+            *id = x->merged[k];
             return 1;
         }
     }

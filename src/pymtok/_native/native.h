@@ -137,9 +137,19 @@ int pairmap_init(PairMap *m, size_t expected);
 void pairmap_put(PairMap *m, uint32_t left, uint32_t right, uint32_t rank, int32_t id);
 void pairmap_free(PairMap *m);
 
+static inline size_t pairmap_slot(const PairMap *m, uint64_t key) {
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->mask;
+}
+
+/* Start loading the slot of (left, right): a word's pairs are independent lookups in a table
+ * far larger than the caches, and their misses overlap when requested together. */
+static inline void pairmap_prefetch(const PairMap *m, uint32_t left, uint32_t right) {
+    __builtin_prefetch(&m->slots[pairmap_slot(m, (uint64_t)left << 32 | right)]);
+}
+
 static inline const PairSlot *pairmap_get(const PairMap *m, uint32_t left, uint32_t right) {
     uint64_t key = (uint64_t)left << 32 | right;
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->mask;
+    size_t i = pairmap_slot(m, key);
     for (;;) {
         const PairSlot *s = &m->slots[i];
         if (s->key == key)
@@ -304,14 +314,36 @@ typedef struct {
     const uint8_t *repl;
     size_t nrepl;
     int64_t ascii[0x80]; /* each ASCII character's lookup (charsmap_init) */
+    /* per BMP code point: its lookup + 2, 0 until first needed; NULL when out of memory. Threads
+     * fill it in concurrently, each storing the same value. */
+    _Atomic(int32_t) *memo;
 } Charsmap;
 
-/* Fill in the derived fields once units and repl are set. */
+/* Fill in the derived fields once units and repl are set; charsmap_free releases them. */
 void charsmap_init(Charsmap *m);
+void charsmap_free(Charsmap *m);
 
 /* Precompiled into out. Returns -1 when out of memory, -2 when a replacement starts inside a
  * UTF-8 character (the pure path raises FormatError for it). */
 int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out);
+
+/* One native normalizer step; a Sequence is a list of them. Pointers stay owned by the
+ * pymtok._native.Normalizer objects the steps come from. */
+enum { NORM_BERT, NORM_NFC, NORM_PRECOMPILED, NORM_REPLACE, NORM_PREPEND };
+
+typedef struct {
+    int kind;
+    int flags;                /* NORM_BERT: BERT_* */
+    const Charsmap *map;      /* NORM_PRECOMPILED */
+    const uint32_t *pat, *rep; /* NORM_REPLACE: literal pattern (non-empty) -> content; NORM_PREPEND: rep */
+    size_t npat, nrep;
+} NormOp;
+
+/* The steps in order on in[0..n); the result is in *res[0..*res_n), which points into in or
+ * one of bufs. Returns -1 when out of memory, -2 when a step needs the pure path (see
+ * precompiled_normalize). Runs without the GIL. */
+int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
+                  const uint32_t **res, size_t *res_n);
 
 /* ---- added tokens (added.c) ----------------------------------------------------------------- */
 

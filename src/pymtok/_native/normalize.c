@@ -34,6 +34,8 @@ static inline unsigned ccc(uint32_t c, uint32_t props) {
 }
 
 static int cps_grow(CpBuf *b, size_t extra) {
+    if (b->cap - b->n >= extra && b->v)
+        return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap - b->n < extra)
         cap *= 2;
@@ -341,6 +343,24 @@ static int push_replacement(const Charsmap *m, size_t start, CpBuf *out) {
 void charsmap_init(Charsmap *m) {
     for (uint8_t c = 0; c < 0x80; c++)
         m->ascii[c] = charsmap_lookup(m, &c, 1);
+    m->memo = m->nrepl < INT32_MAX - 2 ? calloc(0x10000, sizeof *m->memo) : NULL;
+}
+
+void charsmap_free(Charsmap *m) {
+    free((void *)m->memo);
+    m->memo = NULL;
+}
+
+/* The lookup of one character alone; CJK text asks for the same few thousand again and again. */
+static inline int64_t char_lookup(const Charsmap *m, uint32_t c) {
+    int32_t known = c < 0x10000 && m->memo ? atomic_load_explicit(&m->memo[c], memory_order_relaxed) : 0;
+    if (known)
+        return (int64_t)known - 2;
+    uint8_t buf[4];
+    int64_t hit = charsmap_lookup(m, buf, utf8_encode(&c, 1, buf));
+    if (c < 0x10000 && m->memo)
+        atomic_store_explicit(&m->memo[c], (int32_t)(hit + 2), memory_order_relaxed);
+    return hit;
 }
 
 /* HF's spm_precompiled: per grapheme cluster, a cluster under 6 UTF-8 bytes that starts with a
@@ -359,6 +379,15 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
             continue;
         }
         size_t e = grapheme_end(in, n, i), bytes = 0;
+        if (e - i == 1) {
+            /* a one-character cluster: its own lookup, as the cluster's below would be */
+            int64_t hit = char_lookup(m, c);
+            int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, c);
+            if (r < 0)
+                return r;
+            i = e;
+            continue;
+        }
         for (size_t k = i; k < e && bytes < 6; k++)
             bytes += in[k] < 0x80 ? 1 : in[k] < 0x800 ? 2 : in[k] < 0x10000 ? 3 : 4;
         if (bytes < 6) {
@@ -371,20 +400,85 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
                 i = e;
                 continue;
             }
-            if (e - i == 1) {
-                if (cps_push(out, in[i]) < 0)
-                    return -1;
-                i = e;
-                continue;
-            }
         }
         for (; i < e; i++) {
-            size_t k = utf8_encode(in + i, 1, buf);
-            int64_t hit = charsmap_lookup(m, buf, k);
+            int64_t hit = char_lookup(m, in[i]);
             int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, in[i]);
             if (r < 0)
                 return r;
         }
     }
+    return 0;
+}
+
+static inline int cps_eq(const uint32_t *a, const uint32_t *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* str.replace on code points: every non-overlapping occurrence, left to right. A one-character
+ * pattern (Gemma's and SentencePiece's space) is a plain map. */
+static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf *out) {
+    out->n = 0;
+    if (op->npat == 1 && op->nrep == 1) {
+        if (cps_grow(out, n) < 0)
+            return -1;
+        uint32_t from = op->pat[0], to = op->rep[0];
+        for (size_t i = 0; i < n; i++)
+            out->v[i] = in[i] == from ? to : in[i];
+        out->n = n;
+        return 0;
+    }
+    size_t done = 0;
+    for (size_t i = 0; op->npat <= n && i <= n - op->npat;) {
+        if (in[i] != op->pat[0] || !cps_eq(in + i + 1, op->pat + 1, op->npat - 1)) {
+            i++;
+            continue;
+        }
+        if (cps_extend(out, in + done, i - done) < 0 || cps_extend(out, op->rep, op->nrep) < 0)
+            return -1;
+        i += op->npat;
+        done = i;
+    }
+    return cps_extend(out, in + done, n - done);
+}
+
+int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
+                  const uint32_t **res, size_t *res_n) {
+    const uint32_t *cur = in;
+    for (size_t k = 0; k < nops; k++) {
+        const NormOp *op = &ops[k];
+        CpBuf *dst = cur == bufs[0].v ? &bufs[1] : &bufs[0], *tmp = &bufs[2];
+        int err = 0;
+        /* both the pure Replace and Prepend leave empty text alone */
+        if (n == 0 && (op->kind == NORM_REPLACE || op->kind == NORM_PREPEND))
+            continue;
+        switch (op->kind) {
+        case NORM_BERT:
+            err = bert_normalize(op->flags, cur, n, tmp, dst);
+            break;
+        case NORM_NFC:
+            err = nfc_normalize(cur, n, tmp, dst);
+            break;
+        case NORM_PRECOMPILED:
+            err = precompiled_normalize(op->map, cur, n, dst);
+            break;
+        case NORM_REPLACE:
+            err = replace_literal(op, cur, n, dst);
+            break;
+        case NORM_PREPEND:
+            dst->n = 0;
+            err = cps_extend(dst, op->rep, op->nrep) < 0 || cps_extend(dst, cur, n) < 0 ? -1 : 0;
+            break;
+        }
+        if (err)
+            return err;
+        cur = dst->v; /* NULL only for an empty result */
+        n = dst->n;
+    }
+    *res = cur ? cur : in;
+    *res_n = n;
     return 0;
 }
