@@ -380,3 +380,20 @@ def test_worst_cases(name: str, case: str) -> None:
     assert ours == hf_tokenizer(name).encode(text, add_special_tokens=False).ids
     # generous: the native core takes well under a second; quadratic behaviour takes minutes
     assert elapsed < 20, f"{name} {case}: {elapsed:.1f}s"
+
+
+@pytest.mark.parametrize("generator, header", [("gen_unicode", "unicode_data.h"), ("gen_normalize", "normalize_data.h")])
+def test_checked_in_tables_match_their_generators(generator: str, header: str) -> None:
+    """The C tables are generated from the pure path's own (HF-pinned) predicates; a change there,
+    or a different `regex` release, must not leave the native core on stale data."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "src" / "pymtok" / "_native"
+    sys.path.insert(0, str(folder))
+    try:
+        module = importlib.import_module(generator)
+    finally:
+        sys.path.remove(str(folder))
+    assert module.render() == (folder / header).read_text(encoding="ascii")

@@ -11,6 +11,7 @@ table from the very predicates of the pure path makes both paths agree by constr
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import types
 from pathlib import Path
@@ -27,17 +28,18 @@ CLASSES = [
 BLOCK = 128
 
 
-def _pre_tokenizers() -> types.ModuleType:
-    # Import the module without running pymtok/__init__ (which needs the whole pipeline).
+def pymtok_module(name: str) -> types.ModuleType:
+    """``pymtok.<name>`` from the source tree, without running pymtok/__init__ (which needs the
+    built extension this generator is an input to)."""
     if "pymtok" not in sys.modules:
         pkg = types.ModuleType("pymtok")
         pkg.__path__ = [str(PACKAGE)]
         sys.modules["pymtok"] = pkg
-    return importlib.import_module("pymtok.pre_tokenizers")
+    return importlib.import_module(f"pymtok.{name}")
 
 
 def class_bits() -> list[int]:
-    pt = _pre_tokenizers()
+    pt = pymtok_module("pre_tokenizers")
     # Surrogates cannot occur in encodable text; they are given no class.
     text = "".join(chr(c) if not 0xD800 <= c < 0xE000 else "\0" for c in range(0x110000))
     bits = [0] * 0x110000
@@ -46,9 +48,10 @@ def class_bits() -> list[int]:
         for name, pattern in CLASSES
     ]
     # HF's BertPreTokenizer / WhitespaceSplit use Rust's char predicates, which the pure path
-    # spells as its own finders.
+    # spells as its own code point lists.
     predicates.append(("BERT_PUNCT", pt._PUNCTUATION))
-    predicates.append(("RUST_WS", pt._WHITESPACE))
+    rust_ws = re.compile(pt.hex_class(pt._WHITESPACE_RANGES))
+    predicates.append(("RUST_WS", lambda t: [m.span() for m in rust_ws.finditer(t)]))
     for bit, (_name, spans) in enumerate(predicates):
         for start, end in spans(text):
             for c in range(start, end):
@@ -57,7 +60,8 @@ def class_bits() -> list[int]:
     return bits
 
 
-def main() -> None:
+def render() -> str:
+    """The text of unicode_data.h."""
     bits = class_bits()
     names = [n for n, _ in CLASSES] + ["BERT_PUNCT", "RUST_WS"]
     blocks: dict[tuple[int, ...], int] = {}
@@ -85,8 +89,11 @@ def main() -> None:
             lines.append("  " + ",".join(str(x) for x in block[i : i + 32]) + ",")
     lines.append("};")
     lines.append("#endif")
-    (HERE / "unicode_data.h").write_text("\n".join(lines) + "\n", encoding="ascii")
-    print(f"{len(blocks)} blocks of {BLOCK}", file=sys.stderr)
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    (HERE / "unicode_data.h").write_text(render(), encoding="ascii")
 
 
 if __name__ == "__main__":
