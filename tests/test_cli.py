@@ -127,6 +127,7 @@ def test_verify(qwen_mtok: Path) -> None:
         (["info", "{corrupt}"], "FormatError"),
         (["info", "{badjson}"], "not valid JSON"),
         (["chat", "{qwen}", "{badjson}"], "not valid JSON"),
+        (["encode", "{notmtok}", "x"], "not an MNN tokenizer file"),
     ],
 )
 def test_errors_are_one_line_and_nonzero(args: list[str], message: str, qwen_mtok: Path, tmp_path: Path) -> None:
@@ -134,7 +135,9 @@ def test_errors_are_one_line_and_nonzero(args: list[str], message: str, qwen_mto
     corrupt.write_bytes(qwen_mtok.read_bytes()[:5000])
     badjson = tmp_path / "tokenizer.json"
     badjson.write_text("{not json", encoding="utf-8")
-    subst = {"{qwen}": str(qwen_mtok), "{corrupt}": str(corrupt), "{badjson}": str(badjson)}
+    notmtok = tmp_path / "notes.mtok"
+    notmtok.write_text("just some text\n", encoding="utf-8")
+    subst = {"{qwen}": str(qwen_mtok), "{corrupt}": str(corrupt), "{badjson}": str(badjson), "{notmtok}": str(notmtok)}
     proc = run(*[subst.get(a, a) for a in args], check=False)
     assert proc.returncode != 0
     assert message in proc.stderr

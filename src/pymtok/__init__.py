@@ -48,6 +48,10 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
         from .legacy import read_txt
 
         tok = read_txt(p)
+    elif p.suffix in (".mtok", ".txt"):
+        raise FormatError(
+            f"{p}: header at byte 0: not an MNN tokenizer file (it starts {head[:8]!r}, expected '430 <type>')"
+        )
     else:
         from .hf_json import load_folder
 
