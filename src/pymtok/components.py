@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from types import UnionType
+from typing import Any, TypeVar, Union
 
 from .errors import FormatError
 
@@ -24,6 +26,39 @@ def _parameters(cls: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
     if isinstance(cls, type) and cls.__init__ is object.__init__:
         return {}
     return inspect.signature(cls).parameters
+
+
+@functools.cache
+def _hints(cls: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls.__init__)  # type: ignore[misc]
+    except (NameError, TypeError):
+        return {}  # annotations that do not resolve: the constructor checks for itself
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a constructor annotation (only the shapes JSON can take)."""
+    origin = typing.get_origin(hint)
+    if origin in (Union, UnionType):
+        return any(_conforms(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    args = typing.get_args(hint)
+    if origin in (list, Sequence):
+        return isinstance(value, list) and (not args or all(_conforms(v, args[0]) for v in value))
+    if origin in (dict, Mapping):
+        return isinstance(value, Mapping) and (
+            len(args) != 2 or all(_conforms(k, args[0]) and _conforms(v, args[1]) for k, v in value.items())
+        )
+    return True  # anything richer is the constructor's to check
 
 
 def build_component(
@@ -47,6 +82,10 @@ def build_component(
     missing = [name for name, p in params.items() if p.default is p.empty and name not in cfg]
     if missing:
         raise FormatError(f"{stage} {kind}: missing field(s) {', '.join(missing)}")
+    hints = _hints(cls)
+    for name, value in fields.items():
+        if name != children_field and name in hints and not _conforms(value, hints[name]):
+            raise FormatError(f"{stage} {kind}: field {name!r} cannot be {value!r}")
     if children_field in fields:
         children = fields[children_field]
         if not isinstance(children, list):

@@ -600,6 +600,13 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
     vocab = cfg.get("vocab")
     if vocab is None:
         raise FormatError(f"{kind} model has no 'vocab'")
+    for field in ("unk_token", "continuing_subword_prefix", "end_of_word_suffix"):
+        if cfg.get(field) is not None and not isinstance(cfg[field], str):
+            raise FormatError(f"{kind} model: {field} must be a string or null, got {cfg[field]!r}")
+    for field in ("unk_id", "max_input_chars_per_word"):
+        value = cfg.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise FormatError(f"{kind} model: {field} must be a non-negative integer, got {value!r}")
     try:
         if kind == "BPE":
             return BPE(

@@ -7,14 +7,16 @@ here by ``Tokenizer.from_config``; nothing else constructs a pipeline.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from . import decoders, models, native, normalizers, pre_tokenizers, processors
 from .added_tokens import AddedToken, AddedVocabulary
 from .errors import FormatError
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -87,12 +89,12 @@ class Tokenizer:
         if not isinstance(added, list):
             raise FormatError("'added_tokens' must be a list")
         return cls(
-            model=models.from_config(config["model"]),
-            normalizer=normalizers.from_config(config.get("normalizer")),
-            pre_tokenizer=pre_tokenizers.from_config(config.get("pre_tokenizer")),
-            decoder=decoders.from_config(config.get("decoder")),
-            post_processor=processors.from_config(config.get("post_processor")),
-            added_tokens=[AddedToken.from_config(t) for t in added],
+            model=_built("model", models.from_config, config["model"]),
+            normalizer=_built("normalizer", normalizers.from_config, config.get("normalizer")),
+            pre_tokenizer=_built("pre_tokenizer", pre_tokenizers.from_config, config.get("pre_tokenizer")),
+            decoder=_built("decoder", decoders.from_config, config.get("decoder")),
+            post_processor=_built("post_processor", processors.from_config, config.get("post_processor")),
+            added_tokens=[_built("added_tokens", AddedToken.from_config, t) for t in added],
             meta=meta,
             config=config,
         )
@@ -290,6 +292,18 @@ class Tokenizer:
 
 
 _SHARES_PER_THREAD = 8
+
+
+def _built(section: str, build: Callable[[Any], T], cfg: Any) -> T:
+    """``build(cfg)``; a config of the wrong shape deep inside a component (a number where a
+    string belongs, ...) fails there with a Python error, which is reported as what it is: a
+    malformed ``section``."""
+    try:
+        return build(cfg)
+    except FormatError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise FormatError(f"{section}: malformed config ({type(exc).__name__}: {exc})") from None
 
 
 def _check_encodable(text: str) -> None:
