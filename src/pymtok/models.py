@@ -621,6 +621,9 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
                 ignore_merges=bool(cfg.get("ignore_merges", False)),
             )
         if kind == "WordPiece":
+            for field in ("unk_token", "continuing_subword_prefix"):
+                if field in cfg and not isinstance(cfg[field], str):
+                    raise FormatError(f"WordPiece model: {field} must be a string, got {cfg[field]!r}")
             return WordPiece(
                 vocab=vocab,
                 unk_token=cfg.get("unk_token", "[UNK]"),
