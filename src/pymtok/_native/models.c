@@ -176,14 +176,23 @@ static int bpe_symbols(const BPE *m, const uint32_t *cps, size_t n, const uint8_
     return 0;
 }
 
+/* A piece's UTF-8 bytes (into sc->bytes) and their hash: the key of every lookup and cache. */
+static int piece_utf8(Scratch *sc, const uint32_t *cps, size_t n, size_t *nb, uint64_t *h) {
+    if (scratch_bytes(sc, 4 * n) < 0)
+        return -1;
+    *nb = utf8_encode(cps, n, sc->bytes);
+    *h = hash_bytes(sc->bytes, *nb);
+    return 0;
+}
+
 int bpe_piece(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out) {
     if (!n)
         return 0;
-    if (scratch_bytes(sc, 4 * n) < 0)
+    size_t nb;
+    uint64_t h;
+    if (piece_utf8(sc, cps, n, &nb, &h) < 0)
         return -1;
     uint8_t *b = sc->bytes;
-    size_t nb = utf8_encode(cps, n, b);
-    uint64_t h = hash_bytes(b, nb);
     if (m->ignore_merges) {
         int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
                      : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
@@ -356,11 +365,11 @@ int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n,
                   IdBuf *out) {
     if (!n)
         return 0;
-    if (scratch_bytes(sc, 4 * n) < 0)
+    size_t nb;
+    uint64_t h;
+    if (piece_utf8(sc, cps, n, &nb, &h) < 0)
         return -1;
     uint8_t *b = sc->bytes;
-    size_t nb = utf8_encode(cps, n, b);
-    uint64_t h = hash_bytes(b, nb);
     int cacheable = nb <= CACHE_MAX_PIECE;
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
