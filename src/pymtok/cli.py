@@ -90,7 +90,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from . import export, load
 
     out_dir = Path(args.output or args.model_dir)
-    path = export(Path(args.model_dir), out_dir, format=args.format)
+    path = export(Path(args.model_dir), out_dir, format=args.format, index=not args.no_index)
     tok = load(path)
     for key, value in _summary(tok, path).items():
         print(f"{key:15s} {value}")
@@ -349,6 +349,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_dir", help="folder with tokenizer.json (or tokenizer.model, *.tiktoken, vocab.txt, vocab.json+merges.txt)")
     p.add_argument("-o", "--output", help="output folder (default: the model folder)")
     p.add_argument("--format", choices=["mtok", "txt"], default="mtok")
+    p.add_argument(
+        "--no-index", action="store_true",
+        help="leave out the stored BPE index: a smaller file (by about the vocabulary and merges' size) that loads slower",
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("info", help="describe a tokenizer file: header, components, template, MNN caveats")

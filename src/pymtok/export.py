@@ -22,10 +22,13 @@ from .models import Unigram
 from .mtok import dumps_mtok
 
 
-def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, format: str = "mtok") -> Path:
+def export(
+    model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, format: str = "mtok", index: bool = True
+) -> Path:
     """Write ``out_dir/tokenizer.mtok`` (or ``tokenizer.txt``) for the model in ``model_dir``.
 
     ``format="txt"``, or a folder without ``tokenizer.json``, writes MNN's legacy text format.
+    ``index=False`` leaves the stored BPE index out of a ``.mtok`` (see ``mtok.dumps_mtok``).
     Returns the path written.
     """
     if format not in ("mtok", "txt"):
@@ -46,5 +49,5 @@ def export(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *
         table_scores = [entry[1] for entry in raw["model"]["vocab"]]
     target.mkdir(parents=True, exist_ok=True)
     out = target / "tokenizer.mtok"
-    out.write_bytes(dumps_mtok(tokenizer.config, tokenizer.meta, table_scores=table_scores))
+    out.write_bytes(dumps_mtok(tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index))
     return out

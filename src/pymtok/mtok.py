@@ -26,6 +26,7 @@ import os
 import struct
 import sys
 import unicodedata
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -38,12 +39,13 @@ from .tokenizer import Tokenizer, TokenizerMeta
 MAGIC_NUMBER = 430
 PIPELINE_TYPE = 4
 
-# The extension block: magic, u8 version, u8 padding length, u32 JSON length, JSON, padding.
-# 0xFF never occurs in UTF-8 and NUL never occurs unescaped in JSON, so the magic cannot appear
-# inside the payload: the last occurrence in a file is the block.
+# The extension block: magic, u8 version, u8 padding length, u32 JSON length, JSON, [the stored
+# index: zero fill to an 8-byte boundary, u32 CRC-32, u32 length, tables], padding
+# (docs/FORMAT_EXTENSION.md). Version 1 blocks have no index.
 EXTENSION_MAGIC = b"\xffPYMTOK\x00"
-EXTENSION_VERSION = 1
+EXTENSION_VERSION = 2
 _EXTENSION_HEAD = struct.Struct("<8sBBI")
+_INDEX_HEAD = struct.Struct("<II")
 
 # Normalizer codes (FORMAT.md §3.1)
 _N_NONE, _N_NFKC_EMPTY, _N_PREPEND, _N_REPLACE, _N_SEQUENCE, _N_BERT, _N_TABLE, _N_BERT_NFD, _N_STRIP = range(9)
@@ -203,10 +205,10 @@ def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tu
     added = _read_added_tokens(cur)
     meta = TokenizerMeta(special_ids=special, stop_ids=stop, prefix_ids=prefix)
     ops = _read_trailer(cur, meta)
-    extension = _read_extension(cur) if use_extension else None
+    extension, version, index = _read_extension(cur) if use_extension else (None, None, None)
 
     if extension is not None:
-        meta.extension_version = EXTENSION_VERSION
+        meta.extension_version = version
         options = extension["model"]
         overrides = extension.get("unigram_scores", [])
         if overrides and (model["type"] != "Unigram" or not all(0 <= id < len(model["vocab"]) for id, _ in overrides)):
@@ -221,9 +223,8 @@ def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tu
             "post_processor": extension["post_processor"],
             "added_tokens": extension["added_tokens"],
         }
-        if isinstance(model.get("merges"), _Merges):
-            prefix = options.get("continuing_subword_prefix")
-            _resolve_merges(model["merges"], len(prefix) if isinstance(prefix, str) else 0, name)
+        prefix = options.get("continuing_subword_prefix")
+        _build_model(cur, model, len(prefix) if isinstance(prefix, str) else 0, index)
         for key in _META_FIELDS:
             if key in extension:
                 setattr(meta, key, extension[key])
@@ -241,8 +242,7 @@ def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tu
             pre_tokenizer["pretokenizers"].append(step)
         else:
             pre_tokenizer = {"type": "Sequence", "pretokenizers": [pre_tokenizer, step]}
-    if isinstance(model.get("merges"), _Merges):
-        _resolve_merges(model["merges"], 0, name)
+    _build_model(cur, model, 0, None)
     config = {
         "normalizer": normalizer,
         "pre_tokenizer": pre_tokenizer,
@@ -508,8 +508,9 @@ def _read_model(cur: _Cursor) -> tuple[dict[str, Any], bool]:
             vocab: Mapping[str, int] = _TableVocab(tables)
             merges = _TableMerges(tables, merge_count)
         else:
+            records_at = cur.pos
             vocab, by_id = _read_vocab(cur, n, "model vocabulary")
-            merges = _read_merges(cur, merge_count, vocab, by_id)
+            merges = _read_merges(cur, merge_count, vocab, by_id, records_at)
         model = {"type": "BPE", "vocab": vocab, "merges": merges, "byte_fallback": byte_fallback}
         return model, byte_level
     if code == _M_WORDPIECE:
@@ -532,8 +533,11 @@ def _read_model(cur: _Cursor) -> tuple[dict[str, Any], bool]:
 class _Merges(models.IndexedMerges):
     """A .mtok's merge records: id pairs in rank order, each merge's result found once."""
 
-    def __init__(self, count: int, pairs: Callable[[], list[tuple[int, int]]], token: Callable[[int], Any]) -> None:
+    def __init__(
+        self, count: int, pairs: Callable[[], list[tuple[int, int]]], token: Callable[[int], Any], span: tuple[int, int]
+    ) -> None:
         self._count = count
+        self.span = span  # the model's records (vocabulary and merges) in the file: what the index is made of
         self._pairs = pairs  # (left id, right id) in rank order
         self._token = token  # id -> token
         self._strings: list[tuple[str, str]] | None = None
@@ -547,24 +551,23 @@ class _Merges(models.IndexedMerges):
             self._strings = [(token(a), token(b)) for a, b in self._pairs()]
         return self._strings[index]
 
-    def resolve(self, skip: int) -> None:
-        """Find each merge's result (``left + right[skip:]``, HF's rule), raising FormatError."""
-        raise NotImplementedError
-
 
 class _PyMerges(_Merges):
     """The pure-Python reading: the merge table is built while resolving."""
 
-    def __init__(self, triples: list[tuple[int, int, int]], start: int, vocab: dict[str, int], by_id: dict[int, str]) -> None:
+    def __init__(
+        self, triples: list[tuple[int, int, int]], span: tuple[int, int], vocab: dict[str, int], by_id: dict[int, str]
+    ) -> None:
         # Ranks are the merges' positions in tokenizer.json, so normally a permutation of
         # 0..n-1; anything else is ordered by rank (stable for equal ranks), as the native reader.
         order = sorted(range(len(triples)), key=lambda k: triples[k][2])
-        super().__init__(len(triples), lambda: [triples[k][:2] for k in order], by_id.__getitem__)
-        self._order, self._triples, self._start = order, triples, start
+        super().__init__(len(triples), lambda: [triples[k][:2] for k in order], by_id.__getitem__, span)
+        self._order, self._triples, self._start = order, triples, span[1] - 12 * len(triples)
         self._vocab, self._by_id = vocab, by_id
         self._table: models.MergeTable = {}
 
     def resolve(self, skip: int) -> None:
+        """Find each merge's result (``left + right[skip:]``, HF's rule), raising FormatError."""
         vocab, by_id, table = self._vocab, self._by_id, self._table
         for rank, k in enumerate(self._order):
             a, b, _ = self._triples[k]
@@ -583,14 +586,11 @@ class _TableMerges(_Merges):
     """The native reading: resolving and the table are the C index's."""
 
     def __init__(self, tables: Any, count: int) -> None:
-        super().__init__(count, tables.merges, tables.token)
-        self._tables = tables
-
-    def resolve(self, skip: int) -> None:
-        self._tables.resolve_merges(skip)
+        super().__init__(count, tables.merges, tables.token, (tables.start, tables.end))
+        self.tables = tables
 
     def merge_table(self) -> models.MergeTable:
-        table: models.MergeTable = self._tables.merge_table()
+        table: models.MergeTable = self.tables.merge_table()
         return table
 
 
@@ -628,7 +628,8 @@ class _TableVocab(models.IndexedVocab):
 
 
 def _native_tables(core: Any, cur: _Cursor, kind: str, n: int, merge_count: int) -> Any:
-    """The model's records validated and indexed by the native core, where they lie."""
+    """The model's records, checked by the native core where they lie (``_build_model`` indexes
+    them once the extension has said how)."""
     try:
         tables = core.MtokTables(cur.data, cur.pos, kind, n, merge_count)
     except FormatError as exc:
@@ -637,14 +638,35 @@ def _native_tables(core: Any, cur: _Cursor, kind: str, n: int, merge_count: int)
     return tables
 
 
-def _resolve_merges(merges: _Merges, skip: int, name: str) -> None:
+def _build_model(cur: _Cursor, model: dict[str, Any], skip: int, index: tuple[int, int, int] | None) -> None:
+    """Index the model's tables (adopting the stored ``index``: CRC-32, offset, length, when the
+    native core reads it), its merges resolved with HF's rule for a ``skip``-character prefix."""
+    vocab, merges = model["vocab"], model.get("merges")
+    tables = vocab.tables if isinstance(vocab, _TableVocab) else None
+    at = length = 0
+    damaged = False
+    if index is not None:
+        crc, at, length = index
+        if not isinstance(merges, _Merges):
+            raise cur.error("extension index", f"a {model['type']} model has no index", at)
+        # The index is only good for the records it was made from: a file changed since (or
+        # damaged) must not be read through it, by either reader. The records are indexed
+        # without it first, so that a damaged record is reported as what it is.
+        start, end = merges.span
+        view = memoryview(cur.data)
+        damaged = zlib.crc32(view[at : at + length], zlib.crc32(view[start:end])) != crc
     try:
-        merges.resolve(skip)
+        if tables is not None:
+            tables.build(skip, 0 if damaged else at, 0 if damaged else length)
+        elif isinstance(merges, _PyMerges):
+            merges.resolve(skip)
     except FormatError as exc:
-        raise FormatError(f"{name}: {exc}") from None
+        raise FormatError(f"{cur.path}: {exc}") from None
+    if damaged:
+        raise cur.error("extension index", "CRC-32 mismatch: the model section or its index was changed after writing", at)
 
 
-def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, str]) -> _PyMerges:
+def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, str], records_at: int) -> _PyMerges:
     section = "merges"
     cur.need(12 * n, section, f"{n} merges")
     start = cur.pos
@@ -654,7 +676,7 @@ def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, s
         if a not in by_id or b not in by_id:
             missing = a if a not in by_id else b
             raise cur.error(section, f"merge ({a}, {b}) names id {missing}, which is not in the vocabulary", start + 12 * k)
-    return _PyMerges(triples, start, vocab, by_id)
+    return _PyMerges(triples, (records_at, cur.pos), vocab, by_id)
 
 
 def _read_unigram_vocab(cur: _Cursor, n: int) -> list[list[Any]]:
@@ -764,21 +786,24 @@ def _read_trailer(cur: _Cursor, meta: TokenizerMeta) -> list[tuple[int, int]]:
     return ops
 
 
-def _read_extension(cur: _Cursor) -> dict[str, Any] | None:
+def _read_extension(cur: _Cursor) -> tuple[dict[str, Any] | None, int | None, tuple[int, int, int] | None]:
+    """The extension's JSON payload, its version, and where its stored index lies (CRC-32,
+    offset, length), if the file has them."""
     section = "extension"
     if not cur.remaining:
-        return None
+        return None, None, None
     at = cur.pos
     if cur.remaining < _EXTENSION_HEAD.size or cur.data[at : at + 8] != EXTENSION_MAGIC:
         raise cur.error(section, f"{cur.remaining} unexpected bytes after the post-processor")
     _, version, pad, length = _EXTENSION_HEAD.unpack_from(cur.data, at)
-    if version != EXTENSION_VERSION:
-        raise cur.error(section, f"version {version} is not supported (this pymtok reads {EXTENSION_VERSION})", at + 8)
+    if version not in (1, EXTENSION_VERSION):
+        raise cur.error(section, f"version {version} is not supported (this pymtok reads 1 and {EXTENSION_VERSION})", at + 8)
     cur.pos += _EXTENSION_HEAD.size
-    if length + pad != cur.remaining:
+    if length + pad > cur.remaining or (version == 1 and length + pad != cur.remaining):
         raise cur.error(section, f"block announces {length} + {pad} bytes but {cur.remaining} remain", at)
     payload_at = cur.pos
     text = cur.text(length, section, "JSON payload")
+    index = _read_index(cur, cur.remaining - pad)
     if cur.data[cur.pos : cur.end].strip(b"\x00"):
         raise cur.error(section, "padding bytes are not zero")
     try:
@@ -802,7 +827,23 @@ def _read_extension(cur: _Cursor) -> dict[str, Any] | None:
         for e in ext.get("unigram_scores", [])
     ):
         raise cur.error(section, "unigram_scores must be a list of [id, score]", payload_at)
-    return ext
+    return ext, version, index
+
+
+def _read_index(cur: _Cursor, size: int) -> tuple[int, int, int] | None:
+    """The stored index in the ``size`` bytes after the JSON payload: (CRC-32, offset, length)."""
+    section = "extension index"
+    if not size:
+        return None
+    at = cur.pos
+    fill = -at % 8
+    if size < fill + _INDEX_HEAD.size or cur.data[at : at + fill].strip(b"\x00"):
+        raise cur.error(section, f"{size} bytes after the JSON payload are not an index", at)
+    crc, length = _INDEX_HEAD.unpack_from(cur.data, at + fill)
+    if fill + _INDEX_HEAD.size + length != size:
+        raise cur.error(section, f"the index announces {length} bytes but {size - fill - _INDEX_HEAD.size} remain", at + fill)
+    cur.pos = at + size
+    return crc, at + fill + _INDEX_HEAD.size, length
 
 
 def _template_processing(
@@ -1196,18 +1237,52 @@ def mnn_bytes(
     return b"".join(out), ops
 
 
-def extension_block(payload: bytes, ops: list[tuple[int, int]]) -> bytes:
-    """The exactness extension holding ``payload`` (UTF-8 JSON), placed after ``ops``.
+def extension_block(
+    payload: bytes, ops: list[tuple[int, int]], index: tuple[int, bytes] | None = None, start: int = 0
+) -> bytes:
+    """The exactness extension holding ``payload`` (UTF-8 JSON) and the stored ``index`` (CRC-32,
+    tables), placed after ``ops`` at file offset ``start``.
 
     MNN's loader reads its op list as legacy raw ids when the bytes after the op count number
     exactly 4 × count (FORMAT.md §5.2). Those bytes are the ops (1 per SEQUENCE_A, 5 per
     SPECIAL_TOKEN) plus this block, so the block must never be 3·#A − #SPECIAL bytes long: one
     byte of padding moves it off that size.
     """
+    tail = b""
+    if index is not None:
+        crc, tables = index
+        # the tables are read in place as 32-bit words: they start on an 8-byte boundary
+        fill = -(start + _EXTENSION_HEAD.size + len(payload)) % 8
+        tail = b"\x00" * fill + _INDEX_HEAD.pack(crc, len(tables)) + tables
     n_a = sum(1 for op, _ in ops if op == _OP_SEQUENCE_A)
     fatal = 3 * n_a - (len(ops) - n_a)
-    pad = 1 if _EXTENSION_HEAD.size + len(payload) == fatal else 0
-    return _EXTENSION_HEAD.pack(EXTENSION_MAGIC, EXTENSION_VERSION, pad, len(payload)) + payload + b"\x00" * pad
+    pad = 1 if _EXTENSION_HEAD.size + len(payload) + len(tail) == fatal else 0
+    head = _EXTENSION_HEAD.pack(EXTENSION_MAGIC, EXTENSION_VERSION, pad, len(payload))
+    return head + payload + tail + b"\x00" * pad
+
+
+def stored_index(body: bytes, skip: int) -> tuple[int, bytes] | None:
+    """The index of the BPE model section in MNN's part of a file (``body``) and its CRC-32 with
+    the records, as ``extension_block`` stores it: loading it costs a checksum, not a rebuild.
+
+    None without the native core (whose layout it is) or for a model it does not apply to.
+    """
+    if native._core() is None:
+        return None
+    _, _, _, at = _parse_header(body, "<written>")
+    cur = _Cursor(body, at, "<written>")
+    _read_normalizer(cur, 0, [])
+    _read_pre_tokenizer(cur, 0)
+    model, _ = _read_model(cur)
+    merges = model.get("merges")
+    if not isinstance(merges, _TableMerges):
+        return None
+    _build_model(cur, model, skip, None)
+    tables = merges.tables
+    index: bytes | None = tables.index_bytes()
+    if index is None:
+        return None
+    return zlib.crc32(index, zlib.crc32(memoryview(body)[tables.start : tables.end])), index
 
 
 def extension_payload(
@@ -1233,7 +1308,7 @@ def extension_payload(
 
 
 def dumps_mtok(
-    config: Mapping[str, Any], meta: TokenizerMeta, *, table_scores: Sequence[float] | None = None
+    config: Mapping[str, Any], meta: TokenizerMeta, *, table_scores: Sequence[float] | None = None, index: bool = True
 ) -> bytes:
     """The ``.mtok`` bytes for a ``tokenizer.json``-shaped config: MNN's layout + our extension.
 
@@ -1241,16 +1316,23 @@ def dumps_mtok(
     serde_json reads from the JSON numbers, which can be one ulp away from Python's correctly
     rounded reading that MNN's exporter stores: ``table_scores`` (Python's reading, by id) go into
     MNN's table, and the extension records the scores that differ.
+
+    ``index`` stores a BPE model's lookup tables too (about as large as the vocabulary and merges
+    again), so that loading maps them instead of building them.
     """
     if table_scores is not None and _mnn_model_type(config.get("model") or {}) != "Unigram":
         raise ValueError("table_scores only apply to a Unigram model")
     body, ops = mnn_bytes(config, meta, table_scores)
-    return body + extension_block(extension_payload(config, meta, table_scores), ops)
+    tables = None
+    if index:
+        prefix = (config.get("model") or {}).get("continuing_subword_prefix")
+        tables = stored_index(body, len(prefix) if isinstance(prefix, str) else 0)
+    return body + extension_block(extension_payload(config, meta, table_scores), ops, tables, len(body))
 
 
-def write_mtok(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> Path:
-    """Write ``tokenizer`` (its config and meta) as a ``.mtok`` file."""
-    data = dumps_mtok(tokenizer.config, tokenizer.meta)
+def write_mtok(tokenizer: Tokenizer, path: str | os.PathLike[str], *, index: bool = True) -> Path:
+    """Write ``tokenizer`` (its config and meta) as a ``.mtok`` file (``index``: see ``dumps_mtok``)."""
+    data = dumps_mtok(tokenizer.config, tokenizer.meta, index=index)
     out = Path(path)
     out.write_bytes(data)
     return out

@@ -55,7 +55,9 @@ typedef struct {
     size_t vocab_pos, merges_pos; /* absolute offsets, for error messages */
     Py_ssize_t end;  /* the offset after the model's records */
     int kind;
-    int resolved;    /* merges' result tokens known (always, for WordPiece) */
+    int built;       /* indexed, and the merges' result tokens known */
+    int adopted;     /* the index tables are the file's stored index, not ours to free */
+    size_t skip;     /* the continuing-subword prefix length the merges were resolved for */
     uint32_t unresolved; /* the first merge whose result is not a token, UINT32_MAX when none */
 } Tables;
 
@@ -193,24 +195,12 @@ static int insert_token(Tables *t, const Pending *p, size_t *nsparse) {
     return 0;
 }
 
-static int index_vocab(Tables *t, const uint8_t *base, size_t size) {
+/* Every record's extent and id are checked, and the section's measures taken, before anything
+ * is indexed: a stored index (adopt_index) is only checked against them. */
+static int walk_records(Tables *t, const uint8_t *base, size_t size) {
     MtokIndex *x = &t->x;
     const char *section = "model vocabulary";
-    size_t pos = t->vocab_pos, nsparse = 0;
-    x->vocab = base + pos;
-    x->nby_id = dense_bound(x->count);
-    /* ids are nearly always 0 .. count - 1: the rest of the table is there for gaps */
-    x->by_id = table_alloc(x->nby_id * sizeof *x->by_id, x->count * sizeof *x->by_id);
-    x->mask = pow2_for(x->count) - 1;
-    x->slots = table_alloc((x->mask + 1) * sizeof *x->slots, (x->mask + 1) * sizeof *x->slots);
-    /* a record offset + 1 is at most the bytes left from the vocabulary on */
-    x->off_mask = mtok_low_mask(size - pos);
-    if (!x->by_id || !x->slots) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Pending batch[BATCH];
-    size_t n = 0;
+    size_t pos = t->vocab_pos;
     for (uint32_t k = 0; k < x->count; k++) {
         size_t at = pos;
         if (size - pos < 2) {
@@ -222,13 +212,7 @@ static int index_vocab(Tables *t, const uint8_t *base, size_t size) {
             format_error(section, at, "vocabulary record is truncated");
             return -1;
         }
-        const uint8_t *token = base + pos + 2;
-        size_t bad = utf8_invalid_at(token, len);
-        if (bad < len) {
-            format_error(section, at + 2 + bad, "vocabulary token is not valid UTF-8");
-            return -1;
-        }
-        uint32_t id = mtok_u32(token + len);
+        uint32_t id = mtok_u32(base + pos + 2 + len);
         if (id > INT32_MAX) {
             format_error(section, at, "vocabulary id %u is not a valid token id", id);
             return -1;
@@ -242,14 +226,57 @@ static int index_vocab(Tables *t, const uint8_t *base, size_t size) {
             x->max_len = len;
         if ((int32_t)id > x->max_id)
             x->max_id = (int32_t)id;
+    }
+    x->vocab = base + t->vocab_pos;
+    x->vocab_len = pos - t->vocab_pos;
+    t->end = (Py_ssize_t)pos;
+    if (t->kind != KIND_BPE)
+        return 0;
+    t->merges_pos = pos;
+    size_t n = x->nmerges;
+    if ((size - pos) / 12 < n) {
+        format_error("merges", pos, "%zu merges need %zu bytes but only %zu remain (truncated?)", n, 12 * n, size - pos);
+        return -1;
+    }
+    x->merges = base + pos;
+    t->end = (Py_ssize_t)(pos + 12 * n);
+    return 0;
+}
+
+static int index_vocab(Tables *t) {
+    MtokIndex *x = &t->x;
+    const char *section = "model vocabulary";
+    size_t nsparse = 0;
+    x->nby_id = dense_bound(x->count);
+    /* ids are nearly always 0 .. count - 1: the rest of the table is there for gaps */
+    x->by_id = table_alloc(x->nby_id * sizeof *x->by_id, x->count * sizeof *x->by_id);
+    x->mask = pow2_for(x->count) - 1;
+    x->slots = table_alloc((x->mask + 1) * sizeof *x->slots, (x->mask + 1) * sizeof *x->slots);
+    /* a record offset + 1 is at most the section's length */
+    x->off_mask = mtok_low_mask(x->vocab_len);
+    if (!x->by_id || !x->slots) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Pending batch[BATCH];
+    size_t n = 0, pos = 0;
+    for (uint32_t k = 0; k < x->count; k++) {
+        size_t len = mtok_u16(x->vocab + pos);
+        const uint8_t *token = x->vocab + pos + 2;
+        size_t bad = utf8_invalid_at(token, len);
+        if (bad < len) {
+            format_error(section, t->vocab_pos + pos + 2 + bad, "vocabulary token is not valid UTF-8");
+            return -1;
+        }
         Pending *p = &batch[n++];
         p->h = hash_bytes(token, len);
-        p->off = (uint32_t)(at - t->vocab_pos);
-        p->id = id;
+        p->off = (uint32_t)pos;
+        p->id = mtok_u32(token + len);
         p->len = len;
         __builtin_prefetch(&x->slots[(size_t)(p->h >> 32) & x->mask], 1);
-        if (id < x->nby_id)
-            __builtin_prefetch(&x->by_id[id], 1);
+        if (p->id < x->nby_id)
+            __builtin_prefetch(&x->by_id[p->id], 1);
+        pos += 2 + len + x->tail;
         if (n == BATCH || k + 1 == x->count) {
             for (size_t j = 0; j < n; j++)
                 if (insert_token(t, &batch[j], &nsparse) < 0)
@@ -257,19 +284,18 @@ static int index_vocab(Tables *t, const uint8_t *base, size_t size) {
             n = 0;
         }
     }
-    x->vocab_len = pos - t->vocab_pos;
     if (x->sparse) {
         qsort(x->sparse, nsparse, sizeof *x->sparse, cmp_u64);
         for (size_t k = 1; k < nsparse; k++)
             if (x->sparse[k] >> 32 == x->sparse[k - 1] >> 32) {
-                format_error(section, pos, "vocabulary id %u is given to two tokens", (unsigned)(x->sparse[k] >> 32));
+                format_error(section, t->vocab_pos + x->vocab_len, "vocabulary id %u is given to two tokens",
+                             (unsigned)(x->sparse[k] >> 32));
                 return -1;
             }
         /* record_of searches count entries: pad with ids no record has */
         for (size_t k = nsparse; k < x->count; k++)
             x->sparse[k] = UINT64_MAX;
     }
-    t->end = (Py_ssize_t)pos;
     return 0;
 }
 
@@ -367,17 +393,9 @@ static int results_follow_ranks(const MtokIndex *x, uint8_t *key, int64_t *delta
     return sample > 0;
 }
 
-static int index_merges(Tables *t, const uint8_t *base, size_t size) {
+static int index_merges(Tables *t) {
     MtokIndex *x = &t->x;
-    const char *section = "merges";
     size_t n = x->nmerges;
-    t->merges_pos = (size_t)t->end;
-    if ((size - t->merges_pos) / 12 < n) {
-        format_error(section, t->merges_pos, "%zu merges need %zu bytes but only %zu remain (truncated?)", n, 12 * n,
-                     size - t->merges_pos);
-        return -1;
-    }
-    x->merges = base + t->merges_pos;
     uint8_t *seen = calloc(n / 8 + 1, 1);
     uint8_t *key = malloc(2 * 0xFFFF + 1);
     uint32_t *order = NULL; /* HF's rank -> merge index, when merges go in HF's order */
@@ -484,7 +502,7 @@ static int index_merges(Tables *t, const uint8_t *base, size_t size) {
             if (id < 0)
                 id = merge_result(x, p->ra, p->rb, 0, key);
             if (id < 0) {
-                /* reported by resolve_merges(0), if asked, for the first such merge in the file */
+                /* reported by resolve_merges for the first such merge in the file */
                 if (p->k < t->unresolved)
                     t->unresolved = p->k;
                 continue;
@@ -494,7 +512,6 @@ static int index_merges(Tables *t, const uint8_t *base, size_t size) {
             delta = (int64_t)id - rank_of(x, p->k);
         }
     }
-    t->end = (Py_ssize_t)(t->merges_pos + 12 * n);
     ok = 0;
 done:
     free(seen);
@@ -505,20 +522,23 @@ done:
 
 static void Tables_dealloc(Tables *self) {
     MtokIndex *x = &self->x;
-    if (x->slots)
-        table_free(x->slots, (x->mask + 1) * sizeof *x->slots);
-    table_free(x->by_id, x->nby_id * sizeof *x->by_id);
+    if (!self->adopted) {
+        if (x->slots)
+            table_free(x->slots, (x->mask + 1) * sizeof *x->slots);
+        table_free(x->by_id, x->nby_id * sizeof *x->by_id);
+        if (x->mslots)
+            table_free(x->mslots, (x->mmask + 1) * sizeof *x->mslots);
+        table_free(x->merged, (x->nmerges ? x->nmerges : 1) * sizeof *x->merged);
+    }
     free(x->sparse);
-    if (x->mslots)
-        table_free(x->mslots, (x->mmask + 1) * sizeof *x->mslots);
-    table_free(x->merged, (x->nmerges ? x->nmerges : 1) * sizeof *x->merged);
     free(x->rank);
     if (self->buf.obj)
         PyBuffer_Release(&self->buf);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* MtokTables(data, pos, kind, count, merge_count=0): validate and index the records from pos. */
+/* MtokTables(data, pos, kind, count, merge_count=0): the records from pos checked and measured;
+ * build() indexes them. */
 static int Tables_init(Tables *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"data", "pos", "kind", "count", "merge_count", NULL};
     Py_ssize_t pos;
@@ -547,34 +567,24 @@ static int Tables_init(Tables *self, PyObject *args, PyObject *kw) {
     self->x.max_id = -1;
     self->x.nmerges = self->kind == KIND_BPE ? nmerges : 0;
     self->vocab_pos = (size_t)pos;
-    const uint8_t *base = self->buf.buf;
-    if (index_vocab(self, base, (size_t)self->buf.len) < 0 ||
-        (self->kind == KIND_BPE && index_merges(self, base, (size_t)self->buf.len) < 0))
-        return -1;
-    self->resolved = self->kind != KIND_BPE;
-    return 0;
+    return walk_records(self, self->buf.buf, (size_t)self->buf.len);
 }
 
-/* resolve_merges(skip): each merge's result, HF's vocab[left + right[skip:]] where skip is the
- * continuing-subword prefix length in characters; index_merges has done it for skip 0. */
-static PyObject *Tables_resolve_merges(Tables *self, PyObject *arg) {
-    Py_ssize_t skip = PyLong_AsSsize_t(arg);
-    if (skip == -1 && PyErr_Occurred())
-        return NULL;
-    if (skip < 0) {
-        PyErr_SetString(PyExc_ValueError, "skip must not be negative");
-        return NULL;
-    }
+/* Each merge's result, HF's vocab[left + right[skip:]] where skip is the continuing-subword
+ * prefix length in characters; index_merges has found them for skip 0. */
+static int resolve_merges(Tables *self, size_t skip) {
     MtokIndex *x = &self->x;
     if (skip > 0) {
         uint8_t *key = malloc(2 * 0xFFFF + 1);
-        if (!key)
-            return PyErr_NoMemory();
+        if (!key) {
+            PyErr_NoMemory();
+            return -1;
+        }
         self->unresolved = UINT32_MAX;
         for (uint32_t k = 0; k < x->nmerges; k++) {
             const uint8_t *m = x->merges + 12 * (size_t)k;
             const uint8_t *a = record(x, record_of(x, mtok_u32(m))), *b = record(x, record_of(x, mtok_u32(m + 4)));
-            if ((x->merged[k] = merge_result(x, a, b, (size_t)skip, key)) < 0) {
+            if ((x->merged[k] = merge_result(x, a, b, skip, key)) < 0) {
                 self->unresolved = k;
                 break;
             }
@@ -585,10 +595,162 @@ static PyObject *Tables_resolve_merges(Tables *self, PyObject *arg) {
         const uint8_t *m = x->merges + 12 * (size_t)self->unresolved;
         format_error("merges", self->merges_pos + 12 * (size_t)self->unresolved,
                      "merge (%u, %u) makes a token that is not in the vocabulary", mtok_u32(m), mtok_u32(m + 4));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the stored index (docs/FORMAT_EXTENSION.md, "The index") ---------------------------
+ *
+ * index_bytes() writes this structure's tables as they lie in memory, after a header of u32s;
+ * adopt_index() points the structure at them in the file. The tables are only usable with the
+ * same hash functions, slot layout and byte order: INDEX_LAYOUT names them (written in the host's
+ * byte order, so another byte order reads a different number) and must change with any of them.
+ * The file's checksum (checked by mtok.py) catches accidents; what is checked here makes any
+ * index, even a forged one, safe to read: every slot names a record start or a merge, every id
+ * cell the record with that id, every result a token id. */
+enum { INDEX_LAYOUT = 0x4D544901, INDEX_HEAD = 10 };
+
+static int is_low_mask(uint32_t m) { return (m & (m + 1u)) == 0; }
+
+/* Whether the stored tables (after header h) are safe to read, -1 without memory. The loops
+ * accumulate rather than stop at the first fault: a sound index, the one case that matters for
+ * speed, is read to the end anyway. */
+static int index_is_sound(const MtokIndex *x, const uint32_t *h) {
+    size_t nslots = h[4], nby_id = h[6], nmslots = h[7];
+    const uint32_t *slots = h + INDEX_HEAD, *by_id = slots + nslots, *mslots = by_id + nby_id;
+    const int32_t *merged = (const int32_t *)(mslots + nmslots);
+    uint8_t *start = calloc(x->vocab_len / 8 + 1, 1); /* the record starts, a bit each */
+    if (!start)
+        return -1;
+    uint32_t bad = 0, off_mask = h[5], moff_mask = h[8];
+    size_t pos = 0, used = 0;
+    /* each record's id cell holds the record: with as many cells used as records, no other */
+    for (uint32_t k = 0; k < x->count; k++) {
+        size_t l = mtok_u16(x->vocab + pos);
+        bad |= by_id[mtok_u32(x->vocab + pos + 2 + l)] ^ (uint32_t)(pos + 1);
+        start[pos / 8] |= (uint8_t)(1u << (pos % 8));
+        pos += 2 + l + x->tail;
+    }
+    for (size_t i = 0; i < nby_id; i++)
+        used += by_id[i] != 0;
+    bad |= used != x->count;
+    /* each used slot names a record start, one slot per record */
+    used = 0;
+    for (size_t i = 0; i < nslots; i++) {
+        uint32_t o = slots[i] & off_mask;
+        size_t at = o && o <= x->vocab_len ? o - 1 : 0;
+        used += o != 0;
+        bad |= (uint32_t)(o > x->vocab_len) | (uint32_t)(o && !(start[at / 8] >> (at % 8) & 1));
+    }
+    bad |= used != x->count;
+    /* each used merge slot names a merge; an empty one ends every probe */
+    used = 0;
+    for (size_t i = 0; i < nmslots; i++) {
+        uint32_t k = mslots[i] & moff_mask;
+        used += k != 0;
+        bad |= k > x->nmerges;
+    }
+    bad |= used >= nmslots;
+    for (size_t k = 0; k < x->nmerges; k++) {
+        int32_t id = merged[k];
+        bad |= (uint32_t)(id < 0 || id > x->max_id) | (uint32_t)(id >= 0 && id <= x->max_id && !by_id[id]);
+    }
+    free(start);
+    return !bad;
+}
+
+/* 1 when the stored index is in use, 0 when it is of another layout (build one instead), -1 on
+ * an error. */
+static int adopt_index(Tables *t, size_t skip, size_t at, size_t len) {
+    MtokIndex *x = &t->x;
+    const char *section = "extension index";
+    const uint8_t *p = (const uint8_t *)t->buf.buf + at;
+    if (len < 4 * INDEX_HEAD || (uintptr_t)p % 4)
+        return 0;
+    const uint32_t *h = (const uint32_t *)p;
+    if (h[0] != INDEX_LAYOUT || h[1] != skip)
+        return 0;
+    size_t nslots = h[4], nby_id = h[6], nmslots = h[7];
+    int sound = h[2] == x->count && h[3] == x->nmerges && h[9] == x->vocab_len && nby_id == (size_t)(x->max_id + 1) &&
+                nslots > x->count && !(nslots & (nslots - 1)) && nmslots > x->nmerges && !(nmslots & (nmslots - 1)) &&
+                is_low_mask(h[5]) && h[5] >= x->vocab_len && is_low_mask(h[8]) && h[8] >= x->nmerges &&
+                len == 4 * (INDEX_HEAD + nslots + nby_id + nmslots + (size_t)x->nmerges);
+    if (sound)
+        sound = index_is_sound(x, h);
+    if (sound < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (!sound) {
+        format_error(section, at, "the index does not describe this file's model section");
+        return -1;
+    }
+    const uint32_t *slots = h + INDEX_HEAD;
+    x->slots = (uint32_t *)slots;
+    x->mask = nslots - 1;
+    x->off_mask = h[5];
+    x->by_id = (uint32_t *)(slots + nslots);
+    x->nby_id = nby_id;
+    x->mslots = (uint32_t *)(slots + nslots + nby_id);
+    x->mmask = nmslots - 1;
+    x->moff_mask = h[8];
+    x->merged = (int32_t *)(slots + nslots + nby_id + nmslots);
+    t->adopted = 1;
+    return 1;
+}
+
+/* build(skip, index_at=0, index_len=0) -> bool: index the records, or adopt the stored index of
+ * index_len bytes at index_at (True); skip as for resolve_merges. */
+static PyObject *Tables_build(Tables *self, PyObject *args) {
+    Py_ssize_t skip, at = 0, len = 0;
+    if (!PyArg_ParseTuple(args, "n|nn", &skip, &at, &len))
+        return NULL;
+    if (self->built) {
+        PyErr_SetString(PyExc_RuntimeError, "MtokTables is already built");
         return NULL;
     }
-    self->resolved = 1;
-    Py_RETURN_NONE;
+    if (skip < 0 || at < 0 || len < 0 || at > self->buf.len || len > self->buf.len - at) {
+        PyErr_SetString(PyExc_ValueError, "skip, index_at or index_len out of range");
+        return NULL;
+    }
+    int adopted = 0;
+    if (len > 0 && self->kind == KIND_BPE) {
+        adopted = adopt_index(self, (size_t)skip, (size_t)at, (size_t)len);
+        if (adopted < 0)
+            return NULL;
+    }
+    if (!adopted && (index_vocab(self) < 0 || (self->kind == KIND_BPE && (index_merges(self) < 0 ||
+                                                                           resolve_merges(self, (size_t)skip) < 0))))
+        return NULL;
+    self->built = 1;
+    self->skip = (size_t)skip;
+    return PyBool_FromLong(adopted);
+}
+
+/* index_bytes() -> bytes | None: the index as adopt_index reads it; None where this file's
+ * index is not of the storable shape (sparse ids, ranks that are not a permutation). */
+static PyObject *Tables_index_bytes(Tables *self, PyObject *unused) {
+    (void)unused;
+    const MtokIndex *x = &self->x;
+    if (!self->built || self->kind != KIND_BPE || x->sparse || x->rank)
+        Py_RETURN_NONE;
+    size_t nslots = x->mask + 1, nby_id = (size_t)(x->max_id + 1), nmslots = x->mmask + 1;
+    size_t words = INDEX_HEAD + nslots + nby_id + nmslots + x->nmerges;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * words));
+    if (!out)
+        return NULL;
+    uint32_t *w = (uint32_t *)PyBytes_AS_STRING(out);
+    uint32_t head[INDEX_HEAD] = {INDEX_LAYOUT, (uint32_t)self->skip, x->count, x->nmerges, (uint32_t)nslots,
+                                 x->off_mask, (uint32_t)nby_id, (uint32_t)nmslots, x->moff_mask,
+                                 (uint32_t)x->vocab_len};
+    memcpy(w, head, sizeof head);
+    w += INDEX_HEAD;
+    memcpy(w, x->slots, 4 * nslots);
+    memcpy(w + nslots, x->by_id, 4 * nby_id);
+    memcpy(w + nslots + nby_id, x->mslots, 4 * nmslots);
+    memcpy(w + nslots + nby_id + nmslots, x->merged, 4 * (size_t)x->nmerges);
+    return out;
 }
 
 static PyObject *token_str(const uint8_t *r) {
@@ -675,8 +837,8 @@ static PyObject *Tables_merges(Tables *self, PyObject *unused) {
 static PyObject *Tables_merge_table(Tables *self, PyObject *unused) {
     (void)unused;
     const MtokIndex *x = &self->x;
-    if (!self->resolved) {
-        PyErr_SetString(PyExc_RuntimeError, "resolve_merges() first");
+    if (!self->built) {
+        PyErr_SetString(PyExc_RuntimeError, "build() first");
         return NULL;
     }
     PyObject *table = PyDict_New();
@@ -700,6 +862,16 @@ static PyObject *Tables_get_end(Tables *self, void *closure) {
     return PyLong_FromSsize_t(self->end);
 }
 
+static PyObject *Tables_get_start(Tables *self, void *closure) {
+    (void)closure;
+    return PyLong_FromSize_t(self->vocab_pos);
+}
+
+static PyObject *Tables_get_stored_index(Tables *self, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(self->adopted);
+}
+
 static PyObject *Tables_get_max_id(Tables *self, void *closure) {
     (void)closure;
     return PyLong_FromLong(self->x.max_id);
@@ -713,13 +885,18 @@ static PyMethodDef Tables_methods[] = {
     {"merges", (PyCFunction)Tables_merges, METH_NOARGS, "merges() -> list[(left id, right id)] in rank order"},
     {"merge_table", (PyCFunction)Tables_merge_table, METH_NOARGS,
      "merge_table() -> {(left, right): (rank, merged)}, models.BPE's MergeTable"},
-    {"resolve_merges", (PyCFunction)Tables_resolve_merges, METH_O,
-     "resolve_merges(skip): each merge's result token, skipping skip characters of the right side"},
+    {"build", (PyCFunction)Tables_build, METH_VARARGS,
+     "build(skip, index_at=0, index_len=0) -> bool: index the records (skip: the continuing-subword prefix "
+     "length merges drop from the right side), or adopt the stored index there (True)"},
+    {"index_bytes", (PyCFunction)Tables_index_bytes, METH_NOARGS,
+     "index_bytes() -> bytes | None: the index as build() adopts it, None where it cannot be stored"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Tables_getset[] = {
+    {"start", (getter)Tables_get_start, NULL, "the offset of the model's first record", NULL},
     {"end", (getter)Tables_get_end, NULL, "the offset after the model's records", NULL},
+    {"stored_index", (getter)Tables_get_stored_index, NULL, "whether build() adopted the file's stored index", NULL},
     {"max_id", (getter)Tables_get_max_id, NULL, "the largest vocabulary id (-1 when empty)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -736,7 +913,7 @@ static PyTypeObject TablesType = {
     .tp_methods = Tables_methods,
     .tp_getset = Tables_getset,
     .tp_as_sequence = &Tables_as_sequence,
-    .tp_doc = "MtokTables(data, pos, kind, count, merge_count=0): a .mtok model section indexed in place.",
+    .tp_doc = "MtokTables(data, pos, kind, count, merge_count=0): a .mtok model section, indexed in place by build().",
 };
 
 /* scan_norm_table(data, pos, count) -> end: validate the `count` entries of a normalizer
@@ -847,8 +1024,8 @@ int32_t mtok_byte_level_id(const MtokIndex *x, const uint8_t *b, size_t n) {
 
 static Tables *ready_tables(PyObject *tables) {
     Tables *t = (Tables *)tables;
-    if (!t->resolved) {
-        PyErr_SetString(PyExc_ValueError, "MtokTables.resolve_merges() must run before encoding");
+    if (!t->built) {
+        PyErr_SetString(PyExc_ValueError, "MtokTables.build() must run before encoding");
         return NULL;
     }
     return t;

@@ -32,7 +32,7 @@ typedef struct MtokIndex {
     uint32_t *mslots;     /* (left, right) hash -> tag | merge index + 1 */
     size_t mmask;
     uint32_t moff_mask;   /* the merge-index bits of an mslot */
-    int32_t *merged;      /* per merge: the token it makes (after mtok_resolve_merges) */
+    int32_t *merged;      /* per merge: the token it makes */
     uint32_t *rank;       /* per merge: its rank in HF's order, NULL when the file's ranks are */
 } MtokIndex;
 
