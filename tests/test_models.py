@@ -67,3 +67,47 @@ def test_bpe_rejects_merge_outside_vocab() -> None:
 def test_model_without_type_needs_known_fields() -> None:
     with pytest.raises(FormatError, match="no known model"):
         models.from_config({"vocab": {"a": 0}})
+
+
+# The pure path's BPE shortcuts: pieces are merged by scanning pair ranks up to
+# models._SHORT_WORD symbols and through a priority queue beyond; results are cached per piece.
+SHORTCUT_BPE_NAMES = ["qwen3", "llama3", "gemma-v1", "mistral-7b-v0.1", "clip-vit", "roberta-base"]
+
+
+def around_the_threshold() -> list[str]:
+    """Pieces whose symbol counts run across the scan/queue threshold, with ties (the same pair
+    at several places), multi-byte characters and byte fallback."""
+    units = ["a", "ab", "aab", "的", "é", "\u0800", "🙂", " a", "\u4e00\u4e8c"]
+    return [unit * n for unit in units for n in range(1, 2 * models._SHORT_WORD // len(unit) + 3)]
+
+
+@pytest.mark.parametrize("name", SHORTCUT_BPE_NAMES)
+def test_bpe_short_and_long_pieces_match_hf(name: str) -> None:
+    hf, ours = hf_tokenizer(name), our_model(name)
+    for text in around_the_threshold():
+        for piece in hf_pieces(name, text):
+            assert ours(piece) == [t.id for t in hf.model.tokenize(piece)], piece
+
+
+@pytest.mark.parametrize("name", SHORTCUT_BPE_NAMES)
+def test_bpe_scan_and_queue_agree(name: str) -> None:
+    """Both merge loops on the same symbols, for every corpus piece the scan takes."""
+    bpe = our_model(name)
+    assert isinstance(bpe, models.BPE)
+    checked = 0
+    for text in corpus_chunks(60, seed=5) + around_the_threshold():
+        for piece in hf_pieces(name, text):
+            # SentencePiece-style BPE merges word by word
+            for word in models._METASPACE_WORDS.findall(piece) if bpe._by_metaspace_words else [piece]:
+                symbols = bpe._initial_symbols(word)
+                if 2 < len(symbols) <= models._SHORT_WORD:
+                    assert bpe._merge(list(symbols)) == bpe._merge_long(list(symbols)), word
+                    checked += 1
+    assert checked > 100
+
+
+def test_cached_results_are_not_shared() -> None:
+    ours = our_model("qwen3")
+    first = ours("Ġhello")
+    first.append(-1)
+    assert ours("Ġhello") == [t.id for t in hf_tokenizer("qwen3").model.tokenize("Ġhello")]

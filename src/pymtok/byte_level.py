@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-# Pieces up to this many characters have their mapping cached: words recur, long runs rarely do.
-_CACHE_MAX_PIECE = 64
+# Pieces up to this many characters have their mapping remembered: words recur, long runs rarely
+# do. Past the entry limit the memo starts afresh, so a stream of new words cannot grow it unbounded.
+_MEMO_MAX_PIECE = 64
+_MEMO_MAX_ENTRIES = 1 << 16
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -39,14 +39,20 @@ def text_to_chars(text: str) -> str:
     return bytes_to_chars(text.encode("utf-8"))
 
 
-_cached_text_to_chars = lru_cache(maxsize=1 << 16)(text_to_chars)
+class _PieceChars(dict[str, str]):
+    """``text_to_chars`` of pre-tokenized pieces as ``PIECE_CHARS[piece]``: once a piece has
+    been seen, a plain dict lookup, with no Python function call."""
+
+    def __missing__(self, piece: str) -> str:
+        chars = text_to_chars(piece)
+        if len(piece) <= _MEMO_MAX_PIECE:
+            if len(self) >= _MEMO_MAX_ENTRIES:
+                self.clear()
+            self[piece] = chars
+        return chars
 
 
-def piece_to_chars(piece: str) -> str:
-    """:func:`text_to_chars` for one pre-tokenized piece, remembering recent short pieces."""
-    if len(piece) <= _CACHE_MAX_PIECE:
-        return _cached_text_to_chars(piece)
-    return text_to_chars(piece)
+PIECE_CHARS = _PieceChars()
 
 
 def byte_token(b: int) -> str:

@@ -9,9 +9,12 @@ from __future__ import annotations
 import functools
 import heapq
 import re
+import sys
 from abc import abstractmethod
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any, Protocol
 
 from .byte_level import byte_token
@@ -20,12 +23,19 @@ from .errors import FormatError
 # Pieces longer than this (in characters) are not cached: they are rare and would bloat memory.
 _CACHE_MAX_PIECE = 256
 _CACHE_MAX_ENTRIES = 100_000
+# BPE merges words of up to this many symbols by scanning all pairs per merge (a few C-level
+# passes over a short list); longer pieces go through a priority queue. Measured crossover.
+_SHORT_WORD = 16
+_NO_RANK = sys.maxsize
+_NO_MERGE = (_NO_RANK, -1)
+_RANK = itemgetter(0)
 # C's FLT_MIN: the smallest positive normal float32
 _FLT_MIN = 1.1754943508222875e-38
 
 
 class Model(Protocol):
     def __call__(self, piece: str) -> list[int]: ...
+    def encode_pieces(self, pieces: Iterable[str]) -> list[int]: ...
     def token_to_id(self, token: str) -> int | None: ...
     def id_to_token(self, id: int) -> str | None: ...
     def get_vocab(self) -> dict[str, int]: ...
@@ -47,7 +57,7 @@ class IndexedVocab(Mapping[str, int]):
 class _VocabModel:
     """Shared plumbing: the token -> id map, its lazily built inverse, and a per-piece cache.
 
-    Subclasses implement ``_tokenize(piece)`` for a non-empty piece; ``__call__`` caches it.
+    Subclasses implement ``_tokenize(piece)`` for a non-empty piece; ``encode_pieces`` caches it.
     """
 
     def __init__(self, vocab: Mapping[str, int]) -> None:
@@ -58,17 +68,29 @@ class _VocabModel:
     def _tokenize(self, piece: str) -> list[int]:
         raise NotImplementedError
 
-    def _encode_cached(self, piece: str) -> list[int]:
-        if not piece:
-            return []
-        ids = self._cache.get(piece)
-        if ids is None:
-            ids = self._tokenize(piece)
-            if len(piece) <= _CACHE_MAX_PIECE and len(self._cache) < _CACHE_MAX_ENTRIES:
-                self._cache[piece] = ids
-        return ids
+    def __call__(self, piece: str) -> list[int]:
+        return self.encode_pieces((piece,))
 
-    __call__ = _encode_cached
+    def encode_pieces(self, pieces: Iterable[str]) -> list[int]:
+        """The ids of every piece in turn (what the tokenizer asks for a whole segment).
+
+        Words recur, so short pieces are remembered: a text seen before costs one lookup per
+        piece. Once the cache is full it keeps what it has (as HF's does), so a long run of
+        new words cannot evict the common ones.
+        """
+        cache = self._cache
+        cached = cache.get
+        out: list[int] = []
+        for piece in pieces:
+            ids = cached(piece)
+            if ids is None:
+                if not piece:
+                    continue
+                ids = self._tokenize(piece)
+                if len(piece) <= _CACHE_MAX_PIECE and len(cache) < _CACHE_MAX_ENTRIES:
+                    cache[piece] = ids
+            out += ids
+        return out
 
     def token_to_id(self, token: str) -> int | None:
         return self.vocab.get(token)
@@ -206,21 +228,17 @@ class BPE(_VocabModel):
             table[(a, b)] = (rank, merged)
         return table
 
-    def __call__(self, piece: str) -> list[int]:
-        if not piece:
-            return []
+    def encode_pieces(self, pieces: Iterable[str]) -> list[int]:
+        if self._by_metaspace_words:
+            # no merge joins two words, so each is encoded (and remembered) on its own
+            pieces = chain.from_iterable(map(_METASPACE_WORDS.findall, pieces))
+        return super().encode_pieces(pieces)
+
+    def _tokenize(self, piece: str) -> list[int]:
         if self.ignore_merges:
             whole = self._lookup.get(piece)
             if whole is not None:
                 return [whole]
-        if self._by_metaspace_words:
-            ids: list[int] = []
-            for word in _METASPACE_WORDS.findall(piece):
-                ids += self._encode_cached(word)
-            return ids
-        return self._encode_cached(piece)
-
-    def _tokenize(self, piece: str) -> list[int]:
         return self._merge(self._initial_symbols(piece))
 
     def _initial_symbols(self, piece: str) -> list[int]:
@@ -263,49 +281,68 @@ class BPE(_VocabModel):
             out.append(unk)
         return out
 
-    def _merge(self, symbols: list[int]) -> list[int]:
-        n = len(symbols)
-        if n < 2:
-            return symbols
-        merges = self.merges
-        if n == 2:
-            m = merges.get((symbols[0], symbols[1]))
-            return [m[1]] if m is not None else symbols
-        ids = symbols[:]
+    def _merge(self, ids: list[int]) -> list[int]:
+        """Apply merges to the symbols ``ids`` (edited in place): lowest rank first, then leftmost."""
+        if len(ids) > _SHORT_WORD:
+            return self._merge_long(ids)
+        table = self.merges
+        merge = table.get
+        # ranks[i]: the rank of the merge of ids[i] and ids[i + 1]; min and index run in C
+        ranks = list(map(_RANK, map(merge, zip(ids, ids[1:]), repeat(_NO_MERGE))))
+        while ranks:
+            best = min(ranks)
+            if best == _NO_RANK:
+                break
+            i = ranks.index(best)
+            new = ids[i] = table[ids[i], ids[i + 1]][1]
+            del ids[i + 1], ranks[i]
+            if i < len(ranks):
+                ranks[i] = merge((new, ids[i + 1]), _NO_MERGE)[0]
+            if i:
+                ranks[i - 1] = merge((ids[i - 1], new), _NO_MERGE)[0]
+        return ids
+
+    def _merge_long(self, ids: list[int]) -> list[int]:
+        """``_merge`` for long pieces: a priority queue of pairs instead of a scan per merge.
+
+        Each queued pair is one int ``rank << shift | pos`` (ints order like (rank, position)
+        pairs, and compare faster than tuples). A symbol is known by the position of its first
+        character; a merged-away one gets ``nxt`` -2 and id -1.
+        """
+        n = len(ids)
+        merge = self.merges.get
+        shift = n.bit_length()
+        mask = (1 << shift) - 1
+        queue = [m[0] << shift | i for i, m in enumerate(map(merge, zip(ids, ids[1:]))) if m is not None]
+        heapq.heapify(queue)
         nxt = list(range(1, n + 1))
         nxt[-1] = -1
         prv = list(range(-1, n - 1))
-        alive = [True] * n
-        heap: list[tuple[int, int, int]] = []
-        for i in range(n - 1):
-            m = merges.get((ids[i], ids[i + 1]))
-            if m is not None:
-                heap.append((m[0], i, m[1]))
-        heapq.heapify(heap)
         push, pop = heapq.heappush, heapq.heappop
-        while heap:
-            _rank, pos, new_id = pop(heap)
+        while queue:
+            key = pop(queue)
+            pos = key & mask
             j = nxt[pos]
-            if not alive[pos] or j == -1:
-                continue
-            m = merges.get((ids[pos], ids[j]))
-            if m is None or m[1] != new_id:
-                continue  # a stale entry: one side has merged since it was queued
-            ids[pos] = new_id
-            alive[j] = False
-            k = nxt[j]
-            nxt[pos] = k
+            if j < 0:
+                continue  # merged away, or the last symbol
+            m = merge((ids[pos], ids[j]))
+            if m is None or m[0] != key >> shift:
+                continue  # stale: a side has merged since it was queued (a rank names one pair)
+            new = ids[pos] = m[1]
+            ids[j] = -1
+            k = nxt[pos] = nxt[j]
+            nxt[j] = -2
             if k != -1:
                 prv[k] = pos
-                m = merges.get((new_id, ids[k]))
+                m = merge((new, ids[k]))
                 if m is not None:
-                    push(heap, (m[0], pos, m[1]))
+                    push(queue, m[0] << shift | pos)
             p = prv[pos]
             if p != -1:
-                m = merges.get((ids[p], new_id))
+                m = merge((ids[p], new))
                 if m is not None:
-                    push(heap, (m[0], p, m[1]))
-        return [ids[i] for i in range(n) if alive[i]]
+                    push(queue, m[0] << shift | p)
+        return [id for id in ids if id >= 0]
 
 
 class WordPiece(_VocabModel):
@@ -389,9 +426,17 @@ class Unigram(_VocabModel):
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         self.min_score = min(scores) if scores else 0.0
-        # Every prefix of every piece: the lattice stops extending a path at the first
-        # substring no piece starts with (HF walks a trie for the same effect).
-        self._prefixes = {p[:k] for p in token_ids for k in range(1, len(p) + 1)}
+
+    @functools.cached_property
+    def _prefixes(self) -> dict[str, int]:
+        """Every prefix of every piece, mapped to the piece's id, or -1 if it is only a prefix.
+
+        The lattice stops extending a path at the first substring no piece starts with (HF
+        walks a trie for the same effect); one lookup tells both that and the piece's id.
+        """
+        table = dict.fromkeys((p[:k] for p in self.vocab for k in range(1, len(p))), -1)
+        table.update(self.vocab)
+        return table
 
     def id_to_token(self, id: int) -> str | None:
         return self.pieces[id] if 0 <= id < len(self.pieces) else None
@@ -401,67 +446,67 @@ class Unigram(_VocabModel):
         return len(self.pieces)
 
     def _tokenize(self, piece: str) -> list[int]:
-        out: list[int] = []
-        for s in self._segment(piece):
-            id = self.vocab.get(s)
-            if id is None:
-                if self.byte_fallback:
-                    byte_ids = [self.vocab.get(byte_token(b)) for b in s.encode("utf-8")]
-                    if None not in byte_ids:
-                        out.extend(byte_ids)  # type: ignore[arg-type]
-                        continue
-                if self.unk_id is None:
-                    raise FormatError(f"Unigram model has no unk_id but {s!r} is not in its vocabulary")
-                id = self.unk_id
-            out.append(id)
+        start_of, node_id = self._best_path(piece)
+        unk_id = self.unk_id
+        out: list[int] = []  # the best path's ids, last first
+        end = len(piece)
+        while end > 0:
+            start, id = start_of[end], node_id[end]
+            if id != unk_id:
+                out.append(id)
+            else:
+                # adjacent unknown nodes fuse into one piece, as in HF
+                while start and node_id[start] == unk_id:
+                    start = start_of[start]
+                out += reversed(self._unknown(piece[start:end]))
+            end = start
+        out.reverse()
         return out
 
-    def _segment(self, text: str) -> list[str]:
+    def _unknown(self, text: str) -> list[int]:
+        """The ids of a run of unknown nodes: its piece if it is one, else its bytes, else unk."""
+        id = self.vocab.get(text)
+        if id is not None:
+            return [id]
+        if self.byte_fallback:
+            byte_ids = [self.vocab.get(byte_token(b)) for b in text.encode("utf-8")]
+            if None not in byte_ids:
+                return byte_ids  # type: ignore[return-value]
+        if self.unk_id is None:
+            raise FormatError(f"Unigram model has no unk_id but {text!r} is not in its vocabulary")
+        return [self.unk_id]
+
+    def _best_path(self, text: str) -> tuple[list[int], list[int]]:
+        """Viterbi: for each end position in ``text``, the start and id of the last node of the
+        best path to it. Ties keep the node that starts first, as HF's lattice does."""
         n = len(text)
-        vocab, scores, unk_id = self.vocab, self.scores, self.unk_id
+        prefixes, scores, unk_id = self._prefixes, self.scores, self.unk_id
         unk_score = self.min_score - self._UNK_PENALTY
         best = [0.0] * (n + 1)
-        start_of: list[int] = [-1] * (n + 1)
+        start_of = [-1] * (n + 1)  # -1: no path reaches this position yet
         node_id = [0] * (n + 1)
-        prefixes = self._prefixes
         for i in range(n):
             here = best[i]
-            single = False
-            for end in range(i + 1, n + 1):
-                sub = text[i:end]
-                if sub not in prefixes:
-                    break
-                id = vocab.get(sub)
-                if id is None:
-                    continue
-                cand = here + scores[id]
-                if start_of[end] == -1 or cand > best[end]:
-                    best[end], start_of[end], node_id[end] = cand, i, id
-                if end == i + 1:
-                    single = True
-            if not single:
-                if unk_id is None:
-                    raise FormatError(f"Unigram model has no unk_id but {text[i]!r} is not in its vocabulary")
-                cand = here + unk_score
-                if start_of[i + 1] == -1 or cand > best[i + 1]:
-                    best[i + 1], start_of[i + 1], node_id[i + 1] = cand, i, unk_id
-        pieces: list[str] = []
-        unk_run: list[str] = []
-        end = n
-        while end > 0:
-            start = start_of[end]
-            if node_id[end] == unk_id:
-                unk_run.append(text[start:end])
+            first = prefixes.get(text[i])
+            if first is not None and first >= 0:
+                id, cand = first, here + scores[first]
+            elif unk_id is None:
+                raise FormatError(f"Unigram model has no unk_id but {text[i]!r} is not in its vocabulary")
             else:
-                if unk_run:
-                    pieces.append("".join(reversed(unk_run)))
-                    unk_run = []
-                pieces.append(text[start:end])
-            end = start
-        if unk_run:
-            pieces.append("".join(reversed(unk_run)))
-        pieces.reverse()
-        return pieces
+                id, cand = unk_id, here + unk_score
+            if cand > best[i + 1] or start_of[i + 1] < 0:
+                best[i + 1], start_of[i + 1], node_id[i + 1] = cand, i, id
+            if first is None:
+                continue  # no piece starts with this character
+            for end in range(i + 2, n + 1):
+                id = prefixes.get(text[i:end])
+                if id is None:
+                    break
+                if id >= 0:
+                    cand = here + scores[id]
+                    if cand > best[end] or start_of[end] < 0:
+                        best[end], start_of[end], node_id[end] = cand, i, id
+        return start_of, node_id
 
 
 class SentencePieceUnigram(Unigram):

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import regex
 
-from .byte_level import piece_to_chars
+from .byte_level import PIECE_CHARS
 from .components import build_component
 from .errors import FormatError
 from .onig import FLAGS, hex_class, onig_regex, onig_spans, unicode_16_set
@@ -345,7 +345,7 @@ class Metaspace:
         self.split = split
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        rep = self.replacement
+        rep, scheme = self.replacement, self.prepend_scheme
         out: list[PreToken] = []
         for text, offset in pieces:
             if not text:
@@ -353,13 +353,11 @@ class Metaspace:
             text = text.replace(" ", rep)
             # the prepended character stands for the piece's first one, so indices shift by 1
             shift = 0
-            if not text.startswith(rep) and (
-                self.prepend_scheme == "always" or (self.prepend_scheme == "first" and offset == 0)
-            ):
+            if not text.startswith(rep) and (scheme == "always" or (scheme == "first" and offset == 0)):
                 text = rep + text
                 shift = 1
-            if not self.split:
-                out.append((text, offset))
+            if not self.split or text.find(rep, 1) < 0:
+                out.append((text, offset))  # one word (after a WhitespaceSplit, every piece)
                 continue
             start = 0
             for i, part in enumerate(text.split(rep)):
@@ -392,6 +390,10 @@ class ByteLevel:
         self.use_regex = use_regex
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
+        chars = PIECE_CHARS
+        if not self.use_regex and not self.add_prefix_space:
+            # after a Split (Llama 3, Qwen, GPT-4o): only the mapping, piece by piece
+            return [(chars[text], offset) for text, offset in pieces if text]
         out: list[PreToken] = []
         for text, offset in pieces:
             # a prefixed space stands for the piece's first character, so indices shift by 1
@@ -401,11 +403,11 @@ class ByteLevel:
                 shift = 1
             if self.use_regex:
                 out.extend(
-                    (piece_to_chars(m.group()), offset + max(m.start() - shift, 0))
+                    (chars[m.group()], offset + max(m.start() - shift, 0))
                     for m in _gpt2_regex().finditer(text)
                 )
             elif text:
-                out.append((piece_to_chars(text), offset))
+                out.append((chars[text], offset))
         return out
 
 

@@ -121,14 +121,10 @@ class Tokenizer:
     def _encode_segment(self, normalized: str, offset: int) -> list[int]:
         if self._native_segment is not None:
             return self._native_segment(normalized, offset)
-        pieces = [(normalized, offset)]
-        if self.pre_tokenizer is not None:
-            pieces = self.pre_tokenizer(pieces)
-        model = self.model
-        out: list[int] = []
-        for piece, _ in pieces:
-            out.extend(model(piece))
-        return out
+        if self.pre_tokenizer is None:
+            return self.model.encode_pieces((normalized,))
+        pieces = self.pre_tokenizer([(normalized, offset)])
+        return self.model.encode_pieces([piece for piece, _ in pieces])
 
     def encode_batch(
         self, texts: Sequence[str], add_special_tokens: bool = True, *, num_threads: int | None = None
