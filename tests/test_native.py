@@ -151,6 +151,75 @@ def test_lstrip_rstrip_normalized_added_tokens(pieces: list[str]) -> None:
     assert ours.encode(text, add_special_tokens=False) == theirs.encode(text, add_special_tokens=False).ids
 
 
+# --- BPE pieces cut where no merge joins --------------------------------------------------
+
+# A char-level BPE whose merges chain (a b -> ab, ab c -> abc), join byte-fallback symbols to
+# each other and to a letter (<0xA9> x), and cover a character outside the BMP. Characters
+# side by side in no token ("ac", "x中") are where the native core cuts pieces before merging.
+_PARTS_CHARS = ["\u2581", "a", "b", "c", "d", "x", "y", "中", "文", "😀"]
+_PARTS_MERGES = [("a", "b"), ("ab", "c"), ("b", "c"), ("c", "d"), ("abc", "d"), ("\u2581", "a"), ("\u2581a", "b"),
+                 ("中", "文"), ("y", "y"), ("yy", "y"), ("d", "😀"), ("😀", "😀"), ("<0xC3>", "<0xA9>"),
+                 ("<0xA9>", "x")]
+
+
+def parts_config(byte_fallback: bool) -> dict:
+    vocab = {"<unk>": 0}
+    for token in _PARTS_CHARS + ["<0xC3>", "<0xA9>", "<0xBC>"] + ["".join(merge) for merge in _PARTS_MERGES]:
+        vocab.setdefault(token, len(vocab))
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        "pre_tokenizer": None, "post_processor": None, "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": not byte_fallback, "byte_fallback": byte_fallback,
+                  "ignore_merges": False, "vocab": vocab, "merges": [list(m) for m in _PARTS_MERGES]},
+    }
+
+
+@functools.lru_cache(maxsize=None)
+def parts_tokenizers(byte_fallback: bool) -> tuple[pymtok.Tokenizer, object]:
+    from tokenizers import Tokenizer
+
+    config = parts_config(byte_fallback)
+    return pymtok.Tokenizer.from_config(config), Tokenizer.from_str(json.dumps(config))
+
+
+# "é" falls back to <0xC3><0xA9> (or is unknown, fused with its neighbours without byte
+# fallback), "ü" only partly has byte tokens, "ß" none
+_PARTS_PIECES = [*_PARTS_CHARS, " ", "abcd", "中文", "yyy", "é", "éx", "ü", "ß", "q", "😀😀"]
+
+
+@pytest.mark.parametrize("byte_fallback", [True, False])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(_PARTS_PIECES), max_size=60))
+def test_bpe_parts_as_whole_pieces(byte_fallback: bool, pieces: list[str]) -> None:
+    ours, theirs = parts_tokenizers(byte_fallback)
+    assert ours._native_text is not None
+    text = "".join(pieces)
+    # without spaces and repeated: pieces too long for the cache, which go in as their parts
+    for t in (text, text.replace(" ", "") * 12):
+        expected = theirs.encode(t, add_special_tokens=False).ids
+        # twice: first merged part by part, then from the cache
+        assert ours.encode(t, add_special_tokens=False) == expected
+        assert ours.encode(t, add_special_tokens=False) == expected
+
+
+_CJK_RUNS = st.lists(
+    st.sampled_from(["中文", "日本語", "ひらがな", "カタカナ", "한국어", "吾輩", "は", "猫", "である", "。", "《", "》", "｜",
+                     "𠀀", "𪚥", "😀", "\ue000", "ǅ", "x", "1"]),
+    min_size=1, max_size=150,
+).map("".join)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_CJK_RUNS)
+def test_gemma_long_cjk_pieces(text: str) -> None:
+    # Gemma's CJK lines are single pieces, often too long for the cache; rare characters fall
+    # back to bytes beside characters that have tokens
+    assert_same_ids("gemma-v1", text)
+    assert_same_ids("gemma-v1", " " + text * 3)
+
+
 # --- native normalizers -------------------------------------------------------------------
 
 BERT_CONFIGS = [

@@ -185,14 +185,83 @@ static int piece_utf8(Scratch *sc, const uint32_t *cps, size_t n, size_t *nb, ui
     return 0;
 }
 
-int bpe_piece(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out) {
-    if (!n)
+static inline size_t utf8_size(const uint32_t *cps, size_t n) {
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++)
+        nb += cps[i] < 0x80 ? 1 : cps[i] < 0x800 ? 2 : cps[i] < 0x10000 ? 3 : 4;
+    return nb;
+}
+
+/* The end of the first part of cps[0..n): the first cut between two characters that have
+ * tokens of their own but stand side by side in no token (BPE.joins). HF merges the whole
+ * piece; no merge crosses such a cut and each side's merges keep their (rank, position) order,
+ * so merging the parts alone gives the same ids. A character without a token (byte fallback,
+ * unk) is never cut from its neighbours, whose symbols it may join. */
+static size_t part_end(const BPE *m, const uint32_t *cps, size_t n) {
+    int had = char_token(m, cps[0]) >= 0;
+    for (size_t i = 1; i < n; i++) {
+        int has = char_token(m, cps[i]) >= 0;
+        size_t bit = join_bit(cps[i - 1], cps[i]);
+        if (had && has && !(m->joins[bit / 64] >> (bit % 64) & 1))
+            return i;
+        had = has;
+    }
+    return n;
+}
+
+static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
+                      uint64_t h, Scratch *sc, IdBuf *out);
+
+/* The merged ids of cps[0..n) (UTF-8 b[0..nb)): part by part, each from the cache when it
+ * repeats, which parts do far more often than whole pieces. */
+static int bpe_merged(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
+                      Scratch *sc, IdBuf *out) {
+    size_t end = m->joins && n > 2 ? part_end(m, cps, n) : n;
+    if (end == n) {
+        size_t start = out->n, merged;
+        if (bpe_symbols(m, cps, n, b, nb, out) < 0 || bpe_merge(m, out->v + start, out->n - start, sc, &merged) < 0)
+            return -1;
+        out->n = start + merged;
         return 0;
-    size_t nb;
-    uint64_t h;
-    if (piece_utf8(sc, cps, n, &nb, &h) < 0)
+    }
+    for (size_t start = 0, bstart = 0; start < n; start = end) {
+        if (start)
+            end = start + part_end(m, cps + start, n - start);
+        size_t pb = utf8_size(cps + start, end - start);
+        int32_t tok = end - start == 1 ? char_token(m, cps[start]) : -1;
+        if (tok >= 0 ? ids_push(out, tok) < 0
+                     : bpe_cached(m, cache, cps + start, end - start, b + bstart, pb, hash_bytes(b + bstart, pb), sc,
+                                  out) < 0)
+            return -1;
+        bstart += pb;
+    }
+    return 0;
+}
+
+/* The ids of one piece (UTF-8 b[0..nb) with hash h) from the cache, else merged and cached. */
+static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
+                      uint64_t h, Scratch *sc, IdBuf *out) {
+    int cacheable = nb <= CACHE_MAX_PIECE;
+    if (cacheable) {
+        const CacheEntry *e = cache_get(cache, b, nb, h);
+        if (e)
+            return ids_extend(out, e->ids, e->nids);
+    }
+    size_t start = out->n;
+    if (bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
         return -1;
-    uint8_t *b = sc->bytes;
+    if (cacheable)
+        cache_put(cache, b, nb, h, out->v + start, out->n - start);
+    return 0;
+}
+
+/* One piece: its UTF-8 b[0..nb) with hash h, its code points cps[0..n). */
+static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
+                    uint64_t h, Scratch *sc, IdBuf *out) {
+    /* one character with a token is that token, whatever the merges: no cache lookup */
+    int32_t tok = n == 1 && !m->byte_level ? char_token(m, cps[0]) : -1;
+    if (tok >= 0)
+        return ids_push(out, tok);
     if (m->ignore_merges) {
         int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
                      : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
@@ -200,25 +269,92 @@ int bpe_piece(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, Scratch
         if (id >= 0)
             return ids_push(out, id);
     }
-    int cacheable = nb <= CACHE_MAX_PIECE;
-    if (cacheable) {
-        const CacheEntry *e = cache_get(cache, b, nb, h);
-        if (e)
-            return ids_extend(out, e->ids, e->nids);
+    return bpe_cached(m, cache, cps, n, b, nb, h, sc, out);
+}
+
+static int words_push(Cache *cache, Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, size_t nb) {
+    if (*nw == sc->words_cap) {
+        size_t cap = sc->words_cap ? 2 * sc->words_cap : 64;
+        Word *v = realloc(sc->words, cap * sizeof *v);
+        if (!v)
+            return -1;
+        sc->words = v;
+        sc->words_cap = cap;
     }
-    size_t start = out->n, merged;
-    if (bpe_symbols(m, cps, n, b, nb, out) < 0 ||
-        bpe_merge(m, out->v + start, out->n - start, sc, &merged) < 0)
+    uint64_t h = hash_bytes(sc->bytes + b, nb);
+    sc->words[(*nw)++] = (Word){c, nc, b, nb, h};
+    cache_prefetch_slot(cache, h);
+    return 0;
+}
+
+/* The piece buf[c..c+nc) (UTF-8 at b): a piece too long for the cache goes in as its parts
+ * (bpe_merged), which it may hold. */
+static int piece_push(const BPE *m, Cache *cache, Scratch *sc, size_t *nw, const uint32_t *buf, size_t c, size_t nc,
+                      size_t b, size_t nb) {
+    if (nb <= CACHE_MAX_PIECE || !m->joins || m->ignore_merges)
+        return words_push(cache, sc, nw, c, nc, b, nb);
+    for (size_t end = c + nc; c < end;) {
+        size_t part = part_end(m, buf + c, end - c), pb = utf8_size(buf + c, part);
+        if (words_push(cache, sc, nw, c, part, b, pb) < 0)
+            return -1;
+        c += part;
+        b += pb;
+    }
+    return 0;
+}
+
+/* How many pieces ahead of its lookup a piece's cache entry is fetched (its slot was fetched
+ * when the piece was listed). */
+#define LOOKAHEAD 4
+
+/* First the UTF-8, hash and bounds of every piece (cutting before U+2581 in the same pass),
+ * then the pieces in order, each one's cache lookup started a few pieces earlier: a lookup is
+ * two dependent misses (slot, entry), which then overlap the work on earlier pieces. */
+int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
+              IdBuf *out) {
+    size_t chars = 0, nw = 0, pos = 0;
+    for (size_t k = 0; k < nspans; k++)
+        chars += spans[k].end - spans[k].start;
+    if (scratch_bytes(sc, 4 * chars) < 0)
         return -1;
-    out->n = start + merged;
-    if (cacheable)
-        cache_put(cache, b, nb, h, out->v + start, merged);
+    for (size_t k = 0; k < nspans; k++) {
+        size_t start = spans[k].start, bstart = pos;
+        for (size_t i = start; i < spans[k].end; i++) {
+            uint32_t c = buf[i];
+            if (c < 0x80) {
+                sc->bytes[pos++] = (uint8_t)c;
+                continue;
+            }
+            /* no token holds U+2581 after another character (build_bpe): no merge joins there */
+            if (c == 0x2581 && m->split_metaspace && i > start && buf[i - 1] != 0x2581) {
+                if (piece_push(m, cache, sc, &nw, buf, start, i - start, bstart, pos - bstart) < 0)
+                    return -1;
+                start = i;
+                bstart = pos;
+            }
+            pos += utf8_put(c, sc->bytes + pos);
+        }
+        if (start < spans[k].end &&
+            piece_push(m, cache, sc, &nw, buf, start, spans[k].end - start, bstart, pos - bstart) < 0)
+            return -1;
+    }
+    const Word *w = sc->words;
+    for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
+        cache_prefetch_entry(cache, w[k].h);
+    for (size_t k = 0; k < nw; k++) {
+        if (k + LOOKAHEAD < nw)
+            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
+        if (bpe_word(m, cache, buf + w[k].c, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, sc, out) < 0)
+            return -1;
+    }
     return 0;
 }
 
 void bpe_free(BPE *m) {
     strmap_free(&m->vocab);
     pairmap_free(&m->merges);
+    free(m->joins);
+    m->joins = NULL;
     free(m->bmp);
     m->bmp = NULL;
 }

@@ -127,12 +127,13 @@ static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *
         goto nomem;
     if (!m->byte_level) {
         m->bmp = malloc(0x10000 * sizeof *m->bmp);
-        if (!m->bmp)
+        m->joins = calloc((1u << JOIN_BITS) / 64, sizeof *m->joins);
+        if (!m->bmp || !m->joins)
             goto nomem;
         memset(m->bmp, 0xFF, 0x10000 * sizeof *m->bmp);
     }
     /* Whether no token has U+2581 right after another character: then no merge can join
-     * across such a point and pieces may be cut there (see encode_segment). */
+     * across such a point and pieces may be cut there (see bpe_spans). */
     int metaspace_inside = 0;
     Bytes key = {0};
     Py_ssize_t pos = 0;
@@ -158,9 +159,13 @@ static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *
         const void *data = PyUnicode_DATA(k);
         if (chars == 1 && PyUnicode_READ(kind, data, 0) < 0x10000)
             m->bmp[PyUnicode_READ(kind, data, 0)] = id;
-        for (Py_ssize_t i = 1; i < chars; i++)
-            if (PyUnicode_READ(kind, data, i) == 0x2581 && PyUnicode_READ(kind, data, i - 1) != 0x2581)
+        for (Py_ssize_t i = 1; i < chars; i++) {
+            uint32_t a = PyUnicode_READ(kind, data, i - 1), b = PyUnicode_READ(kind, data, i);
+            if (b == 0x2581 && a != 0x2581)
                 metaspace_inside = 1;
+            size_t bit = join_bit(a, b);
+            m->joins[bit / 64] |= 1ull << (bit % 64);
+        }
     }
     free(key.v);
     fallback_table(&m->vocab, m->fallback);
@@ -460,6 +465,7 @@ static void work_free(Work *w) {
     free(w->tmp.v);
     free(w->sc.bytes);
     free(w->sc.work);
+    free(w->sc.words);
     for (int i = 0; i < 3; i++)
         free(w->norm[i].v);
     free(w->cuts.v);
@@ -500,6 +506,11 @@ static int read_text(Work *w, int kind, const void *data, size_t n) {
 
 /* Runs without the GIL: pre-tokenizes one normalized segment and runs the model. */
 static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+    if (self->model == MODEL_BPE && !self->nsteps) {
+        /* one piece, which the pre-tokenizer would not touch: no copy */
+        Span whole = {0, n, offset};
+        return bpe_spans(&self->bpe, &self->cache, s, &whole, 1, &w->sc, out);
+    }
     if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
         return -1;
     memcpy(w->buf, s, n * sizeof *s);
@@ -515,14 +526,15 @@ static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t of
     p.spans.n = 1;
     if (pretokenize(self->steps, self->nsteps, &p) < 0)
         goto done;
-    if (self->model == MODEL_BPE && self->bpe.split_metaspace && split_before_metaspace(&p) < 0)
+    if (self->model == MODEL_BPE) {
+        err = bpe_spans(&self->bpe, &self->cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
         goto done;
+    }
     for (size_t k = 0; k < p.spans.n; k++) {
         const uint32_t *piece = p.buf + p.spans.v[k].start;
         size_t len = p.spans.v[k].end - p.spans.v[k].start;
-        int r = self->model == MODEL_BPE         ? bpe_piece(&self->bpe, &self->cache, piece, len, &w->sc, out)
-                : self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, &self->cache, piece, len, &w->sc, out)
-                                                 : unigram_piece(&self->ug, &self->cache, piece, len, &w->sc, out);
+        int r = self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, &self->cache, piece, len, &w->sc, out)
+                                               : unigram_piece(&self->ug, &self->cache, piece, len, &w->sc, out);
         if (r < 0)
             goto done;
     }

@@ -185,6 +185,18 @@ typedef struct {
 int cache_init(Cache *c, size_t slots, size_t max_entries);
 const CacheEntry *cache_get(Cache *c, const uint8_t *key, size_t len, uint64_t h);
 void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32_t *ids, size_t n);
+
+/* A piece's lookups run ahead of its use: first its slot is fetched, a few pieces later the
+ * entry the slot points to, so that the two dependent misses of a hit overlap other work. */
+static inline void cache_prefetch_slot(const Cache *c, uint64_t h) {
+    __builtin_prefetch(&c->slots[h & c->mask]);
+}
+
+static inline void cache_prefetch_entry(Cache *c, uint64_t h) {
+    const CacheEntry *e = atomic_load_explicit(&c->slots[h & c->mask], memory_order_acquire);
+    if (e)
+        __builtin_prefetch(e);
+}
 void cache_free(Cache *c);
 
 /* ---- pre-tokenization ------------------------------------------------------------------- */
@@ -220,22 +232,54 @@ typedef struct {
 } Pieces;
 
 int pretokenize(const Step *steps, size_t nsteps, Pieces *p);
-/* Cut each piece of a char-level BPE before every U+2581 that follows another character. */
-int split_before_metaspace(Pieces *p);
+
+/* One code point's UTF-8 at o; returns its length. */
+static inline size_t utf8_put(uint32_t c, uint8_t *o) {
+    if (c < 0x80) {
+        o[0] = (uint8_t)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (uint8_t)(0xC0 | c >> 6);
+        o[1] = (uint8_t)(0x80 | (c & 0x3F));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (uint8_t)(0xE0 | c >> 12);
+        o[1] = (uint8_t)(0x80 | (c >> 6 & 0x3F));
+        o[2] = (uint8_t)(0x80 | (c & 0x3F));
+        return 3;
+    }
+    o[0] = (uint8_t)(0xF0 | c >> 18);
+    o[1] = (uint8_t)(0x80 | (c >> 12 & 0x3F));
+    o[2] = (uint8_t)(0x80 | (c >> 6 & 0x3F));
+    o[3] = (uint8_t)(0x80 | (c & 0x3F));
+    return 4;
+}
 
 size_t utf8_encode(const uint32_t *s, size_t n, uint8_t *out);
 
 /* ---- models ----------------------------------------------------------------------------- */
 
+#define JOIN_BITS 20 /* 128 KB: a few percent of collisions for the largest vocabularies */
+
+static inline size_t join_bit(uint32_t a, uint32_t b) {
+    return (size_t)((((uint64_t)a << 32 | b) * 0x9E3779B97F4A7C15ull) >> (64 - JOIN_BITS));
+}
+
 typedef struct {
     StrMap vocab;         /* token bytes -> id; raw bytes for byte-level vocabularies */
     PairMap merges;
     int byte_level, ignore_merges, byte_fallback, fuse_unk;
-    int split_metaspace;  /* see bpe_init: pieces may be cut before U+2581 losslessly */
+    int split_metaspace;  /* see build_bpe: pieces may be cut before U+2581 losslessly */
     int32_t unk_id;       /* -1: none */
     int32_t byte_unit[256]; /* byte-level: the token of each single byte */
     int32_t fallback[256];  /* the <0xXX> tokens */
     int32_t *bmp;         /* char-level: the token of each single BMP code point */
+    /* char-level: a filter of the character pairs side by side in some token, bit join_bit(a, b)
+     * set for each (build_bpe); NULL when not built. No merge can join two characters whose bit
+     * is clear, so pieces are cut there (models.c part_end); a collision only loses a cut. */
+    uint64_t *joins;
     const struct MtokIndex *mtok; /* when set, vocab and merges are a .mtok's tables (mtok_tables.h) */
 } BPE;
 
@@ -266,18 +310,29 @@ typedef struct {
     int32_t fallback[256];
 } Unigram;
 
+/* One piece of a segment for bpe_spans: its code points in the segment, its UTF-8 in
+ * Scratch.bytes, and that key's hash. */
+typedef struct {
+    size_t c, nc, b, nb;
+    uint64_t h;
+} Word;
+
 /* Per-call scratch memory, reused across the pieces of one segment. */
 typedef struct {
     uint8_t *bytes;
     size_t bytes_cap;
     void *work;
     size_t work_cap;
+    Word *words;
+    size_t words_cap;
 } Scratch;
 
 int scratch_bytes(Scratch *s, size_t n);
 int scratch_work(Scratch *s, size_t n);
 
-int bpe_piece(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out);
+/* BPE on each piece of a segment, the pieces cut before U+2581 with split_metaspace. */
+int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
+              IdBuf *out);
 int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
                     IdBuf *out);
 int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,

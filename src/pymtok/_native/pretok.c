@@ -382,18 +382,17 @@ static int char_split(Pieces *p, uint32_t drop, uint32_t isolate) {
     return 0;
 }
 
-/* Cut every piece before each occurrence of `c` (keeping it); with `after_other`, only where
- * it follows a different character. Offsets follow the pure path's Metaspace arithmetic:
- * a prepended character (shift[k] = 1) stands for the piece's first one. */
-static int cut_before(Pieces *p, uint32_t c, int after_other, const unsigned char *shift) {
+/* Cut every piece before each occurrence of `c` (keeping it). Offsets follow the pure path's
+ * Metaspace arithmetic: a prepended character (shift[k] = 1) stands for the piece's first one. */
+static int cut_before(Pieces *p, uint32_t c, const unsigned char *shift) {
     Spans *out = &p->tmp;
     out->n = 0;
     for (size_t k = 0; k < p->spans.n; k++) {
         Span sp = p->spans.v[k];
-        int64_t sh = shift ? shift[k] : 0;
+        int64_t sh = shift[k];
         size_t start = sp.start;
         for (size_t i = sp.start + 1; i <= sp.end; i++) {
-            if (i < sp.end && (p->buf[i] != c || (after_other && p->buf[i - 1] == c)))
+            if (i < sp.end && p->buf[i] != c)
                 continue;
             int64_t rel = (int64_t)(start - sp.start) - sh;
             if (start < i && spans_push(out, start, i, sp.off + (rel > 0 ? rel : 0)))
@@ -407,8 +406,6 @@ static int cut_before(Pieces *p, uint32_t c, int after_other, const unsigned cha
     return 0;
 }
 
-int split_before_metaspace(Pieces *p) { return cut_before(p, 0x2581, 1, NULL); }
-
 static int metaspace_step(const Step *st, Pieces *p) {
     size_t n = p->spans.n;
     unsigned char *shift = malloc(n ? n : 1);
@@ -418,7 +415,7 @@ static int metaspace_step(const Step *st, Pieces *p) {
         shift[i] = metaspace_prefix(st, p, &p->spans.v[i]) != 0;
     int err = rebuild(p, metaspace_prefix, st, ' ', st->replacement);
     if (!err && st->split)
-        err = cut_before(p, st->replacement, 0, shift);
+        err = cut_before(p, st->replacement, shift);
     free(shift);
     return err;
 }
@@ -457,24 +454,8 @@ int pretokenize(const Step *steps, size_t nsteps, Pieces *p) {
 }
 
 size_t utf8_encode(const uint32_t *s, size_t n, uint8_t *out) {
-    uint8_t *o = out;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = s[i];
-        if (c < 0x80) {
-            *o++ = (uint8_t)c;
-        } else if (c < 0x800) {
-            *o++ = (uint8_t)(0xC0 | c >> 6);
-            *o++ = (uint8_t)(0x80 | (c & 0x3F));
-        } else if (c < 0x10000) {
-            *o++ = (uint8_t)(0xE0 | c >> 12);
-            *o++ = (uint8_t)(0x80 | (c >> 6 & 0x3F));
-            *o++ = (uint8_t)(0x80 | (c & 0x3F));
-        } else {
-            *o++ = (uint8_t)(0xF0 | c >> 18);
-            *o++ = (uint8_t)(0x80 | (c >> 12 & 0x3F));
-            *o++ = (uint8_t)(0x80 | (c >> 6 & 0x3F));
-            *o++ = (uint8_t)(0x80 | (c & 0x3F));
-        }
-    }
-    return (size_t)(o - out);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        w += utf8_put(s[i], out + w);
+    return w;
 }
