@@ -177,11 +177,18 @@ def parts_config(byte_fallback: bool) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def parts_tokenizers(byte_fallback: bool) -> tuple[pymtok.Tokenizer, object]:
+def parts_tokenizers(byte_fallback: bool, via: str) -> tuple[pymtok.Tokenizer, object]:
+    """Ours (from the config, or from its .mtok, whose tables the native model reads in place)
+    and HF's."""
     from tokenizers import Tokenizer
 
+    from pymtok.mtok import dumps_mtok, loads_mtok
+
     config = parts_config(byte_fallback)
-    return pymtok.Tokenizer.from_config(config), Tokenizer.from_str(json.dumps(config))
+    ours = pymtok.Tokenizer.from_config(config)
+    if via == "mtok":
+        ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
+    return ours, Tokenizer.from_str(json.dumps(config))
 
 
 # "é" falls back to <0xC3><0xA9> (or is unknown, fused with its neighbours without byte
@@ -189,11 +196,12 @@ def parts_tokenizers(byte_fallback: bool) -> tuple[pymtok.Tokenizer, object]:
 _PARTS_PIECES = [*_PARTS_CHARS, " ", "abcd", "中文", "yyy", "é", "éx", "ü", "ß", "q", "😀😀"]
 
 
+@pytest.mark.parametrize("via", ["json", "mtok"])
 @pytest.mark.parametrize("byte_fallback", [True, False])
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces=st.lists(st.sampled_from(_PARTS_PIECES), max_size=60))
-def test_bpe_parts_as_whole_pieces(byte_fallback: bool, pieces: list[str]) -> None:
-    ours, theirs = parts_tokenizers(byte_fallback)
+def test_bpe_parts_as_whole_pieces(byte_fallback: bool, via: str, pieces: list[str]) -> None:
+    ours, theirs = parts_tokenizers(byte_fallback, via)
     assert ours._native_text is not None
     text = "".join(pieces)
     # without spaces and repeated: pieces too long for the cache, which go in as their parts

@@ -1054,29 +1054,38 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
     if (m->byte_level)
         return 0;
     m->bmp = malloc(0x10000 * sizeof *m->bmp);
-    if (!m->bmp) {
+    m->joins = calloc((1u << JOIN_BITS) / 64, sizeof *m->joins);
+    if (!m->bmp || !m->joins) {
         PyErr_NoMemory();
         return -1;
     }
     memset(m->bmp, 0xFF, 0x10000 * sizeof *m->bmp);
-    /* single BMP characters, and whether some token has U+2581 right after another character
-     * (then pieces may not be cut before U+2581: see build_bpe in module.c) */
+    /* single BMP characters, the character pairs side by side in a token (BPE.joins), and
+     * whether some token has U+2581 right after another character (then pieces may not be cut
+     * before U+2581: see build_bpe in module.c) */
     int metaspace_inside = 0;
     size_t pos = 0;
     for (uint32_t k = 0; k < x->count; k++) {
         const uint8_t *r = x->vocab + pos, *s = r + 2;
-        size_t len = mtok_u16(r);
-        int32_t id = (int32_t)mtok_u32(s + len);
-        if (len == 1)
-            m->bmp[s[0]] = id;
-        else if (len == 2 && s[0] >= 0xC0 && s[0] < 0xE0)
-            m->bmp[(s[0] & 0x1Fu) << 6 | (s[1] & 0x3Fu)] = id;
-        else if (len == 3 && s[0] >= 0xE0 && s[0] < 0xF0)
-            m->bmp[(s[0] & 0x0Fu) << 12 | (s[1] & 0x3Fu) << 6 | (s[2] & 0x3Fu)] = id;
-        for (size_t i = 1; !metaspace_inside && i + 2 < len; i++)
-            if (s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81 &&
-                !(i >= 3 && s[i - 3] == 0xE2 && s[i - 2] == 0x96 && s[i - 1] == 0x81))
-                metaspace_inside = 1;
+        size_t len = mtok_u16(r), chars = 0;
+        uint32_t prev = 0, cp = 0;
+        /* a stored index spares the records' UTF-8 check: each step stays inside the record */
+        for (size_t i = 0, step; i < len; i += step, chars++, prev = cp) {
+            uint8_t lead = s[i];
+            step = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+            if (step > len - i)
+                step = len - i;
+            cp = step == 1 ? lead : lead & (0x7Fu >> step);
+            for (size_t j = 1; j < step; j++)
+                cp = cp << 6 | (s[i + j] & 0x3Fu);
+            if (i) {
+                size_t bit = join_bit(prev, cp);
+                m->joins[bit / 64] |= 1ull << (bit % 64);
+                metaspace_inside |= cp == 0x2581 && prev != 0x2581;
+            }
+        }
+        if (chars == 1 && cp < 0x10000)
+            m->bmp[cp] = (int32_t)mtok_u32(s + len);
         pos += 2 + len + x->tail;
     }
     m->split_metaspace = !m->ignore_merges && !metaspace_inside && m->bmp[0x2581] >= 0;
