@@ -350,18 +350,24 @@ def _each_used(words, first: int, count: int, mask: int):
     return [i for i in range(first, first + count) if words[i] & mask]
 
 
-# header: layout, skip, records, merges, slots, offset mask, id cells, merge slots, merge mask, bytes
+# header: layout, skip, records, merges, slots, offset mask, id cells, merge slots, merge mask,
+# bytes, char tables, ▁ inside; then the tables (the toy is byte-level: no char tables)
+_HEAD = 12
 _FORGERIES = {
     "slot into a record": lambda w: w.__setitem__(
-        _each_used(w, 10, w[4], w[5])[0], (w[_each_used(w, 10, w[4], w[5])[0]] & ~w[5]) | ((w[_each_used(w, 10, w[4], w[5])[0]] & w[5]) + 1)
+        _each_used(w, _HEAD, w[4], w[5])[0],
+        (w[_each_used(w, _HEAD, w[4], w[5])[0]] & ~w[5]) | ((w[_each_used(w, _HEAD, w[4], w[5])[0]] & w[5]) + 1),
     ),
-    "no empty merge slot": lambda w: [w.__setitem__(i, 1) for i in range(10 + w[4] + w[6], 10 + w[4] + w[6] + w[7]) if not w[i] & w[8]],
+    "no empty merge slot": lambda w: [
+        w.__setitem__(i, 1) for i in range(_HEAD + w[4] + w[6], _HEAD + w[4] + w[6] + w[7]) if not w[i] & w[8]
+    ],
     "merge result out of range": lambda w: w.__setitem__(len(w) - 1, 0x7FFFFFFF),
     "negative merge result": lambda w: w.__setitem__(len(w) - 1, 0xFFFFFFFF),
-    "id cell swapped": lambda w: w.__setitem__(10 + w[4], w[10 + w[4] + 1]),
+    "id cell swapped": lambda w: w.__setitem__(_HEAD + w[4], w[_HEAD + w[4] + 1]),
     "record count": lambda w: w.__setitem__(2, w[2] + 1),
     "slot count not a power of two": lambda w: w.__setitem__(4, w[4] - 1),
-    "merge slot out of range": lambda w: w.__setitem__(_each_used(w, 10 + w[4] + w[6], w[7], w[8])[0], w[8]),
+    "merge slot out of range": lambda w: w.__setitem__(_each_used(w, _HEAD + w[4] + w[6], w[7], w[8])[0], w[8]),
+    "char tables claimed": lambda w: w.__setitem__(10, 1),
 }
 
 
@@ -377,6 +383,30 @@ def test_forged_index_is_refused_not_read(forgery: str, monkeypatch: pytest.Monk
     crc_at, _ = _index_location(data, body_len)
     monkeypatch.setattr(mtok, "zlib", _TrustingZlib(struct.unpack_from("<I", forged, crc_at)[0]))
     with pytest.raises(pymtok.FormatError, match="extension index at byte .*does not describe"):
+        loads_mtok(forged)
+
+
+def test_forged_char_tables_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a char-level BPE's index holds each BMP character's token: a forged one names no token
+    import struct
+
+    from pymtok import mtok
+    from pymtok.mtok import mnn_bytes
+    from pymtok.tokenizer import TokenizerMeta
+
+    monkeypatch.delenv("PYMTOK_PURE", raising=False)
+    config = {**_shuffled_bpe(1), "pre_tokenizer": None, "decoder": None,
+              "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]}}
+    data = dumps_mtok(config, TokenizerMeta())
+    body_len = len(mnn_bytes(config, TokenizerMeta())[0])
+    assert loads_mtok(data).encode("abba") == [2, 1, 0]
+    crc_at, tables_at = _index_location(data, body_len)
+    words = struct.unpack_from("<12I", data, tables_at)
+    assert words[10] == 1  # char tables stored
+    bmp_at = tables_at + 4 * (_HEAD + words[4] + words[6] + words[7] + words[3])
+    forged = data[: bmp_at + 4 * ord("a")] + struct.pack("<i", 7) + data[bmp_at + 4 * ord("a") + 4 :]
+    monkeypatch.setattr(mtok, "zlib", _TrustingZlib(struct.unpack_from("<I", forged, crc_at)[0]))
+    with pytest.raises(pymtok.FormatError, match="does not describe"):
         loads_mtok(forged)
 
 

@@ -1261,9 +1261,11 @@ def extension_block(
     return head + payload + tail + b"\x00" * pad
 
 
-def stored_index(body: bytes, skip: int) -> tuple[int, bytes] | None:
+def stored_index(body: bytes, skip: int, char_level: bool) -> tuple[int, bytes] | None:
     """The index of the BPE model section in MNN's part of a file (``body``) and its CRC-32 with
     the records, as ``extension_block`` stores it: loading it costs a checksum, not a rebuild.
+    ``char_level``: the model works on characters (no ByteLevel step), so the index also holds
+    the per-character tables the native core derives from the vocabulary.
 
     None without the native core (whose layout it is) or for a model it does not apply to.
     """
@@ -1273,13 +1275,13 @@ def stored_index(body: bytes, skip: int) -> tuple[int, bytes] | None:
     cur = _Cursor(body, at, "<written>")
     _read_normalizer(cur, 0, [])
     _read_pre_tokenizer(cur, 0)
-    model, _ = _read_model(cur)
+    model, byte_level = _read_model(cur)
     merges = model.get("merges")
     if not isinstance(merges, _TableMerges):
         return None
     _build_model(cur, model, skip, None)
     tables = merges.tables
-    index: bytes | None = tables.index_bytes()
+    index: bytes | None = tables.index_bytes(char_level and not byte_level)
     if index is None:
         return None
     return zlib.crc32(index, zlib.crc32(memoryview(body)[tables.start : tables.end])), index
@@ -1326,7 +1328,8 @@ def dumps_mtok(
     tables = None
     if index:
         prefix = (config.get("model") or {}).get("continuing_subword_prefix")
-        tables = stored_index(body, len(prefix) if isinstance(prefix, str) else 0)
+        char_level = not _has_type(config.get("pre_tokenizer"), "pretokenizers", "ByteLevel")
+        tables = stored_index(body, len(prefix) if isinstance(prefix, str) else 0, char_level)
     return body + extension_block(extension_payload(config, meta, table_scores), ops, tables, len(body))
 
 

@@ -58,6 +58,8 @@ typedef struct {
     int built;       /* indexed, and the merges' result tokens known */
     int adopted;     /* the index tables are the file's stored index, not ours to free */
     size_t skip;     /* the continuing-subword prefix length the merges were resolved for */
+    const uint8_t *chars; /* the stored index's char-level tables (char_tables' layout), or NULL */
+    int metaspace_inside; /* with chars: char_tables' answer, stored */
     uint32_t unresolved; /* the first merge whose result is not a token, UINT32_MAX when none */
 } Tables;
 
@@ -609,7 +611,12 @@ static int resolve_merges(Tables *self, size_t skip) {
  * The file's checksum (checked by mtok.py) catches accidents; what is checked here makes any
  * index, even a forged one, safe to read: every slot names a record start or a merge, every id
  * cell the record with that id, every result a token id. */
-enum { INDEX_LAYOUT = 0x4D544901, INDEX_HEAD = 10 };
+enum { INDEX_LAYOUT = 0x4D544902, INDEX_HEAD = 12 };
+
+/* The char-level tables after the merge results, when header word 10 is 1: the token of each
+ * BMP character (0x10000 int32, -1 for none), then BPE.joins (JOIN_BITS bits); word 11 is
+ * char_tables' answer. */
+enum { BMP_BYTES = 0x10000 * 4, JOINS_BYTES = (1u << JOIN_BITS) / 8, CHAR_WORDS = (BMP_BYTES + JOINS_BYTES) / 4 };
 
 static int is_low_mask(uint32_t m) { return (m & (m + 1u)) == 0; }
 
@@ -656,6 +663,9 @@ static int index_is_sound(const MtokIndex *x, const uint32_t *h) {
         int32_t id = merged[k];
         bad |= (uint32_t)(id < 0 || id > x->max_id) | (uint32_t)(id >= 0 && id <= x->max_id && !by_id[id]);
     }
+    const int32_t *bmp = merged + x->nmerges;
+    for (size_t c = 0; h[10] && c < 0x10000; c++)
+        bad |= (uint32_t)(bmp[c] < -1 || bmp[c] > x->max_id);
     free(start);
     return !bad;
 }
@@ -675,7 +685,8 @@ static int adopt_index(Tables *t, size_t skip, size_t at, size_t len) {
     int sound = h[2] == x->count && h[3] == x->nmerges && h[9] == x->vocab_len && nby_id == (size_t)(x->max_id + 1) &&
                 nslots > x->count && !(nslots & (nslots - 1)) && nmslots > x->nmerges && !(nmslots & (nmslots - 1)) &&
                 is_low_mask(h[5]) && h[5] >= x->vocab_len && is_low_mask(h[8]) && h[8] >= x->nmerges &&
-                len == 4 * (INDEX_HEAD + nslots + nby_id + nmslots + (size_t)x->nmerges);
+                h[10] <= 1 && h[11] <= 1 &&
+                len == 4 * (INDEX_HEAD + nslots + nby_id + nmslots + (size_t)x->nmerges + (h[10] ? CHAR_WORDS : 0));
     if (sound)
         sound = index_is_sound(x, h);
     if (sound < 0) {
@@ -696,6 +707,10 @@ static int adopt_index(Tables *t, size_t skip, size_t at, size_t len) {
     x->mmask = nmslots - 1;
     x->moff_mask = h[8];
     x->merged = (int32_t *)(slots + nslots + nby_id + nmslots);
+    if (h[10]) {
+        t->chars = (const uint8_t *)(x->merged + x->nmerges);
+        t->metaspace_inside = (int)h[11];
+    }
     t->adopted = 1;
     return 1;
 }
@@ -728,28 +743,53 @@ static PyObject *Tables_build(Tables *self, PyObject *args) {
     return PyBool_FromLong(adopted);
 }
 
-/* index_bytes() -> bytes | None: the index as adopt_index reads it; None where this file's
- * index is not of the storable shape (sparse ids, ranks that are not a permutation). */
-static PyObject *Tables_index_bytes(Tables *self, PyObject *unused) {
-    (void)unused;
+static int char_tables(const MtokIndex *x, int32_t *bmp, uint64_t *joins);
+
+/* index_bytes(char_level) -> bytes | None: the index as adopt_index reads it, with the
+ * char-level tables when the model works on characters; None where this file's index is not of
+ * the storable shape (sparse ids, ranks that are not a permutation). */
+static PyObject *Tables_index_bytes(Tables *self, PyObject *arg) {
     const MtokIndex *x = &self->x;
+    int char_level = PyObject_IsTrue(arg);
+    if (char_level < 0)
+        return NULL;
     if (!self->built || self->kind != KIND_BPE || x->sparse || x->rank)
         Py_RETURN_NONE;
     size_t nslots = x->mask + 1, nby_id = (size_t)(x->max_id + 1), nmslots = x->mmask + 1;
-    size_t words = INDEX_HEAD + nslots + nby_id + nmslots + x->nmerges;
+    size_t words = INDEX_HEAD + nslots + nby_id + nmslots + x->nmerges + (char_level ? CHAR_WORDS : 0);
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * words));
     if (!out)
         return NULL;
     uint32_t *w = (uint32_t *)PyBytes_AS_STRING(out);
     uint32_t head[INDEX_HEAD] = {INDEX_LAYOUT, (uint32_t)self->skip, x->count, x->nmerges, (uint32_t)nslots,
                                  x->off_mask, (uint32_t)nby_id, (uint32_t)nmslots, x->moff_mask,
-                                 (uint32_t)x->vocab_len};
+                                 (uint32_t)x->vocab_len, (uint32_t)char_level, 0};
+    int32_t *bmp = NULL;
+    uint64_t *joins = NULL;
+    if (char_level) {
+        bmp = malloc(BMP_BYTES);
+        joins = calloc(1, JOINS_BYTES);
+        if (!bmp || !joins) {
+            free(bmp);
+            free(joins);
+            Py_DECREF(out);
+            return PyErr_NoMemory();
+        }
+        head[11] = (uint32_t)char_tables(x, bmp, joins);
+    }
     memcpy(w, head, sizeof head);
     w += INDEX_HEAD;
     memcpy(w, x->slots, 4 * nslots);
     memcpy(w + nslots, x->by_id, 4 * nby_id);
     memcpy(w + nslots + nby_id, x->mslots, 4 * nmslots);
-    memcpy(w + nslots + nby_id + nmslots, x->merged, 4 * (size_t)x->nmerges);
+    w += nslots + nby_id + nmslots;
+    memcpy(w, x->merged, 4 * (size_t)x->nmerges);
+    if (char_level) {
+        memcpy(w + x->nmerges, bmp, BMP_BYTES);
+        memcpy((uint8_t *)(w + x->nmerges) + BMP_BYTES, joins, JOINS_BYTES);
+    }
+    free(bmp);
+    free(joins);
     return out;
 }
 
@@ -888,8 +928,9 @@ static PyMethodDef Tables_methods[] = {
     {"build", (PyCFunction)Tables_build, METH_VARARGS,
      "build(skip, index_at=0, index_len=0) -> bool: index the records (skip: the continuing-subword prefix "
      "length merges drop from the right side), or adopt the stored index there (True)"},
-    {"index_bytes", (PyCFunction)Tables_index_bytes, METH_NOARGS,
-     "index_bytes() -> bytes | None: the index as build() adopts it, None where it cannot be stored"},
+    {"index_bytes", (PyCFunction)Tables_index_bytes, METH_O,
+     "index_bytes(char_level) -> bytes | None: the index as build() adopts it (with the char-level BPE "
+     "tables if char_level), None where it cannot be stored"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1022,6 +1063,40 @@ int32_t mtok_byte_level_id(const MtokIndex *x, const uint8_t *b, size_t n) {
     return id;
 }
 
+/* A char-level BPE's tables from the records: the token of each single BMP character (bmp,
+ * 0x10000 entries) and the character pairs side by side in some token (joins, zeroed by the
+ * caller; see BPE.joins). Returns whether some token has U+2581 right after another character
+ * (then pieces may not be cut before U+2581: see build_bpe in module.c). */
+static int char_tables(const MtokIndex *x, int32_t *bmp, uint64_t *joins) {
+    memset(bmp, 0xFF, BMP_BYTES);
+    int metaspace_inside = 0;
+    size_t pos = 0;
+    for (uint32_t k = 0; k < x->count; k++) {
+        const uint8_t *r = x->vocab + pos, *s = r + 2;
+        size_t len = mtok_u16(r), chars = 0;
+        uint32_t prev = 0, cp = 0;
+        /* a stored index spares the records' UTF-8 check: each step stays inside the record */
+        for (size_t i = 0, step; i < len; i += step, chars++, prev = cp) {
+            uint8_t lead = s[i];
+            step = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+            if (step > len - i)
+                step = len - i;
+            cp = step == 1 ? lead : lead & (0x7Fu >> step);
+            for (size_t j = 1; j < step; j++)
+                cp = cp << 6 | (s[i + j] & 0x3Fu);
+            if (i) {
+                size_t bit = join_bit(prev, cp);
+                joins[bit / 64] |= 1ull << (bit % 64);
+                metaspace_inside |= cp == 0x2581 && prev != 0x2581;
+            }
+        }
+        if (chars == 1 && cp < 0x10000)
+            bmp[cp] = (int32_t)mtok_u32(s + len);
+        pos += 2 + len + x->tail;
+    }
+    return metaspace_inside;
+}
+
 static Tables *ready_tables(PyObject *tables) {
     Tables *t = (Tables *)tables;
     if (!t->built) {
@@ -1053,40 +1128,19 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
     }
     if (m->byte_level)
         return 0;
-    m->bmp = malloc(0x10000 * sizeof *m->bmp);
-    m->joins = calloc((1u << JOIN_BITS) / 64, sizeof *m->joins);
+    m->bmp = malloc(BMP_BYTES);
+    m->joins = calloc(1, JOINS_BYTES);
     if (!m->bmp || !m->joins) {
         PyErr_NoMemory();
         return -1;
     }
-    memset(m->bmp, 0xFF, 0x10000 * sizeof *m->bmp);
-    /* single BMP characters, the character pairs side by side in a token (BPE.joins), and
-     * whether some token has U+2581 right after another character (then pieces may not be cut
-     * before U+2581: see build_bpe in module.c) */
-    int metaspace_inside = 0;
-    size_t pos = 0;
-    for (uint32_t k = 0; k < x->count; k++) {
-        const uint8_t *r = x->vocab + pos, *s = r + 2;
-        size_t len = mtok_u16(r), chars = 0;
-        uint32_t prev = 0, cp = 0;
-        /* a stored index spares the records' UTF-8 check: each step stays inside the record */
-        for (size_t i = 0, step; i < len; i += step, chars++, prev = cp) {
-            uint8_t lead = s[i];
-            step = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-            if (step > len - i)
-                step = len - i;
-            cp = step == 1 ? lead : lead & (0x7Fu >> step);
-            for (size_t j = 1; j < step; j++)
-                cp = cp << 6 | (s[i + j] & 0x3Fu);
-            if (i) {
-                size_t bit = join_bit(prev, cp);
-                m->joins[bit / 64] |= 1ull << (bit % 64);
-                metaspace_inside |= cp == 0x2581 && prev != 0x2581;
-            }
-        }
-        if (chars == 1 && cp < 0x10000)
-            m->bmp[cp] = (int32_t)mtok_u32(s + len);
-        pos += 2 + len + x->tail;
+    int metaspace_inside;
+    if (t->chars) {
+        memcpy(m->bmp, t->chars, BMP_BYTES);
+        memcpy(m->joins, t->chars + BMP_BYTES, JOINS_BYTES);
+        metaspace_inside = t->metaspace_inside;
+    } else {
+        metaspace_inside = char_tables(x, m->bmp, m->joins);
     }
     m->split_metaspace = !m->ignore_merges && !metaspace_inside && m->bmp[0x2581] >= 0;
     return 0;
