@@ -474,3 +474,24 @@ def test_checked_in_tables_match_their_generators(generator: str, header: str) -
     finally:
         sys.path.remove(str(folder))
     assert module.render() == (folder / header).read_text(encoding="ascii")
+
+
+def test_native_batch_many_chunks() -> None:
+    # enough text for many native chunks on several threads: as encode one by one, HF alike,
+    # post-processor ids (Gemma's BOS) added by the native core; a refused text far into the
+    # batch raises encode()'s error while other threads are still encoding
+    tok, hf = load("gemma-v1"), hf_tokenizer("gemma-v1")
+    added = added_contents("gemma-v1")[:4]
+    texts = [t * 3 for t in corpus_chunks(120, seed=5)] + ["", added[0] + "\n\n x " + added[-1]] * 3
+    for special in (False, True):
+        theirs = [e.ids for e in hf.encode_batch(texts, add_special_tokens=special)]
+        for threads in (1, 2, 4):
+            assert tok.encode_batch(texts, special, num_threads=threads) == theirs, (special, threads)
+    for bad in ("a\ud800b", 5):
+        with pytest.raises((TypeError, ValueError)) as one:
+            tok.encode(bad)  # type: ignore[arg-type]
+        for threads in (1, 2, 4):
+            with pytest.raises(one.type) as batch:
+                tok.encode_batch(texts[:90] + [bad] + texts[90:], num_threads=threads)  # type: ignore[list-item]
+            assert str(batch.value) == str(one.value)
+    assert native._affixes(tok.post_processor) == ([2], [])

@@ -11,7 +11,7 @@ the GIL released.
 
 :func:`accelerate_text` goes on to the whole of ``Tokenizer.encode``: added-token matching, the
 normalizer (called from C on each segment between added tokens) and segment encoding in one
-native call, then the post-processor. Texts that added tokens cut into many segments (Gemma's
+native call, the post-processor's ids around them. Texts that added tokens cut into many segments (Gemma's
 newline tokens) no longer pay a Python round trip per segment.
 
 :func:`accelerate_normalizer` swaps the normalizers the native core reproduces
@@ -28,7 +28,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import models, normalizers, pre_tokenizers
+from . import models, normalizers, pre_tokenizers, processors
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
@@ -136,7 +136,8 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
     """A native ``encode(text, add_special_tokens)`` for ``tokenizer``, or None.
 
     Needs the native segment encoder (:func:`accelerate`); None when an added token is
-    ``single_word``, which stays on the pure path.
+    ``single_word``, which stays on the pure path, or when the post-processor does more than put
+    fixed ids around the text's.
     """
     _native = _core()
     encoder = getattr(tokenizer._native_segment, "__self__", None)
@@ -154,18 +155,51 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
             normalized.append((added.token_for_decode(id) or token.content, id, flags))
         else:
             raw.append((token.content, id, flags))
+    affixes = _affixes(tokenizer.post_processor)
+    if affixes is None:
+        return None
     encoder.set_added(raw, normalized)
+    encoder.set_post(*affixes)
     encode_text = encoder.encode_text
     normalizer = tokenizer.normalizer
-    post_processor = tokenizer.post_processor
 
     def encode(text: str, add_special_tokens: bool) -> list[int]:
-        ids: list[int] = encode_text(text, normalizer)
-        if add_special_tokens and post_processor is not None:
-            ids = post_processor(ids)
+        ids: list[int] = encode_text(text, normalizer, add_special_tokens)
         return ids
 
     return encode
+
+
+_MAX_ID = 2**31 - 1
+_LAYOUT_PROCESSORS = (
+    processors.ByteLevel, processors.BertProcessing, processors.RobertaProcessing, processors.TemplateProcessing,
+)
+
+
+def _affixes(post: processors.PostProcessor | None) -> tuple[list[int], list[int]] | None:
+    """The ids ``post`` puts before and after a single sequence, which the native core adds itself;
+    None when ``post`` does more than lay out fixed ids around it (or is of a kind not known here).
+
+    >>> _affixes(processors.BertProcessing(sep=("[SEP]", 2), cls=("[CLS]", 1)))
+    ([1], [2])
+    """
+    if post is None:
+        return [], []
+    if not _lays_out(post):
+        return None
+    marker: Any = object()
+    out = [i for seq in post.process_encodings([[marker]]) for i in seq]
+    at = [k for k, i in enumerate(out) if i is marker]
+    # a template repeating (or dropping) the sequence, or ids beyond the native core's int32
+    if len(at) != 1 or any(i is not marker and i > _MAX_ID for i in out):
+        return None
+    return out[: at[0]], out[at[0] + 1 :]
+
+
+def _lays_out(post: processors.PostProcessor) -> bool:
+    if type(post) is processors.Sequence:
+        return all(_lays_out(member) for member in post.processors)
+    return type(post) in _LAYOUT_PROCESSORS
 
 
 def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normalizers.Normalizer | None:

@@ -74,7 +74,8 @@ class Tokenizer:
         self._chat: Any = None
         self._native_segment = native.accelerate(self)
         self._native_text = native.accelerate_text(self)
-        # encode_batch's share of texts in one native call (the encoder accelerate_text set up)
+        # encode_batch in one native call, on the native core's own threads (the encoder
+        # accelerate_text set up)
         encoder = getattr(self._native_segment, "__self__", None)
         self._native_batch = encoder.encode_batch if self._native_text is not None else None
 
@@ -138,28 +139,25 @@ class Tokenizer:
             raise TypeError("encode_batch() takes a list of str; use encode() for one string")
         if num_threads is None:
             num_threads = (os.cpu_count() or 1) if self._native_segment is not None else 1
+        if self._native_batch is not None:
+            # the native core runs its own threads: no pool to start, texts handed out as they finish
+            lists: list[list[int]] = self._native_batch(texts, self.normalizer, add_special_tokens, num_threads)
+            return lists
         n = len(texts)
-        encode_share = self._encode_share
+
+        def encode_share(share: Sequence[str]) -> list[list[int]]:
+            return [self.encode(t, add_special_tokens) for t in share]
+
         if num_threads <= 1 or n < 2:
-            return encode_share(texts, add_special_tokens)
+            return encode_share(texts)
         # Contiguous shares, a few per thread so that threads done early take more (batches are
         # often sorted, e.g. by language, and texts of one kind cost alike); a task per text would
         # cost more than short texts take.
         step = -(-n // (num_threads * _SHARES_PER_THREAD))
         shares = [texts[i : i + step] for i in range(0, n, step)]
         with ThreadPoolExecutor(max_workers=min(num_threads, len(shares))) as pool:
-            parts = pool.map(lambda share: encode_share(share, add_special_tokens), shares)
+            parts = pool.map(encode_share, shares)
             return [ids for part in parts for ids in part]
-
-    def _encode_share(self, texts: Sequence[str], add_special_tokens: bool) -> list[list[int]]:
-        """``encode`` of each text; natively all in one call, the GIL released for all of them."""
-        if self._native_batch is None:
-            return [self.encode(t, add_special_tokens) for t in texts]
-        lists: list[list[int]] = self._native_batch(texts, self.normalizer)
-        post = self.post_processor
-        if add_special_tokens and post is not None:
-            return [post(ids) for ids in lists]
-        return lists
 
     # -- decoding -------------------------------------------------------------------------
 

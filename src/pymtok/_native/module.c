@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pythread.h>
 #include <structmember.h>
 
 #include "mtok_tables.h"
@@ -20,7 +21,7 @@ enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define CACHE_SLOTS (1u << 18)
 #define CACHE_ENTRIES 100000
 #define INTS_MAX (1u << 20)
-#define BATCH_ROUND_IDS (1u << 14)
+#define BATCH_CHUNK_CHARS (1u << 13)
 
 typedef struct {
     PyObject_HEAD
@@ -34,6 +35,7 @@ typedef struct {
     PyObject **ints; /* a Python int for every id the model can produce: lists are built fast */
     size_t nints;
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
+    IdBuf prefix, suffix; /* the post-processor's ids around a text's (set_post) */
     PyObject *tables;    /* a .mtok's MtokTables the model reads in place, kept alive here */
 } Encoder;
 
@@ -366,6 +368,8 @@ static void Encoder_dealloc(Encoder *self) {
     cache_free(&self->cache);
     added_trie_free(&self->raw);
     added_trie_free(&self->norm);
+    free(self->prefix.v);
+    free(self->suffix.v);
     Py_XDECREF(self->tables);
     if (self->ints) {
         for (size_t i = 0; i < self->nints; i++)
@@ -593,27 +597,39 @@ static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const
     return 0;
 }
 
-/* The ids as a Python list; model ids come from the ints table, added token ids may lie beyond. */
-static PyObject *id_list(Encoder *self, const IdBuf *ids) {
-    PyObject *list = PyList_New((Py_ssize_t)ids->n);
-    for (size_t i = 0; list && i < ids->n; i++) {
+/* The Python int of an id: model ids from the ints table, added token ids may lie beyond. */
+static PyObject *id_int(Encoder *self, size_t id) {
+    PyObject *o = id < self->nints ? self->ints[id] : NULL;
+    if (o)
+        return Py_NewRef(o);
+    if ((o = PyLong_FromSize_t(id)) && id < self->nints)
+        self->ints[id] = Py_NewRef(o);
+    return o;
+}
+
+static int set_ids(Encoder *self, PyObject *list, Py_ssize_t at, const IdBuf *ids) {
+    for (size_t i = 0; i < ids->n; i++) {
         /* the table slots and int objects of a large vocabulary miss the caches: fetch ahead */
         if (i + 16 < ids->n && (size_t)ids->v[i + 16] < self->nints)
             __builtin_prefetch(&self->ints[ids->v[i + 16]]);
         if (i + 8 < ids->n && (size_t)ids->v[i + 8] < self->nints && self->ints[ids->v[i + 8]])
             __builtin_prefetch(self->ints[ids->v[i + 8]], 1);
-        size_t id = (size_t)ids->v[i];
-        PyObject *o = id < self->nints ? self->ints[id] : NULL;
-        if (o) {
-            Py_INCREF(o);
-        } else if (!(o = PyLong_FromSize_t(id))) {
-            Py_CLEAR(list);
-            break;
-        } else if (id < self->nints) {
-            self->ints[id] = Py_NewRef(o);
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+        PyObject *o = id_int(self, (size_t)ids->v[i]);
+        if (!o)
+            return -1;
+        PyList_SET_ITEM(list, at + (Py_ssize_t)i, o);
     }
+    return 0;
+}
+
+/* The ids as a Python list, within the post-processor's prefix and suffix when `special`. */
+static PyObject *id_list(Encoder *self, const IdBuf *ids, int special) {
+    static const IdBuf none = {0};
+    const IdBuf *pre = special ? &self->prefix : &none, *suf = special ? &self->suffix : &none;
+    PyObject *list = PyList_New((Py_ssize_t)(pre->n + ids->n + suf->n));
+    if (list && (set_ids(self, list, 0, pre) < 0 || set_ids(self, list, (Py_ssize_t)pre->n, ids) < 0 ||
+                 set_ids(self, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0))
+        Py_CLEAR(list); /* PyList_New's NULL slots are skipped by its dealloc */
     return list;
 }
 
@@ -640,7 +656,7 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
     err = read_text(&w, kind, data, n) < 0 ? -1 : encode_segment(self, w.text, n, offset, &w, &out);
     Py_END_ALLOW_THREADS
     work_free(&w);
-    PyObject *list = err ? PyErr_NoMemory() : id_list(self, &out);
+    PyObject *list = err ? PyErr_NoMemory() : id_list(self, &out, 0);
     free(out.v);
     return list;
 }
@@ -810,8 +826,10 @@ static void raise_surrogate(PyObject *text, size_t at) {
 }
 
 static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyUnicode_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "encode_text(text: str, normalizer: callable | None)");
+    int special;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || (special = PyObject_IsTrue(args[2])) < 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_text(text: str, normalizer: callable | None, add_special_tokens: bool)");
         return NULL;
     }
     if (!self->ints) {
@@ -828,17 +846,175 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
     Work w = {0};
     int err = encode_text_into(self, text, args[1], &w, &out);
     work_free(&w);
-    PyObject *list = err ? NULL : id_list(self, &out);
+    PyObject *list = err ? NULL : id_list(self, &out, special);
     free(out.v);
     return list;
 }
 
-/* encode_batch(texts, normalizer) -> list[list[int]]: encode_text of each text. With a native
- * normalizer (or None) every text is encoded in one GIL-free pass and only the lists are built
- * with the GIL held, so that threads calling this on shares of a batch run in parallel. */
+static int read_ids(PyObject *seq, IdBuf *ids) {
+    PyObject *tuple = PySequence_Tuple(seq);
+    if (!tuple)
+        return -1;
+    ids->n = 0;
+    int err = 0;
+    for (Py_ssize_t i = 0; !err && i < PyTuple_GET_SIZE(tuple); i++) {
+        int32_t id;
+        if ((err = read_id(PyTuple_GET_ITEM(tuple, i), &id)) == 0 && (err = ids_push(ids, id)) < 0)
+            PyErr_NoMemory();
+    }
+    Py_DECREF(tuple);
+    return err;
+}
+
+static PyObject *Encoder_set_post(Encoder *self, PyObject *args) {
+    PyObject *prefix, *suffix;
+    if (!PyArg_ParseTuple(args, "OO:set_post", &prefix, &suffix) || read_ids(prefix, &self->prefix) < 0 ||
+        read_ids(suffix, &self->suffix) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ---- encode_batch: texts encoded by several threads, lists built by the calling one ----- */
+
+enum { CHUNK_PENDING, CHUNK_DONE, CHUNK_NOMEM };
+
+/* Contiguous texts one thread encodes; the caller builds their lists once state is DONE. */
+typedef struct {
+    Py_ssize_t first, last;
+    Py_ssize_t bad;   /* the first text encode() would refuse (not a str, lone surrogate), or -1 */
+    size_t bad_at;    /* where its surrogate is */
+    IdBuf out;        /* the ids of the chunk's texts, one after the other */
+    atomic_int state;
+} Chunk;
+
+typedef struct {
+    Encoder *self;
+    const NormOp *ops;
+    size_t nops;
+    int native;              /* the normalizer runs without the GIL; else every text is redone */
+    PyObject **items;
+    Py_ssize_t *ends;        /* per text: where its ids end in its chunk's out, -2 to redo with the GIL */
+    Chunk *chunks;
+    size_t nchunks;
+    atomic_size_t next;      /* the next chunk to claim */
+    atomic_int stop;         /* the caller has failed: claim nothing more */
+    atomic_int left;         /* helper threads still running, plus one for the caller */
+    PyThread_type_lock finished; /* held by the caller until the last helper ends */
+} Batch;
+
+/* Claims the next chunk and encodes it, without the GIL; 0 when none is left. */
+static int batch_step(Batch *b, Work *w) {
+    size_t c = atomic_fetch_add(&b->next, 1);
+    if (c >= b->nchunks || atomic_load(&b->stop))
+        return 0;
+    Chunk *ch = &b->chunks[c];
+    int state = CHUNK_DONE;
+    for (Py_ssize_t i = ch->first; i < ch->last; i++) {
+        PyObject *t = b->items[i];
+        if (!PyUnicode_Check(t)) {
+            ch->bad = i;
+            break;
+        }
+        int kind = PyUnicode_KIND(t);
+        const void *data = PyUnicode_DATA(t);
+        size_t n = (size_t)PyUnicode_GET_LENGTH(t), at = find_surrogate(kind, data, n);
+        if (at < n) {
+            ch->bad = i;
+            ch->bad_at = at;
+            break;
+        }
+        b->ends[i] = -2;
+        if (!b->native)
+            continue;
+        size_t mark = ch->out.n;
+        int r = read_text(w, kind, data, n) < 0 ? -1 : encode_text_core(b->self, b->ops, b->nops, w->text, n, w, &ch->out);
+        if (r == -2) {
+            ch->out.n = mark;
+        } else if (r < 0) {
+            state = CHUNK_NOMEM;
+            break;
+        } else {
+            b->ends[i] = (Py_ssize_t)ch->out.n;
+        }
+    }
+    atomic_store_explicit(&ch->state, state, memory_order_release);
+    return 1;
+}
+
+static void batch_helper(void *arg) {
+    Batch *b = arg;
+    Work w = {0};
+    while (batch_step(b, &w))
+        ;
+    work_free(&w);
+    if (atomic_fetch_sub(&b->left, 1) == 1)
+        PyThread_release_lock(b->finished);
+}
+
+/* The lists of a DONE chunk's texts into result; -1 with the Python error set (encode()'s for
+ * its first refused text). */
+static int batch_lists(Batch *b, Chunk *ch, PyObject *normalizer, int special, PyObject *result, Work *w) {
+    if (atomic_load_explicit(&ch->state, memory_order_acquire) == CHUNK_NOMEM) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t start = 0;
+    IdBuf redo = {0};
+    int err = 0;
+    for (Py_ssize_t k = ch->first; !err && k < ch->last; k++) {
+        PyObject *list = NULL, *t = b->items[k];
+        if (k == ch->bad) {
+            if (!PyUnicode_Check(t))
+                PyErr_Format(PyExc_TypeError, "encode() takes a str, got %s", Py_TYPE(t)->tp_name);
+            else
+                raise_surrogate(t, ch->bad_at);
+        } else if (b->ends[k] >= 0) {
+            IdBuf slice = {ch->out.v + start, (size_t)(b->ends[k] - start), 0};
+            list = id_list(b->self, &slice, special);
+            start = b->ends[k];
+        } else {
+            redo.n = 0;
+            list = encode_text_into(b->self, t, normalizer, w, &redo) < 0 ? NULL : id_list(b->self, &redo, special);
+        }
+        if (list)
+            PyList_SET_ITEM(result, k, list);
+        else
+            err = -1;
+    }
+    free(redo.v);
+    free(ch->out.v);
+    ch->out.v = NULL;
+    return err;
+}
+
+/* Contiguous chunks of about BATCH_CHUNK_CHARS code points, claimed by threads in turn: texts
+ * sorted by kind (a language, code) cost alike, and any thread done early takes the next. */
+static int batch_chunks(Batch *b, Py_ssize_t count) {
+    if (!(b->chunks = calloc((size_t)(count ? count : 1), sizeof *b->chunks)))
+        return -1;
+    size_t chars = BATCH_CHUNK_CHARS;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (chars >= BATCH_CHUNK_CHARS) {
+            b->chunks[b->nchunks++] = (Chunk){.first = i, .bad = -1};
+            chars = 0;
+        }
+        b->chunks[b->nchunks - 1].last = i + 1;
+        if (PyUnicode_Check(b->items[i]))
+            chars += (size_t)PyUnicode_GET_LENGTH(b->items[i]);
+    }
+    return 0;
+}
+
+/* encode_batch(texts, normalizer, add_special_tokens, num_threads) -> list[list[int]]: encode_text
+ * of each text. num_threads - 1 helper threads and the caller encode chunks of texts without
+ * the GIL; between its chunks the caller builds the lists of those done so far. */
 static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "encode_batch(texts: list[str], normalizer: callable | None)");
+    Py_ssize_t threads;
+    int special;
+    if (nargs != 4 || (special = PyObject_IsTrue(args[2])) < 0 ||
+        ((threads = PyLong_AsSsize_t(args[3])) == -1 && PyErr_Occurred())) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch(texts: list[str], normalizer: callable | None, "
+                                         "add_special_tokens: bool, num_threads: int)");
         return NULL;
     }
     if (!self->ints) {
@@ -849,89 +1025,67 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
     PyObject *seq = PySequence_Tuple(args[0]);
     if (!seq)
         return NULL;
-    PyObject *normalizer = args[1], *result = NULL;
+    PyObject *normalizer = args[1];
     Py_ssize_t count = PyTuple_GET_SIZE(seq);
-    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
-    const NormOp *ops = NULL;
-    size_t nops = 0;
-    int native = native_ops(normalizer, &ops, &nops);
-    /* per text of a round: where its ids end in out, or -2 for a text the GIL path redoes */
-    Py_ssize_t *ends = PyMem_Malloc((size_t)(count ? count : 1) * sizeof *ends);
-    IdBuf out = {0}, redo = {0};
-    Work w = {0};
-    int err = ends ? 0 : -1;
-    Py_ssize_t bad = -1;     /* the first text encode() would refuse: not a str, or a lone surrogate */
-    size_t bad_at = 0;
-    if (!err && !(result = PyList_New(count)))
-        err = -2;
-    /* Rounds of about BATCH_ROUND_IDS ids: the lists of one round are built (with the GIL) while
-     * other threads still encode theirs, instead of every thread queueing for the GIL at the end. */
-    for (Py_ssize_t i = 0; !err && bad < 0 && i < count;) {
-        Py_ssize_t first = i;
-        out.n = 0;
-        Py_BEGIN_ALLOW_THREADS
-        for (; !err && i < count && out.n < BATCH_ROUND_IDS; i++) {
-            PyObject *t = items[i];
-            if (!PyUnicode_Check(t)) {
-                bad = i;
-                break;
-            }
-            int kind = PyUnicode_KIND(t);
-            const void *data = PyUnicode_DATA(t);
-            size_t n = (size_t)PyUnicode_GET_LENGTH(t), at = find_surrogate(kind, data, n);
-            if (at < n) {
-                bad = i;
-                bad_at = at;
-                break;
-            }
-            ends[i] = -2;
-            if (!native)
-                continue;
-            size_t mark = out.n;
-            int r = read_text(&w, kind, data, n) < 0 ? -1 : encode_text_core(self, ops, nops, w.text, n, &w, &out);
-            if (r == -2)
-                out.n = mark;
-            else if (r < 0)
-                err = -1;
-            else
-                ends[i] = (Py_ssize_t)out.n;
-        }
-        Py_END_ALLOW_THREADS
-        if (err || bad >= 0)
-            break;
-        Py_ssize_t start = 0;
-        for (Py_ssize_t k = first; k < i; k++) {
-            PyObject *list;
-            if (ends[k] >= 0) {
-                IdBuf slice = {out.v + start, (size_t)(ends[k] - start), 0};
-                list = id_list(self, &slice);
-                start = ends[k];
-            } else {
-                redo.n = 0;
-                list = encode_text_into(self, items[k], normalizer, &w, &redo) < 0 ? NULL : id_list(self, &redo);
-            }
-            if (!list) {
-                err = -2;
-                break;
-            }
-            PyList_SET_ITEM(result, k, list);
-        }
-    }
-    if (err == -1) {
-        PyErr_NoMemory();
-    } else if (err) {
-        /* the Python error is set */
-    } else if (bad >= 0 && !PyUnicode_Check(items[bad])) {
-        PyErr_Format(PyExc_TypeError, "encode() takes a str, got %s", Py_TYPE(items[bad])->tp_name);
-    } else if (bad >= 0) {
-        raise_surrogate(items[bad], bad_at);
-    }
-    if (err || bad >= 0)
+    Batch b = {.self = self, .items = &PyTuple_GET_ITEM(seq, 0)};
+    b.native = native_ops(normalizer, &b.ops, &b.nops);
+    atomic_init(&b.left, 1);
+    b.ends = PyMem_Malloc((size_t)(count ? count : 1) * sizeof *b.ends);
+    PyObject *result = PyList_New(count);
+    if (!result || !b.ends || batch_chunks(&b, count) < 0) {
+        if (result)
+            PyErr_NoMemory();
         Py_CLEAR(result);
-    free(redo.v);
+        goto out;
+    }
+    /* with a Python normalizer every text is redone with the GIL: helpers would only wait */
+    if (b.native && threads > 1 && b.nchunks > 1 && (b.finished = PyThread_allocate_lock())) {
+        PyThread_acquire_lock(b.finished, WAIT_LOCK);
+        for (Py_ssize_t k = 1; k < threads && (size_t)k < b.nchunks; k++) {
+            atomic_fetch_add(&b.left, 1);
+            if (PyThread_start_new_thread(batch_helper, &b) == PYTHREAD_INVALID_THREAD_ID) {
+                atomic_fetch_sub(&b.left, 1);
+                break; /* fewer threads: the work is only slower */
+            }
+        }
+    }
+    Work w = {0};
+    size_t built = 0;
+    int more = 1, err = 0;
+    while (!err && built < b.nchunks) {
+        if (more) {
+            Py_BEGIN_ALLOW_THREADS
+            more = batch_step(&b, &w);
+            Py_END_ALLOW_THREADS
+        } else if (atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) == CHUNK_PENDING) {
+            break; /* the rest is the helpers' */
+        }
+        for (; !err && built < b.nchunks &&
+               atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) != CHUNK_PENDING;
+             built++)
+            err = batch_lists(&b, &b.chunks[built], normalizer, special, result, &w);
+    }
+    if (err)
+        atomic_store(&b.stop, 1);
+    if (atomic_fetch_sub(&b.left, 1) != 1) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(b.finished, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    if (b.finished) {
+        PyThread_release_lock(b.finished);
+        PyThread_free_lock(b.finished);
+    }
+    for (; !err && built < b.nchunks; built++)
+        err = batch_lists(&b, &b.chunks[built], normalizer, special, result, &w);
+    if (err)
+        Py_CLEAR(result);
     work_free(&w);
-    free(out.v);
-    PyMem_Free(ends);
+    for (size_t c = built; c < b.nchunks; c++)
+        free(b.chunks[c].out.v);
+out:
+    free(b.chunks);
+    PyMem_Free(b.ends);
     Py_DECREF(seq);
     return result;
 }
@@ -941,11 +1095,14 @@ static PyMethodDef Encoder_methods[] = {
      "encode(normalized_segment, offset) -> list[int]: the ids of one segment."},
     {"set_added", (PyCFunction)Encoder_set_added, METH_VARARGS,
      "set_added(raw, normalized): the added tokens encode_text matches, as (content, id, flags) lists."},
+    {"set_post", (PyCFunction)Encoder_set_post, METH_VARARGS,
+     "set_post(prefix, suffix): the ids add_special_tokens puts around a text's (the post-processor's)."},
     {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_FASTCALL,
-     "encode_text(text, normalizer) -> list[int]: added tokens, normalization and segments in one call;\n"
-     "ValueError for a lone surrogate, as Tokenizer.encode."},
+     "encode_text(text, normalizer, add_special_tokens) -> list[int]: added tokens, normalization and\n"
+     "segments in one call; ValueError for a lone surrogate, as Tokenizer.encode."},
     {"encode_batch", (PyCFunction)(void (*)(void))Encoder_encode_batch, METH_FASTCALL,
-     "encode_batch(texts, normalizer) -> list[list[int]]: encode_text of each, in one GIL-free pass."},
+     "encode_batch(texts, normalizer, add_special_tokens, num_threads) -> list[list[int]]: encode_text of\n"
+     "each, on num_threads threads without the GIL."},
     {NULL, NULL, 0, NULL},
 };
 
