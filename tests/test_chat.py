@@ -569,3 +569,20 @@ def test_qwen3_tools_and_thinking_after_mtok_round_trip(exported: Any) -> None:
         theirs = hf("qwen3").apply_chat_template(
             copy.deepcopy(TOOL_CHAT), tokenize=False, add_generation_prompt=True, **copy.deepcopy(kwargs))
         assert tok.apply_chat_template(copy.deepcopy(TOOL_CHAT), add_generation_prompt=True, **kwargs) == theirs
+
+
+def test_loading_does_not_import_jinja2() -> None:
+    """jinja2 is most of pymtok's import time: only rendering a template may import it."""
+    import subprocess
+    import sys
+
+    folder = fixture_path("tokenizers", "qwen3")
+    code = (
+        "import sys, pymtok\n"
+        "assert 'jinja2' not in sys.modules, 'import pymtok'\n"
+        f"tok = pymtok.load({str(folder)!r})\n"
+        "assert tok.meta.chat_template and 'jinja2' not in sys.modules, 'pymtok.load'\n"
+        "tok.apply_chat_template([{'role': 'user', 'content': 'hi'}])\n"
+        "assert 'jinja2' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -62,7 +62,7 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
 
 def _apply_llm_config(tok: Tokenizer, path: Path) -> None:
     """MNN deployments override the template and EOS text from ``llm_config.json``'s jinja block."""
-    from .chat import template_from_llm_config
+    from .hf_json import template_from_llm_config
 
     override = template_from_llm_config(path)
     if override is not None:

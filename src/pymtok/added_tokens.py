@@ -16,10 +16,21 @@ import regex
 
 from .errors import FormatError
 
-# HF decides these with Rust's `regex` crate, whose Unicode \w and \s are spelled out here
-_WORD_CHAR = regex.compile(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]")
-_TRAILING_SPACE = regex.compile(r"\p{White_Space}*$")
-_LEADING_SPACE = regex.compile(r"\p{White_Space}*")
+# HF decides these with Rust's `regex` crate, whose Unicode \w and \s are spelled out here.
+# Compiled on first use: only single_word, lstrip and rstrip tokens need them.
+@functools.cache
+def _word_char() -> regex.Pattern[str]:
+    return regex.compile(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]")
+
+
+@functools.cache
+def _trailing_space() -> regex.Pattern[str]:
+    return regex.compile(r"\p{White_Space}*$")
+
+
+@functools.cache
+def _leading_space() -> regex.Pattern[str]:
+    return regex.compile(r"\p{White_Space}*")
 
 
 @dataclass(frozen=True)
@@ -175,15 +186,15 @@ class AddedVocabulary:
             id = table[m.group()]
             token = self.by_id[id]
             if token.single_word and (
-                (start > 0 and _WORD_CHAR.match(text, start - 1))
-                or (stop < len(text) and _WORD_CHAR.match(text, stop))
+                (start > 0 and _word_char().match(text, start - 1))
+                or (stop < len(text) and _word_char().match(text, stop))
             ):
                 continue
             if token.lstrip:
                 # spaces already taken by the previous match's rstrip stay there
-                start = max(_TRAILING_SPACE.search(text, 0, start).start(), done)  # type: ignore[union-attr]
+                start = max(_trailing_space().search(text, 0, start).start(), done)  # type: ignore[union-attr]
             if token.rstrip:
-                stop = _LEADING_SPACE.match(text, stop).end()  # type: ignore[union-attr]
+                stop = _leading_space().match(text, stop).end()  # type: ignore[union-attr]
             if done < start:
                 out.append((text[done:start], base + done, None))
             out.append((text[start:stop], base + start, id))

@@ -33,7 +33,6 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -45,7 +44,16 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace, generate_lorem_ipsum
 from jinja2.visitor import NodeTransformer
 
-from .errors import FormatError, TemplateError
+from .errors import TemplateError
+# Finding a folder's template is part of reading the folder, which must not import jinja2; the
+# finders are re-exported here, beside the renderer their results go to.
+from .hf_json import find_chat_template, special_tokens_from_config, template_from_llm_config, token_text
+
+__all__ = [
+    "MAX_CHARS", "MAX_INT_BITS", "MAX_ITEMS", "MAX_ITERATIONS", "MAX_WORK", "TIME_LIMIT",
+    "TIME_PER_MESSAGE", "ChatTemplate", "find_chat_template", "special_tokens_from_config",
+    "template_from_llm_config",
+]
 
 #: Wall-clock seconds one compilation, or one render of a short chat, may take.
 TIME_LIMIT = 1.0
@@ -708,7 +716,7 @@ class ChatTemplate:
         self.source: str | dict[str, str] = source if isinstance(source, str) else dict(source)
         self.special_tokens: dict[str, str] = {}
         for key, value in (special_tokens or {}).items():
-            text = _token_text(value)
+            text = token_text(value)
             if text is not None:
                 self.special_tokens[key] = text
         self._environment = _ChatEnvironment()
@@ -794,111 +802,3 @@ class ChatTemplate:
                 _check(length, "a prompt")
                 pieces.append(piece)
         return "".join(pieces)
-
-
-# ---------------------------------------------------------------------------------------------
-# Where templates and special tokens come from
-
-
-def _token_text(value: Any) -> str | None:
-    """A special token's text: the string itself, or an AddedToken-style dict's "content"."""
-    if isinstance(value, str):
-        return value
-    content = value.get("content") if isinstance(value, Mapping) else None
-    return content if isinstance(content, str) else None
-
-
-def special_tokens_from_config(cfg: Mapping[str, Any]) -> dict[str, str]:
-    """The special-token variables transformers passes to chat templates, from tokenizer_config.json.
-
-    That is every ``*_token`` entry with a text (bos_token, eos_token, …, and model-specific ones
-    such as image_token) plus a dict-valued ``extra_special_tokens``. Tokens that a transformers
-    tokenizer class fills in by default when the config omits them (Gemma's mask_token) are not
-    in the config, so they are not here either.
-
-    >>> special_tokens_from_config({"bos_token": "<s>", "eos_token": {"content": "</s>"},
-    ...                             "pad_token": None, "add_bos_token": True})
-    {'bos_token': '<s>', 'eos_token': '</s>'}
-    """
-    tokens: dict[str, str] = {}
-    for key, value in cfg.items():
-        text = _token_text(value)
-        if key.endswith("_token") and text is not None:
-            tokens[key] = text
-    extra = cfg.get("extra_special_tokens")
-    if isinstance(extra, Mapping):
-        for key, value in extra.items():
-            text = _token_text(value)
-            if text is not None:
-                tokens[key] = text
-    return tokens
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise FormatError(f"{path}: cannot read JSON: {exc}") from exc
-
-
-def _named_templates(value: Any, where: str) -> str | dict[str, str] | None:
-    """A ``chat_template`` entry: a string, or a list of {"name", "template"} dicts."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(
-        isinstance(t, Mapping) and isinstance(t.get("name"), str) and isinstance(t.get("template"), str)
-        for t in value
-    ):
-        return {t["name"]: t["template"] for t in value}
-    raise FormatError(f"{where}: chat_template must be a string or a list of {{name, template}}")
-
-
-def find_chat_template(folder: Path) -> str | dict[str, str] | None:
-    """A model folder's chat template(s), in transformers' order of precedence.
-
-    1. ``chat_template.jinja`` (the "default") and ``additional_chat_templates/*.jinja``;
-    2. else ``chat_template.json``'s ``"chat_template"``;
-    3. else ``tokenizer_config.json``'s ``"chat_template"``.
-
-    Several templates come back as a dict by name; a lone "default" as its string.
-    """
-    folder = Path(folder)
-    templates = {
-        path.name.removesuffix(".jinja"): path.read_text(encoding="utf-8")
-        for path in sorted((folder / "additional_chat_templates").glob("*.jinja"))
-    }
-    default = folder / "chat_template.jinja"
-    if default.is_file():
-        templates["default"] = default.read_text(encoding="utf-8")
-    if templates:
-        return templates["default"] if list(templates) == ["default"] else templates
-    for name in ("chat_template.json", "tokenizer_config.json"):
-        path = folder / name
-        if path.is_file():
-            data = _read_json(path)
-            if not isinstance(data, Mapping):
-                raise FormatError(f"{path}: expected a JSON object")
-            found = _named_templates(data.get("chat_template"), str(path))
-            if found is not None:
-                return found
-    return None
-
-
-def template_from_llm_config(path: Path) -> tuple[str, str] | None:
-    """MNN's override: ``(chat_template, eos)`` from ``llm_config.json``'s ``"jinja"`` block.
-
-    When the block has a template, MNN's runtime uses it and its ``"eos"`` text (``""`` when
-    absent) instead of the tokenizer file's, for ``.mtok`` and ``.txt`` alike. Returns None when
-    the file or the template is absent.
-    """
-    path = Path(path)
-    if not path.is_file():
-        return None
-    data = _read_json(path)
-    block = data.get("jinja") if isinstance(data, Mapping) else None
-    if not isinstance(block, Mapping) or block.get("chat_template") is None:
-        return None
-    template, eos = block["chat_template"], block.get("eos") or ""
-    if not isinstance(template, str) or not isinstance(eos, str):
-        raise FormatError(f"{path}: jinja.chat_template and jinja.eos must be strings")
-    return template, eos

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import struct
 import unicodedata
@@ -44,22 +45,32 @@ class _CodePoints:
 
     ``re`` compiles a class of BMP ranges into a bitmap but tests astral ranges one by one for
     every character, so the astral part is only tried on text that has astral characters.
+    Building the bitmap is slow, so each pattern is compiled on first use, not at import.
     """
 
     def __init__(self, ranges: str) -> None:
-        bmp: list[tuple[int, int]] = []
-        astral: list[tuple[int, int]] = []
+        self._bmp_ranges: list[tuple[int, int]] = []
+        self._astral_ranges: list[tuple[int, int]] = []
         for item in ranges.split():
             lo, _, hi = item.partition("-")
             first = int(lo, 16)
             last = int(hi, 16) if hi else first
             if first <= 0xFFFF:
-                bmp.append((first, min(last, 0xFFFF)))
+                self._bmp_ranges.append((first, min(last, 0xFFFF)))
             if last > 0xFFFF:
-                astral.append((max(first, 0x10000), last))
-        self._bmp = re.compile(f"[{_class(bmp)}]+")
-        self._astral = re.compile(f"[{_class(astral)}]+")
-        self.runs = re.compile(f"([{_class(bmp + astral)}]+)")
+                self._astral_ranges.append((max(first, 0x10000), last))
+
+    @functools.cached_property
+    def _bmp(self) -> re.Pattern[str]:
+        return re.compile(f"[{_class(self._bmp_ranges)}]+")
+
+    @functools.cached_property
+    def _astral(self) -> re.Pattern[str]:
+        return re.compile(f"[{_class(self._astral_ranges)}]+")
+
+    @functools.cached_property
+    def runs(self) -> re.Pattern[str]:
+        return re.compile(f"([{_class(self._bmp_ranges + self._astral_ranges)}]+)")
 
     def search(self, text: str) -> bool:
         if self._bmp.search(text):

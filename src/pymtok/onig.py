@@ -8,6 +8,7 @@ for empty matches. Split pre-tokenizers and Replace normalizers/decoders all go 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import regex
@@ -55,18 +56,22 @@ def _escape_chars(chars: list[str]) -> str:
     return "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in runs)
 
 
-_SPECIAL = "".join(
-    chr(c) for lo, hi in _code_point_ranges(_UNICODE_17_NEW) for c in range(lo, hi + 1)
-) + "".join(_UNICODE_16_STAND_IN)
+@functools.cache
+def _special() -> str:
+    # thousands of characters, needed only when a pattern is translated
+    return "".join(
+        chr(c) for lo, hi in _code_point_ranges(_UNICODE_17_NEW) for c in range(lo, hi + 1)
+    ) + "".join(_UNICODE_16_STAND_IN)
 
 
 def unicode_16_set(base: str) -> str:
     """A V1 set item matching what ``base`` (a set item) matches with Unicode 16.0 properties."""
     compiled = regex.compile(base, FLAGS)
-    now = set(compiled.findall(_SPECIAL))
+    special = _special()
+    now = set(compiled.findall(special))
     unassigned = compiled.fullmatch(_UNASSIGNED) is not None
     exclude, include = [], []
-    for char in _SPECIAL:
+    for char in special:
         stand_in = _UNICODE_16_STAND_IN.get(char)
         then = unassigned if stand_in is None else compiled.fullmatch(stand_in) is not None
         if char in now and not then:

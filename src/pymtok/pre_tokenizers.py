@@ -182,8 +182,9 @@ class Split:
 def _char_finder(char_class: str) -> Finder:
     # Character predicates yield one span per matching character (not per run): for
     # Contiguous / MergedWith* behaviours a run of delimiters is several matches.
-    compiled = regex.compile(char_class, FLAGS)
-    return lambda text: [m.span() for m in compiled.finditer(text)]
+    # Compiled on first use, like the patterns below: a tokenizer needs few of them.
+    compiled = functools.cache(lambda: regex.compile(char_class, FLAGS))
+    return lambda text: [m.span() for m in compiled().finditer(text)]
 
 
 _PUNCTUATION = _char_finder(hex_class(_PUNCTUATION_9))
@@ -201,10 +202,16 @@ _WHITESPACE_RANGES = "9-D 20 85 A0 1680 2000-200A 2028-2029 202F 205F 3000"
 # What WhitespaceSplit and BertPreTokenizer keep, as one pattern each: runs of non-space
 # characters; for BERT, runs without punctuation and each punctuation character alone (the
 # two sets are disjoint). Plain code point classes: the standard ``re`` runs them fastest.
-_NON_SPACE_RUNS = re.compile(hex_class(_WHITESPACE_RANGES, negate=True) + "+")
-_BERT_WORDS = re.compile(
-    hex_class(f"{_WHITESPACE_RANGES} {_PUNCTUATION_9}", negate=True) + "+|" + hex_class(_PUNCTUATION_9)
-)
+@functools.cache
+def _non_space_runs() -> re.Pattern[str]:
+    return re.compile(hex_class(_WHITESPACE_RANGES, negate=True) + "+")
+
+
+@functools.cache
+def _bert_words() -> re.Pattern[str]:
+    return re.compile(
+        hex_class(f"{_WHITESPACE_RANGES} {_PUNCTUATION_9}", negate=True) + "+|" + hex_class(_PUNCTUATION_9)
+    )
 
 
 class Punctuation:
@@ -232,26 +239,28 @@ class WhitespaceSplit:
     """Split on whitespace, dropping it."""
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        return _matches(_NON_SPACE_RUNS, pieces)
+        return _matches(_non_space_runs(), pieces)
 
 
 class BertPreTokenizer:
     """Split on whitespace (dropped), then isolate every punctuation character."""
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        return _matches(_BERT_WORDS, pieces)
+        return _matches(_bert_words(), pieces)
 
 
-# HF uses the Rust ``regex`` crate here (Unicode 16.0 word characters, joiners included).
-_RUST_WORD = unicode_16_set(r"[\w]")
-_WORDS = regex.compile(f"{_RUST_WORD}+|[^{_RUST_WORD}\\s]+", FLAGS)
+@functools.cache
+def _words() -> regex.Pattern[str]:
+    # HF uses the Rust ``regex`` crate here (Unicode 16.0 word characters, joiners included).
+    word = unicode_16_set(r"[\w]")
+    return regex.compile(f"{word}+|[^{word}\\s]+", FLAGS)
 
 
 class Whitespace:
     """Keep runs of word characters and runs of other non-space characters; drop the spaces."""
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        return _matches(_WORDS, pieces)
+        return _matches(_words(), pieces)
 
 
 # The scripts of HF's table (Unicode 9.0, from SentencePiece); a character of any other script,
@@ -272,13 +281,17 @@ _SCRIPTS_9 = (
     "Sinhala SoraSompeng Sundanese SylotiNagri Syriac Tagalog Tagbanwa TaiLe TaiTham TaiViet "
     "Takri Tamil Tangut Telugu Thaana Thai Tibetan Tifinagh Tirhuta Ugaritic Vai WarangCiti Yi"
 ).split()
-_SCRIPT_RUNS = regex.compile(
-    r"(?P<Han>[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\u30fc]+)|"
-    + "|".join(
-        f"(?P<{name}>[\\p{{sc={name}}}--[ \\u30fc]]+)" for name in _SCRIPTS_9
-    ),
-    FLAGS,
-)
+
+
+@functools.cache
+def _script_runs() -> regex.Pattern[str]:
+    return regex.compile(
+        r"(?P<Han>[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\u30fc]+)|"
+        + "|".join(
+            f"(?P<{name}>[\\p{{sc={name}}}--[ \\u30fc]]+)" for name in _SCRIPTS_9
+        ),
+        FLAGS,
+    )
 
 
 class UnicodeScripts:
@@ -289,7 +302,7 @@ class UnicodeScripts:
         for text, offset in pieces:
             cuts: list[int] = []
             last_script = None
-            for m in _SCRIPT_RUNS.finditer(text):
+            for m in _script_runs().finditer(text):
                 if m.lastgroup != last_script:
                     cuts.append(m.start())
                     last_script = m.lastgroup
