@@ -25,6 +25,7 @@ import mmap
 import os
 import struct
 import sys
+import threading
 import unicodedata
 import zlib
 from collections import Counter
@@ -643,27 +644,48 @@ def _build_model(cur: _Cursor, model: dict[str, Any], skip: int, index: tuple[in
     native core reads it), its merges resolved with HF's rule for a ``skip``-character prefix."""
     vocab, merges = model["vocab"], model.get("merges")
     tables = vocab.tables if isinstance(vocab, _TableVocab) else None
-    at = length = 0
-    damaged = False
-    if index is not None:
-        crc, at, length = index
-        if not isinstance(merges, _Merges):
-            raise cur.error("extension index", f"a {model['type']} model has no index", at)
-        # The index is only good for the records it was made from: a file changed since (or
-        # damaged) must not be read through it, by either reader. The records are indexed
-        # without it first, so that a damaged record is reported as what it is.
-        start, end = merges.span
-        view = memoryview(cur.data)
-        damaged = zlib.crc32(view[at : at + length], zlib.crc32(view[start:end])) != crc
+    if index is None:
+        _index_records(cur, tables, merges, skip, 0, 0)
+        return
+    crc, at, length = index
+    if not isinstance(merges, _Merges):
+        raise cur.error("extension index", f"a {model['type']} model has no index", at)
+    # The index is only good for the records it was made from: a file changed since (or damaged)
+    # must not be read through it, by either reader. zlib and the native checks of the index
+    # both let go of the GIL, so the file is summed beside them.
+    start, end = merges.span
+    view = memoryview(cur.data)
+    summed: list[int] = []
+    summing = threading.Thread(target=lambda: summed.append(zlib.crc32(view[at : at + length], zlib.crc32(view[start:end]))))
+    summing.start()
+    failure: FormatError | None = None
+    try:
+        _index_records(cur, tables, merges, skip, at, length)
+    except FormatError as exc:
+        failure = exc
+    summing.join()
+    if summed != [crc]:
+        if tables is not None:
+            # the records indexed without the index: a damaged record is reported as what it is
+            fresh = _native_tables(native._core(), _Cursor(cur.data, tables.start, cur.path), "BPE", len(tables), len(merges))
+            _index_records(cur, fresh, merges, skip, 0, 0)
+        elif failure is not None:
+            raise failure
+        raise cur.error("extension index", "CRC-32 mismatch: the model section or its index was changed after writing", at)
+    if failure is not None:
+        raise failure
+
+
+def _index_records(cur: _Cursor, tables: Any, merges: Any, skip: int, at: int, length: int) -> None:
+    """Build the native ``tables`` (adopting the index of ``length`` bytes at ``at``, if any), or
+    resolve the pure reader's merges."""
     try:
         if tables is not None:
-            tables.build(skip, 0 if damaged else at, 0 if damaged else length)
+            tables.build(skip, at, length)
         elif isinstance(merges, _PyMerges):
             merges.resolve(skip)
     except FormatError as exc:
         raise FormatError(f"{cur.path}: {exc}") from None
-    if damaged:
-        raise cur.error("extension index", "CRC-32 mismatch: the model section or its index was changed after writing", at)
 
 
 def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, str], records_at: int) -> _PyMerges:

@@ -687,8 +687,11 @@ static int adopt_index(Tables *t, size_t skip, size_t at, size_t len) {
                 is_low_mask(h[5]) && h[5] >= x->vocab_len && is_low_mask(h[8]) && h[8] >= x->nmerges &&
                 h[10] <= 1 && h[11] <= 1 &&
                 len == 4 * (INDEX_HEAD + nslots + nby_id + nmslots + (size_t)x->nmerges + (h[10] ? CHAR_WORDS : 0));
-    if (sound)
+    if (sound) {
+        Py_BEGIN_ALLOW_THREADS /* mtok.py sums the file meanwhile */
         sound = index_is_sound(x, h);
+        Py_END_ALLOW_THREADS
+    }
     if (sound < 0) {
         PyErr_NoMemory();
         return -1;
