@@ -704,18 +704,28 @@ def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, s
 def _read_unigram_vocab(cur: _Cursor, n: int) -> list[list[Any]]:
     section = "model vocabulary"
     data, end = cur.data, cur.end
+    length_at, tail_at = _U16.unpack_from, _UNIGRAM_TAIL.unpack_from
     pieces: list[Any] = [None] * n
+    pos = cur.pos
+    # the cursor's checks inlined: this loop reads every record of the vocabulary
     for _ in range(n):
-        at = cur.pos
-        token = cur.string(section, "piece")
-        if cur.pos + 12 > end:
-            raise cur.error(section, "Unigram record is truncated", at)
-        id, score = _UNIGRAM_TAIL.unpack_from(data, cur.pos)
-        cur.pos += 12
+        if end - pos < 2:
+            raise cur.error(section, "Unigram record is truncated", pos)
+        (size,) = length_at(data, pos)
+        text_end = pos + 2 + size
+        if end - text_end < 12:
+            raise cur.error(section, "Unigram record is truncated", pos)
+        try:
+            token = data[pos + 2 : text_end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise cur.error(section, "piece is not valid UTF-8", pos + 2 + exc.start) from None
+        id, score = tail_at(data, text_end)
         # HF's Unigram vocabulary is a list: ids are positions, so they must cover 0..n-1
         if id >= n or pieces[id] is not None:
-            raise cur.error(section, f"Unigram id {id} is out of range or repeated (vocabulary size {n})", at)
+            raise cur.error(section, f"Unigram id {id} is out of range or repeated (vocabulary size {n})", pos)
         pieces[id] = [token, score]
+        pos = text_end + 12
+    cur.pos = pos
     return pieces
 
 

@@ -253,7 +253,15 @@ static int build_unigram(Encoder *self, PyObject *pieces, PyObject *scores) {
             PyErr_SetString(PyExc_TypeError, "Unigram pieces must be str");
             return -1;
         }
-        total += (size_t)PyUnicode_GET_LENGTH(p) * 4;
+        /* the trie has at most one edge per key byte: its table is sized by the UTF-8 length,
+         * as filling a table four times larger (room for 4 bytes a character) cost more than the
+         * whole rest of a load */
+        int kind = PyUnicode_KIND(p);
+        const void *data = PyUnicode_DATA(p);
+        for (Py_ssize_t j = 0, len = PyUnicode_GET_LENGTH(p); j < len; j++) {
+            uint32_t c = PyUnicode_READ(kind, data, j);
+            total += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        }
     }
     size_t slots = 16;
     while (slots < 2 * total + 1)
