@@ -108,6 +108,7 @@ class AddedVocabulary:
         self.ids: dict[str, int] = {}
         self.special: set[str] = set()
         self._normalized_form: dict[int, str] = {}
+        self._top = -1  # the largest id given so far (Llama 3 adds 256 tokens: no max() per token)
         for token in tokens:
             if not token.content:
                 continue
@@ -126,11 +127,12 @@ class AddedVocabulary:
             if token.special:
                 self.special.add(token.content)
             self.by_id[id] = token
+            self._top = max(self._top, id)
 
     def _next_id(self, model_vocab_size: int) -> int:
-        if not self.by_id:
+        if self._top < 0:
             return model_vocab_size
-        top = max(self.by_id)
+        top = self._top
         return top + 1 if top >= model_vocab_size or model_vocab_size == 0 else model_vocab_size
 
     # The matchers are built on the pure path's first split: the native core matches added
