@@ -350,6 +350,39 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
     return 0;
 }
 
+int bpe_chars_init(BPE *m) {
+    m->bmp = malloc(BPE_BMP_BYTES);
+    m->joins = calloc(1, BPE_JOINS_BYTES);
+    if (!m->bmp || !m->joins)
+        return -1;
+    memset(m->bmp, 0xFF, BPE_BMP_BYTES);
+    return 0;
+}
+
+int bpe_chars_add(BPE *m, const uint8_t *s, size_t len, int32_t id) {
+    int metaspace_inside = 0;
+    size_t chars = 0;
+    uint32_t prev = 0, cp = 0;
+    /* a .mtok's stored index spares its records' UTF-8 check: each step stays inside the token */
+    for (size_t i = 0, step; i < len; i += step, chars++, prev = cp) {
+        uint8_t lead = s[i];
+        step = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+        if (step > len - i)
+            step = len - i;
+        cp = step == 1 ? lead : lead & (0x7Fu >> step);
+        for (size_t j = 1; j < step; j++)
+            cp = cp << 6 | (s[i + j] & 0x3Fu);
+        if (i) {
+            size_t bit = join_bit(prev, cp);
+            m->joins[bit / 64] |= 1ull << (bit % 64);
+            metaspace_inside |= cp == 0x2581 && prev != 0x2581;
+        }
+    }
+    if (chars == 1 && cp < 0x10000)
+        m->bmp[cp] = id;
+    return metaspace_inside;
+}
+
 void bpe_free(BPE *m) {
     strmap_free(&m->vocab);
     pairmap_free(&m->merges);

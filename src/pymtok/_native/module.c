@@ -127,13 +127,8 @@ static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *
     if (strmap_init(&m->vocab, (size_t)PyDict_GET_SIZE(vocab)) < 0 ||
         pairmap_init(&m->merges, (size_t)PyDict_GET_SIZE(merges)) < 0)
         goto nomem;
-    if (!m->byte_level) {
-        m->bmp = malloc(0x10000 * sizeof *m->bmp);
-        m->joins = calloc((1u << JOIN_BITS) / 64, sizeof *m->joins);
-        if (!m->bmp || !m->joins)
-            goto nomem;
-        memset(m->bmp, 0xFF, 0x10000 * sizeof *m->bmp);
-    }
+    if (!m->byte_level && bpe_chars_init(m) < 0)
+        goto nomem;
     /* Whether no token has U+2581 right after another character: then no merge can join
      * across such a point and pieces may be cut there (see bpe_spans). */
     int metaspace_inside = 0;
@@ -156,18 +151,7 @@ static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *
                 m->byte_unit[key.v[0]] = id;
             continue;
         }
-        Py_ssize_t chars = PyUnicode_GET_LENGTH(k);
-        int kind = PyUnicode_KIND(k);
-        const void *data = PyUnicode_DATA(k);
-        if (chars == 1 && PyUnicode_READ(kind, data, 0) < 0x10000)
-            m->bmp[PyUnicode_READ(kind, data, 0)] = id;
-        for (Py_ssize_t i = 1; i < chars; i++) {
-            uint32_t a = PyUnicode_READ(kind, data, i - 1), b = PyUnicode_READ(kind, data, i);
-            if (b == 0x2581 && a != 0x2581)
-                metaspace_inside = 1;
-            size_t bit = join_bit(a, b);
-            m->joins[bit / 64] |= 1ull << (bit % 64);
-        }
+        metaspace_inside |= bpe_chars_add(m, key.v, (size_t)len, id);
     }
     free(key.v);
     fallback_table(&m->vocab, m->fallback);

@@ -616,7 +616,7 @@ enum { INDEX_LAYOUT = 0x4D544902, INDEX_HEAD = 12 };
 /* The char-level tables after the merge results, when header word 10 is 1: the token of each
  * BMP character (0x10000 int32, -1 for none), then BPE.joins (JOIN_BITS bits); word 11 is
  * char_tables' answer. */
-enum { BMP_BYTES = 0x10000 * 4, JOINS_BYTES = (1u << JOIN_BITS) / 8, CHAR_WORDS = (BMP_BYTES + JOINS_BYTES) / 4 };
+enum { CHAR_WORDS = (BPE_BMP_BYTES + BPE_JOINS_BYTES) / 4 };
 
 static int is_low_mask(uint32_t m) { return (m & (m + 1u)) == 0; }
 
@@ -746,7 +746,7 @@ static PyObject *Tables_build(Tables *self, PyObject *args) {
     return PyBool_FromLong(adopted);
 }
 
-static int char_tables(const MtokIndex *x, int32_t *bmp, uint64_t *joins);
+static int char_tables(const MtokIndex *x, BPE *m);
 
 /* index_bytes(char_level) -> bytes | None: the index as adopt_index reads it, with the
  * char-level tables when the model works on characters; None where this file's index is not of
@@ -767,18 +767,14 @@ static PyObject *Tables_index_bytes(Tables *self, PyObject *arg) {
     uint32_t head[INDEX_HEAD] = {INDEX_LAYOUT, (uint32_t)self->skip, x->count, x->nmerges, (uint32_t)nslots,
                                  x->off_mask, (uint32_t)nby_id, (uint32_t)nmslots, x->moff_mask,
                                  (uint32_t)x->vocab_len, (uint32_t)char_level, 0};
-    int32_t *bmp = NULL;
-    uint64_t *joins = NULL;
+    BPE chars = {0};
     if (char_level) {
-        bmp = malloc(BMP_BYTES);
-        joins = calloc(1, JOINS_BYTES);
-        if (!bmp || !joins) {
-            free(bmp);
-            free(joins);
+        if (bpe_chars_init(&chars) < 0) {
+            bpe_free(&chars);
             Py_DECREF(out);
             return PyErr_NoMemory();
         }
-        head[11] = (uint32_t)char_tables(x, bmp, joins);
+        head[11] = (uint32_t)char_tables(x, &chars);
     }
     memcpy(w, head, sizeof head);
     w += INDEX_HEAD;
@@ -788,11 +784,10 @@ static PyObject *Tables_index_bytes(Tables *self, PyObject *arg) {
     w += nslots + nby_id + nmslots;
     memcpy(w, x->merged, 4 * (size_t)x->nmerges);
     if (char_level) {
-        memcpy(w + x->nmerges, bmp, BMP_BYTES);
-        memcpy((uint8_t *)(w + x->nmerges) + BMP_BYTES, joins, JOINS_BYTES);
+        memcpy(w + x->nmerges, chars.bmp, BPE_BMP_BYTES);
+        memcpy((uint8_t *)(w + x->nmerges) + BPE_BMP_BYTES, chars.joins, BPE_JOINS_BYTES);
     }
-    free(bmp);
-    free(joins);
+    bpe_free(&chars);
     return out;
 }
 
@@ -1066,35 +1061,15 @@ int32_t mtok_byte_level_id(const MtokIndex *x, const uint8_t *b, size_t n) {
     return id;
 }
 
-/* A char-level BPE's tables from the records: the token of each single BMP character (bmp,
- * 0x10000 entries) and the character pairs side by side in some token (joins, zeroed by the
- * caller; see BPE.joins). Returns whether some token has U+2581 right after another character
- * (then pieces may not be cut before U+2581: see build_bpe in module.c). */
-static int char_tables(const MtokIndex *x, int32_t *bmp, uint64_t *joins) {
-    memset(bmp, 0xFF, BMP_BYTES);
+/* A char-level BPE's per-character tables from the records (bpe_chars_add); returns whether
+ * some token has U+2581 right after another character. */
+static int char_tables(const MtokIndex *x, BPE *m) {
     int metaspace_inside = 0;
     size_t pos = 0;
     for (uint32_t k = 0; k < x->count; k++) {
-        const uint8_t *r = x->vocab + pos, *s = r + 2;
-        size_t len = mtok_u16(r), chars = 0;
-        uint32_t prev = 0, cp = 0;
-        /* a stored index spares the records' UTF-8 check: each step stays inside the record */
-        for (size_t i = 0, step; i < len; i += step, chars++, prev = cp) {
-            uint8_t lead = s[i];
-            step = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-            if (step > len - i)
-                step = len - i;
-            cp = step == 1 ? lead : lead & (0x7Fu >> step);
-            for (size_t j = 1; j < step; j++)
-                cp = cp << 6 | (s[i + j] & 0x3Fu);
-            if (i) {
-                size_t bit = join_bit(prev, cp);
-                joins[bit / 64] |= 1ull << (bit % 64);
-                metaspace_inside |= cp == 0x2581 && prev != 0x2581;
-            }
-        }
-        if (chars == 1 && cp < 0x10000)
-            bmp[cp] = (int32_t)mtok_u32(s + len);
+        const uint8_t *s = x->vocab + pos + 2;
+        size_t len = mtok_u16(x->vocab + pos);
+        metaspace_inside |= bpe_chars_add(m, s, len, (int32_t)mtok_u32(s + len));
         pos += 2 + len + x->tail;
     }
     return metaspace_inside;
@@ -1131,19 +1106,17 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
     }
     if (m->byte_level)
         return 0;
-    m->bmp = malloc(BMP_BYTES);
-    m->joins = calloc(1, JOINS_BYTES);
-    if (!m->bmp || !m->joins) {
+    if (bpe_chars_init(m) < 0) {
         PyErr_NoMemory();
         return -1;
     }
     int metaspace_inside;
     if (t->chars) {
-        memcpy(m->bmp, t->chars, BMP_BYTES);
-        memcpy(m->joins, t->chars + BMP_BYTES, JOINS_BYTES);
+        memcpy(m->bmp, t->chars, BPE_BMP_BYTES);
+        memcpy(m->joins, t->chars + BPE_BMP_BYTES, BPE_JOINS_BYTES);
         metaspace_inside = t->metaspace_inside;
     } else {
-        metaspace_inside = char_tables(x, m->bmp, m->joins);
+        metaspace_inside = char_tables(x, m);
     }
     m->split_metaspace = !m->ignore_merges && !metaspace_inside && m->bmp[0x2581] >= 0;
     return 0;

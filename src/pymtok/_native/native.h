@@ -340,6 +340,14 @@ int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n,
 int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
 
 void bpe_free(BPE *m);
+
+/* A char-level BPE's per-character tables (BPE.bmp, BPE.joins), filled token by token: sizes in
+ * bytes (the .mtok index stores them as they are), allocation with no token noted yet, and one
+ * token's share from its UTF-8 s[0..len), which returns whether the token has U+2581 right after
+ * another character (then pieces may not be cut before U+2581: see bpe_spans). */
+enum { BPE_BMP_BYTES = 0x10000 * 4, BPE_JOINS_BYTES = (1u << JOIN_BITS) / 8 };
+int bpe_chars_init(BPE *m);
+int bpe_chars_add(BPE *m, const uint8_t *s, size_t len, int32_t id);
 void wordpiece_free(WordPiece *m);
 void unigram_free(Unigram *m);
 
