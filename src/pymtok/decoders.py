@@ -34,42 +34,33 @@ class Decoder(Protocol):
     def __call__(self, tokens: list[str]) -> list[str]: ...
 
 
+# transformers' ``clean_up_tokenization`` replacements, in order
+_TRANSFORMERS_CLEANUP = (
+    (" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+    (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"),
+)
+# HF's own list (its WordPiece and CTC decoders) is transformers' with " do not" also rewritten,
+# in the middle of the chain (after " 'm")
+_HF_CLEANUP = (*_TRANSFORMERS_CLEANUP[:7], (" do not", " don't"), *_TRANSFORMERS_CLEANUP[7:])
+
+
+def _replace_in_order(text: str, replacements: tuple[tuple[str, str], ...]) -> str:
+    for old, new in replacements:
+        text = text.replace(old, new)
+    return text
+
+
 def clean_up_tokenization(text: str) -> str:
     """transformers' ``clean_up_tokenization`` (applied when ``clean_up_tokenization_spaces``).
 
     >>> clean_up_tokenization("I do n't know , really .")
     "I don't know, really."
     """
-    return (
-        text.replace(" .", ".")
-        .replace(" ?", "?")
-        .replace(" !", "!")
-        .replace(" ,", ",")
-        .replace(" ' ", "'")
-        .replace(" n't", "n't")
-        .replace(" 'm", "'m")
-        .replace(" 's", "'s")
-        .replace(" 've", "'ve")
-        .replace(" 're", "'re")
-    )
+    return _replace_in_order(text, _TRANSFORMERS_CLEANUP)
 
 
 def _wordpiece_cleanup(text: str) -> str:
-    # HF's own list (used by its WordPiece and CTC decoders) differs from transformers': it also
-    # rewrites " do not", in the middle of the chain.
-    return (
-        text.replace(" .", ".")
-        .replace(" ?", "?")
-        .replace(" !", "!")
-        .replace(" ,", ",")
-        .replace(" ' ", "'")
-        .replace(" n't", "n't")
-        .replace(" 'm", "'m")
-        .replace(" do not", " don't")
-        .replace(" 's", "'s")
-        .replace(" 've", "'ve")
-        .replace(" 're", "'re")
-    )
+    return _replace_in_order(text, _HF_CLEANUP)
 
 
 def _single_char(component: str, field: str, value: object) -> str:
