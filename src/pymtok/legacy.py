@@ -391,18 +391,13 @@ def _sentencepiece_config(
             "byte_fallback": byte_fallback,
         }
     else:
-        model = {
-            "type": "BPE",
-            "vocab": _first_ids(pieces),
-            "merges": _merges_by_score(pieces, legacy.scores, types),
-            "dropout": None,
-            "unk_token": pieces[unk_id],
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": True,  # sentencepiece reports a run of unknown characters as one piece
-            "byte_fallback": byte_fallback,
-            "ignore_merges": False,
-        }
+        model = _bpe_model(
+            pieces,
+            _merges_by_score(pieces, legacy.scores, types),
+            unk_token=pieces[unk_id],
+            fuse_unk=True,  # sentencepiece reports a run of unknown characters as one piece
+            byte_fallback=byte_fallback,
+        )
     if normalizer is None:
         normalizer = {
             "type": "Sequence",
@@ -457,6 +452,30 @@ def _first_ids(tokens: Sequence[str]) -> dict[str, int]:
     for i, token in enumerate(tokens):
         vocab.setdefault(token, i)  # a duplicated token keeps its first id, as MNN's loader
     return vocab
+
+
+def _bpe_model(
+    tokens: Sequence[str],
+    merges: list[Any],
+    *,
+    unk_token: str | None = None,
+    fuse_unk: bool = False,
+    byte_fallback: bool = False,
+    ignore_merges: bool = False,
+) -> dict[str, Any]:
+    """HF's BPE ``model`` config, every field spelled out as tokenizer.json has it."""
+    return {
+        "type": "BPE",
+        "vocab": _first_ids(tokens),
+        "merges": merges,
+        "dropout": None,
+        "unk_token": unk_token,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": fuse_unk,
+        "byte_fallback": byte_fallback,
+        "ignore_merges": ignore_merges,
+    }
 
 
 def _merges_by_score(pieces: list[str], scores: list[float], types: list[int]) -> list[tuple[str, str]]:
@@ -540,19 +559,12 @@ def _tiktoken_config(legacy: LegacyTxt, pattern: str) -> dict[str, Any]:
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
             ],
         },
-        "model": {
-            "type": "BPE",
-            "vocab": _first_ids(token_of),
-            "merges": [(bytes_to_chars(a), bytes_to_chars(b)) for a, b in _merges_by_rank(ranks)],
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
+        "model": _bpe_model(
+            token_of,
+            [(bytes_to_chars(a), bytes_to_chars(b)) for a, b in _merges_by_rank(ranks)],
             # tiktoken takes a piece that is itself a token whole, before any merging
-            "ignore_merges": True,
-        },
+            ignore_merges=True,
+        ),
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
         "post_processor": _prefix_processor(legacy.prefix_ids, token_of),
     }
@@ -618,18 +630,7 @@ def _bpe_config(legacy: LegacyTxt) -> dict[str, Any]:
         "added_tokens": _added_specials(legacy, tokens),
         "normalizer": None,
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-        "model": {
-            "type": "BPE",
-            "vocab": _first_ids(tokens),
-            "merges": list(legacy.merges),
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-        },
+        "model": _bpe_model(tokens, list(legacy.merges)),
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
         "post_processor": _prefix_processor(legacy.prefix_ids, tokens),
     }
