@@ -328,6 +328,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+_FILE_HELP = "tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pymtok",
@@ -356,12 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("info", help="describe a tokenizer file: header, components, template, MNN caveats")
-    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("file", help=_FILE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("encode", help="text to token ids (TEXT, or stdin)")
-    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("file", help=_FILE_HELP)
     p.add_argument("text", nargs="?", help="the text (default: read stdin)")
     p.add_argument("--tokens", action="store_true", help="print the token strings instead of ids")
     p.add_argument("--show", action="store_true", help="colour each token's span in the terminal")
@@ -369,13 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_encode)
 
     p = sub.add_parser("decode", help="token ids (arguments, or stdin) to text")
-    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("file", help=_FILE_HELP)
     p.add_argument("ids", nargs="*", help="token ids (default: read stdin)")
     p.add_argument("--skip-special", action="store_true", help="leave special tokens out")
     p.set_defaults(func=cmd_decode)
 
     p = sub.add_parser("chat", help="render a conversation with the file's chat template")
-    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("file", help=_FILE_HELP)
     p.add_argument("messages", help='JSON file: [{"role": "user", "content": "..."}, ...]')
     p.add_argument("--tools", help="JSON file with a list of tool (function) schemas")
     p.add_argument("--no-generation-prompt", action="store_true")
@@ -383,12 +386,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_chat)
 
     p = sub.add_parser("count", help="count tokens of files (or stdin)")
-    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("file", help=_FILE_HELP)
     p.add_argument("paths", nargs="*", help="text files (default: read stdin)")
     p.set_defaults(func=cmd_count)
 
     p = sub.add_parser("verify", help="compare a tokenizer file with the model folder it came from")
-    p.add_argument("file", help="tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder")
+    p.add_argument("file", help=_FILE_HELP)
     p.add_argument("--against", required=True, metavar="MODEL_DIR")
     p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode (one text per line)")
     p.set_defaults(func=cmd_verify)
