@@ -224,8 +224,7 @@ def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tu
             "post_processor": extension["post_processor"],
             "added_tokens": extension["added_tokens"],
         }
-        prefix = options.get("continuing_subword_prefix")
-        _build_model(cur, model, len(prefix) if isinstance(prefix, str) else 0, index)
+        _build_model(cur, model, _prefix_chars(options), index)
         for key in _META_FIELDS:
             if key in extension:
                 setattr(meta, key, extension[key])
@@ -639,6 +638,13 @@ def _native_tables(core: Any, cur: _Cursor, kind: str, n: int, merge_count: int)
     return tables
 
 
+def _prefix_chars(model: Mapping[str, Any]) -> int:
+    """The length of a BPE model's continuing-subword prefix: what merges drop from their right
+    side (HF's ``left + right[len(prefix):]``)."""
+    prefix = model.get("continuing_subword_prefix")
+    return len(prefix) if isinstance(prefix, str) else 0
+
+
 def _build_model(cur: _Cursor, model: dict[str, Any], skip: int, index: tuple[int, int, int] | None) -> None:
     """Index the model's tables (adopting the stored ``index``: CRC-32, offset, length, when the
     native core reads it), its merges resolved with HF's rule for a ``skip``-character prefix."""
@@ -656,7 +662,7 @@ def _build_model(cur: _Cursor, model: dict[str, Any], skip: int, index: tuple[in
     start, end = merges.span
     view = memoryview(cur.data)
     summed: list[int] = []
-    summing = threading.Thread(target=lambda: summed.append(zlib.crc32(view[at : at + length], zlib.crc32(view[start:end]))))
+    summing = threading.Thread(target=lambda: summed.append(_index_checksum(view[start:end], view[at : at + length])))
     summing.start()
     failure: FormatError | None = None
     try:
@@ -674,6 +680,11 @@ def _build_model(cur: _Cursor, model: dict[str, Any], skip: int, index: tuple[in
         raise cur.error("extension index", "CRC-32 mismatch: the model section or its index was changed after writing", at)
     if failure is not None:
         raise failure
+
+
+def _index_checksum(records: Any, index: Any) -> int:
+    """The stored index's CRC-32: over the model's records, then the index tables."""
+    return zlib.crc32(index, zlib.crc32(records))
 
 
 def _index_records(cur: _Cursor, tables: Any, merges: Any, skip: int, at: int, length: int) -> None:
@@ -1316,7 +1327,7 @@ def stored_index(body: bytes, skip: int, char_level: bool) -> tuple[int, bytes] 
     index: bytes | None = tables.index_bytes(char_level and not byte_level)
     if index is None:
         return None
-    return zlib.crc32(index, zlib.crc32(memoryview(body)[tables.start : tables.end])), index
+    return _index_checksum(memoryview(body)[tables.start : tables.end], index), index
 
 
 def extension_payload(
@@ -1359,9 +1370,8 @@ def dumps_mtok(
     body, ops = mnn_bytes(config, meta, table_scores)
     tables = None
     if index:
-        prefix = (config.get("model") or {}).get("continuing_subword_prefix")
         char_level = not _has_type(config.get("pre_tokenizer"), "pretokenizers", "ByteLevel")
-        tables = stored_index(body, len(prefix) if isinstance(prefix, str) else 0, char_level)
+        tables = stored_index(body, _prefix_chars(config.get("model") or {}), char_level)
     return body + extension_block(extension_payload(config, meta, table_scores), ops, tables, len(body))
 
 
