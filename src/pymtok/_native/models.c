@@ -365,13 +365,7 @@ int bpe_chars_add(BPE *m, const uint8_t *s, size_t len, int32_t id) {
     uint32_t prev = 0, cp = 0;
     /* a .mtok's stored index spares its records' UTF-8 check: each step stays inside the token */
     for (size_t i = 0, step; i < len; i += step, chars++, prev = cp) {
-        uint8_t lead = s[i];
-        step = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-        if (step > len - i)
-            step = len - i;
-        cp = step == 1 ? lead : lead & (0x7Fu >> step);
-        for (size_t j = 1; j < step; j++)
-            cp = cp << 6 | (s[i + j] & 0x3Fu);
+        step = utf8_get(s + i, len - i, &cp);
         if (i) {
             size_t bit = join_bit(prev, cp);
             m->joins[bit / 64] |= 1ull << (bit % 64);
@@ -502,10 +496,6 @@ int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id) {
     }
     m->term[node] = id; /* HF keeps the last id of a duplicated piece */
     return 0;
-}
-
-static inline size_t utf8_len(uint8_t lead) {
-    return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
 }
 
 /* The ids of one Viterbi segment [s, e): the piece's id, else its byte tokens, else unk. */

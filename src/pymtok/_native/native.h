@@ -257,6 +257,24 @@ static inline size_t utf8_put(uint32_t c, uint8_t *o) {
     return 4;
 }
 
+/* The length of the UTF-8 sequence a lead byte starts. */
+static inline size_t utf8_len(uint8_t lead) {
+    return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+}
+
+/* The code point at s (n >= 1 bytes there) into *cp; returns its length, never past n, so bytes
+ * that were not checked as UTF-8 are still read within bounds. */
+static inline size_t utf8_get(const uint8_t *s, size_t n, uint32_t *cp) {
+    size_t len = utf8_len(s[0]);
+    if (len > n)
+        len = n;
+    uint32_t c = len == 1 ? s[0] : s[0] & (0x7Fu >> len);
+    for (size_t i = 1; i < len; i++)
+        c = c << 6 | (s[i] & 0x3Fu);
+    *cp = c;
+    return len;
+}
+
 size_t utf8_encode(const uint32_t *s, size_t n, uint8_t *out);
 
 /* ---- models ----------------------------------------------------------------------------- */

@@ -327,16 +327,8 @@ static int push_replacement(const Charsmap *m, size_t start, CpBuf *out) {
     if (cps_grow(out, end > start ? end - start : 0) < 0)
         return -1;
     /* the whole blob is valid UTF-8 (checked when the normalizer was built) */
-    for (size_t k = start; k < end;) {
-        uint8_t b = r[k];
-        uint32_t c;
-        size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-        c = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
-        for (size_t t = 1; t < len; t++)
-            c = c << 6 | (r[k + t] & 0x3F);
-        out->v[out->n++] = c;
-        k += len;
-    }
+    for (size_t k = start; k < end;)
+        k += utf8_get(r + k, end - k, &out->v[out->n++]);
     return 0;
 }
 
