@@ -23,8 +23,10 @@ Set ``PYMTOK_PURE=1`` to keep every tokenizer on the pure path.
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
+import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -252,15 +254,36 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
     return normalizer
 
 
-def _core() -> Any:
-    """The ``_native`` module, or None when it is not built or ``PYMTOK_PURE=1``."""
-    if os.environ.get("PYMTOK_PURE", "") not in ("", "0"):
-        return None
+_NOT_BUILT = (
+    "pymtok: the native core is not built (no C compiler when pymtok was installed), so every "
+    "tokenizer runs on the slower pure-Python path; for the fast path install a C compiler and "
+    "reinstall: pip install --force-reinstall --no-deps --no-binary pymtok pymtok (or, in a "
+    "checkout, pip install .)"
+)
+
+
+@functools.cache
+def _built() -> Any:
     try:
         from . import _native  # type: ignore[attr-defined]
     except ImportError:
+        _native = None
+    # Run from a source tree without the build, the C sources' folder (pymtok/_native/) imports
+    # as an empty namespace package of the same name.
+    if getattr(_native, "__file__", None) is None:
+        warnings.warn(_NOT_BUILT, RuntimeWarning, stacklevel=4)
         return None
     return _native
+
+
+def _core() -> Any:
+    """The ``_native`` module, or None when it is not built or ``PYMTOK_PURE=1``.
+
+    Not built, the pure path is taken after one warning saying how to get the fast one.
+    """
+    if os.environ.get("PYMTOK_PURE", "") not in ("", "0"):
+        return None
+    return _built()
 
 
 def _as_dict(table: Mapping[Any, Any]) -> dict[Any, Any]:
