@@ -15,12 +15,13 @@ from typing import Any
 import regex
 
 from .errors import FormatError
+from .onig import FLAGS, unicode_16_set
 
 # HF decides these with Rust's `regex` crate, whose Unicode \w and \s are spelled out here.
 # Compiled on first use: only single_word, lstrip and rstrip tokens need them.
 @functools.cache
 def _word_char() -> regex.Pattern[str]:
-    return regex.compile(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]")
+    return regex.compile(unicode_16_set(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]"), FLAGS)
 
 
 @functools.cache

@@ -1,9 +1,9 @@
 """Oniguruma patterns (HF's regex engine) run with the ``regex`` module, character for character.
 
 HF compiles tokenizer.json patterns with Oniguruma (Unicode 16.0, Ruby syntax). :func:`onig_regex`
-rewrites a pattern into ``regex`` V1 syntax with the same meaning, pinning the Unicode version with
-the tables below, and :func:`onig_spans` / :func:`onig_sub` iterate matches with Oniguruma's rule
-for empty matches. Split pre-tokenizers and Replace normalizers/decoders all go through here.
+rewrites a pattern into ``regex`` V1 syntax with the same meaning, pinning the Unicode version to
+16.0 whatever the installed ``regex`` release has (``pymtok.ucd`` carries 16.0's categories), and :func:`onig_spans` / :func:`onig_sub` iterate matches with Oniguruma's rule for
+empty matches. Split pre-tokenizers and Replace normalizers/decoders all go through here.
 """
 
 from __future__ import annotations
@@ -13,24 +13,14 @@ from collections.abc import Iterator
 
 import regex
 
-from .errors import FormatError
-
-# Code points assigned in Unicode 17.0 but not 16.0: Oniguruma (16.0) sees them as unassigned
-# (Cn) while the ``regex`` module (17.0) gives them real properties.
-_UNICODE_17_NEW = (
-    "88F C5C CDC 1ACF-1ADD 1AE0-1AEB 20C1 2B96 A7CE-A7CF A7D2 A7D4 A7F1 FBC3-FBD2 FD90-FD91 "
-    "FDC8-FDCE 10940-10959 10EC5-10EC7 10ED0-10ED8 10EFA-10EFB 11B60-11B67 11DB0-11DDB "
-    "11DE0-11DE9 16EA0-16EB8 16EBB-16ED3 16FF2-16FF6 187F8-187FF 18D09-18D1E 18D80-18DF2 "
-    "1CCFA-1CCFC 1CEBA-1CED0 1CEE0-1CEF0 1E6C0-1E6DE 1E6E0-1E6F5 1E6FE-1E6FF 1F6D8 1F777-1F77A "
-    "1F8D0-1F8D8 1FA54-1FA57 1FA8A 1FA8E 1FAC8 1FACD 1FAEA 1FAEF 1FBFA 2B73A-2B73F 2CEA2-2CEAD "
-    "323B0-33479"
-)
-# Characters whose properties changed between 16.0 and 17.0, each with a stand-in that has
-# every 16.0 property of the original (U+0295 went from Ll to Lo; U+0296 is still Ll).
-_UNICODE_16_STAND_IN = {"\u0295": "\u0296"}
-_UNASSIGNED = "\u0378"
+from .errors import FormatError, PymtokError
+from .ucd import CATEGORIES_16, CHANGES_17
 
 FLAGS = regex.V1 | regex.MULTILINE
+
+# The oldest regex release with Unicode 17.0 tables (pyproject.toml declares the same).
+_NEEDS = "regex>=2025.10.22"
+
 
 def _code_point_ranges(ranges: str) -> list[tuple[int, int]]:
     out = []
@@ -56,27 +46,116 @@ def _escape_chars(chars: list[str]) -> str:
     return "".join(f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in runs)
 
 
+class UnicodeVersionError(PymtokError):
+    """The installed ``regex`` has Unicode tables older than a version HF uses."""
+
+
+def _categories(version: str) -> tuple[list[str], bytearray, list[int]]:
+    """The category names; per code point, the index of its category in ``version``; and the
+    code points where the category may change (the starts of the tables' ranges)."""
+    names = sorted(CATEGORIES_16)
+    category = bytearray([len(names)]) * 0x110000
+    names.append("Cn")
+    starts = {0}
+    for table in [CATEGORIES_16] + ([CHANGES_17] if version == "17.0" else []):
+        for name, ranges in table.items():
+            index = names.index(name)
+            for lo, hi in _code_point_ranges(ranges):
+                category[lo : hi + 1] = bytes([index]) * (hi - lo + 1)
+                starts.update((lo, hi + 1))
+    return names, category, sorted(starts - {0x110000})
+
+
+def _every_code_point() -> str:
+    """chr(0) ... chr(0x10FFFF), surrogates included, built from its UTF-32 bytes a byte lane
+    at a time (``"".join(map(chr, ...))`` takes ten times as long)."""
+    utf32 = bytearray(4 * 0x110000)
+    utf32[0::4] = bytes(range(256)) * 0x1100
+    utf32[1::4] = b"".join(bytes([k]) * 256 for k in range(256)) * 0x11
+    utf32[2::4] = b"".join(bytes([k]) * 0x10000 for k in range(0x11))
+    return utf32.decode("utf-32-le", "surrogatepass")
+
+
 @functools.cache
-def _special() -> str:
-    # thousands of characters, needed only when a pattern is translated
-    return "".join(
-        chr(c) for lo, hi in _code_point_ranges(_UNICODE_17_NEW) for c in range(lo, hi + 1)
-    ) + "".join(_UNICODE_16_STAND_IN)
+def _special(version: str) -> dict[str, str]:
+    """Each character the installed ``regex`` gives another general category than Unicode
+    ``version`` does, mapped to a stand-in that has its ``version`` properties in ``regex``.
+
+    Each borrows the nearest character that has, in both, the category it has in ``version``
+    (for one unassigned there, an unassigned one). Only the general category is compared: other properties (script, White_Space)
+    of assigned characters change with it or not at all, as from 16.0 to 17.0 (U+0295: Ll to Lo).
+    Computed on first use, which scans every code point once.
+    """
+    names, category, starts = _categories(version)
+    every = _every_code_point()
+    members: list[list[str]] = [[] for _ in names]
+    for lo, hi in zip(starts, starts[1:] + [0x110000]):
+        members[category[lo]].append(every[lo:hi])
+    changed: dict[int, int] = {}
+    for index, name in enumerate(names):
+        if name == "Cs":  # surrogates cannot be in text
+            continue
+        for match in regex.finditer(rf"\P{{{name}}}+", "".join(members[index])):
+            changed.update((ord(char), index) for char in match.group())
+    out: dict[str, str] = {}
+    codes = sorted(changed)
+    first = 0
+    for k, code in enumerate(codes):
+        if names[changed[code]] != "Cn" and regex.fullmatch(r"\p{Cn}", chr(code)):
+            raise UnicodeVersionError(
+                f"regex {regex.__version__} has Unicode tables older than {version} (U+{code:04X} "
+                f"is unassigned there), which HF uses: install {_NEEDS}"
+            )
+        if k + 1 == len(codes) or codes[k + 1] != code + 1 or changed[codes[k + 1]] != changed[code]:
+            _stand_ins(category, changed, codes[first : k + 1], out)
+            first = k + 1
+    return out
+
+
+def _stand_ins(category: bytearray, changed: dict[int, int], run: list[int], out: dict[str, str]) -> None:
+    """For a run of consecutive code points of one category that ``regex`` sees changed, each
+    one's nearest code point of that category that it does not: for an unassigned one, that
+    keeps it in its block (reserved emoji code points are Extended_Pictographic)."""
+    wanted = category[run[0]]
+
+    def nearest(near: int, step: int) -> int | None:
+        while 0 <= near < 0x110000:
+            if near not in changed and category[near] == wanted:
+                return near
+            near += step
+        return None
+
+    options = [near for near in (nearest(run[0] - 1, -1), nearest(run[-1] + 1, 1)) if near is not None]
+    if not options:
+        raise UnicodeVersionError(f"no character keeps the category of U+{run[0]:04X}")
+    for code in run:
+        out[chr(code)] = chr(min(options, key=lambda near: abs(near - code)))
 
 
 def unicode_16_set(base: str) -> str:
-    """A V1 set item matching what ``base`` (a set item) matches with Unicode 16.0 properties."""
+    """A V1 set item matching what ``base`` (a set item) matches with Unicode 16.0 properties:
+    Oniguruma's and the Rust ``regex`` crate's."""
+    return unicode_set(base, "16.0")
+
+
+def unicode_17_set(base: str) -> str:
+    """A V1 set item matching what ``base`` matches with Unicode 17.0 properties: those of
+    Rust's ``char`` methods (``is_numeric``, ``is_alphabetic``, ...)."""
+    return unicode_set(base, "17.0")
+
+
+def unicode_set(base: str, version: str) -> str:
+    special = _special(version)
+    if not special:
+        return base
     compiled = regex.compile(base, FLAGS)
-    special = _special()
-    now = set(compiled.findall(special))
-    unassigned = compiled.fullmatch(_UNASSIGNED) is not None
+    now = set(compiled.findall("".join(special)))
+    then = {stand_in: compiled.fullmatch(stand_in) is not None for stand_in in set(special.values())}
     exclude, include = [], []
-    for char in special:
-        stand_in = _UNICODE_16_STAND_IN.get(char)
-        then = unassigned if stand_in is None else compiled.fullmatch(stand_in) is not None
-        if char in now and not then:
+    for char, stand_in in special.items():
+        if char in now and not then[stand_in]:
             exclude.append(char)
-        elif then and char not in now:
+        elif then[stand_in] and char not in now:
             include.append(char)
     out = base
     if exclude:

@@ -26,7 +26,7 @@ import regex
 from .byte_level import PIECE_CHARS
 from .components import build_component
 from .errors import FormatError
-from .onig import FLAGS, hex_class, onig_regex, onig_spans, unicode_16_set
+from .onig import FLAGS, hex_class, onig_regex, onig_spans, unicode_16_set, unicode_17_set
 
 PreToken = tuple[str, int]
 
@@ -179,17 +179,17 @@ class Split:
         return out
 
 
-def _char_finder(char_class: str) -> Finder:
+def _char_finder(char_class: Callable[[], str]) -> Finder:
     # Character predicates yield one span per matching character (not per run): for
     # Contiguous / MergedWith* behaviours a run of delimiters is several matches.
-    # Compiled on first use, like the patterns below: a tokenizer needs few of them.
-    compiled = functools.cache(lambda: regex.compile(char_class, FLAGS))
+    # Built and compiled on first use, like the patterns below: a tokenizer needs few of them.
+    compiled = functools.cache(lambda: regex.compile(char_class(), FLAGS))
     return lambda text: [m.span() for m in compiled().finditer(text)]
 
 
-_PUNCTUATION = _char_finder(hex_class(_PUNCTUATION_9))
-# Rust's char::is_numeric follows the ``regex`` module's Unicode version.
-_NUMERIC = _char_finder(r"\p{N}")
+_PUNCTUATION = _char_finder(lambda: hex_class(_PUNCTUATION_9))
+# Rust's char::is_numeric: Unicode 17.0, whatever the ``regex`` module's version.
+_NUMERIC = _char_finder(lambda: unicode_17_set(r"\p{N}"))
 
 
 def _matches(compiled: re.Pattern[str] | regex.Pattern[str], pieces: list[PreToken]) -> list[PreToken]:

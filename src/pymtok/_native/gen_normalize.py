@@ -68,17 +68,19 @@ def compositions(nz: types.ModuleType) -> dict[tuple[int, int], int]:
 def tables() -> tuple[list[int], dict[int, str], dict[int, str], dict[int, int]]:
     """Per code point: property bits, NFD decompositions, lowercase mappings, combining classes."""
     nz = pymtok_module("normalizers")
+    # the grapheme properties of Unicode 17.0, the version the tables are pinned to
+    v17 = pymtok_module("onig").unicode_17_set
     cps = _code_points()
     # Surrogates stand in as NUL so that indices stay code points; they get no property.
     text = "".join(chr(c) if not 0xD800 <= c < 0xE000 else "\0" for c in range(0x110000))
     props = [0] * 0x110000
     for value, name in enumerate(GCB[1:], 1):
-        for c in _members(regex.compile(rf"\p{{Grapheme_Cluster_Break={name}}}"), text):
+        for c in _members(regex.compile(v17(rf"\p{{Grapheme_Cluster_Break={name}}}"), regex.V1), text):
             props[c] |= value
     for value, name in enumerate(INCB[1:], 1):
-        for c in _members(regex.compile(rf"\p{{Indic_Conjunct_Break={name}}}"), text):
+        for c in _members(regex.compile(v17(rf"\p{{Indic_Conjunct_Break={name}}}"), regex.V1), text):
             props[c] |= value << INCB_SHIFT
-    for c in _members(regex.compile(r"\p{Extended_Pictographic}"), text):
+    for c in _members(regex.compile(v17(r"\p{Extended_Pictographic}"), regex.V1), text):
         props[c] |= FLAGS["EXTPICT"]
     bert_sets = {
         "BERT_CONTROL": nz._BERT_CONTROL.runs, "BERT_SPACE": nz._BERT_WHITESPACE,
