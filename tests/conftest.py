@@ -1,8 +1,12 @@
-"""Shared test plumbing: where the real-model fixtures live, the oracles, and corpus sampling.
+"""Shared test plumbing: where the real-model fixtures live, the oracles, corpus sampling, tiers.
 
 The fixtures are never part of the repository. ``PYMTOK_FIXTURES`` names the directory (``.ci/run``
 points it at ``../shared/fixtures``); when it is unset the real-model tests are skipped with a
 message saying how to get the files, and when it is set but files are missing the tests fail.
+
+Two tiers. The default (fast) one runs every test but those marked ``slow``, each corpus sample
+cut to a quarter (still every corpus file, each way of cutting it); ``--full`` runs everything,
+samples at full size. ``.ci/run`` runs both.
 """
 
 from __future__ import annotations
@@ -33,11 +37,34 @@ GOLDEN_FOR = {
 }
 
 
+FULL_SAMPLES = False
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help="the full tier: also the tests marked slow, and full-size corpus samples")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global FULL_SAMPLES
+    FULL_SAMPLES = config.getoption("--full")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--full"):
+        return
+    skip = pytest.mark.skip(reason="slow: run by the full tier (pytest --full)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 def fixtures_dir() -> Path:
     env = os.environ.get("PYMTOK_FIXTURES")
     if not env:
         pytest.skip(HOW_TO_GET)
-    path = Path(env)
+    # absolute: tests hand these paths to subprocesses in other folders and make symlinks to them
+    path = Path(env).resolve()
     if not (path / "tokenizers").is_dir():
         pytest.fail(f"PYMTOK_FIXTURES={env} has no tokenizers/ folder")
     return path
@@ -52,7 +79,7 @@ def fixture_path(*parts: str) -> Path:
 
 def corpus_dir() -> Path:
     env = os.environ.get("PYMTOK_CORPUS")
-    path = Path(env) if env else fixtures_dir().parent / "corpus"
+    path = Path(env).resolve() if env else fixtures_dir().parent / "corpus"
     if not path.is_dir():
         pytest.fail(f"corpus folder missing: {path} (set PYMTOK_CORPUS)")
     return path
@@ -70,10 +97,13 @@ def corpus_files() -> tuple[tuple[str, str], ...]:
 def corpus_chunks(count: int, seed: int = 0) -> list[str]:
     """``count`` chunks drawn from every corpus file: whole lines, paragraphs, random windows.
 
-    Windows are cut at code point boundaries (Python strings cannot split a character).
+    A quarter as many in the fast tier, and at least three a file. Windows are cut at code point
+    boundaries (Python strings cannot split a character).
     """
     rng = random.Random(seed)
     files = corpus_files()
+    if not FULL_SAMPLES:
+        count = min(count, max(count // 4, 3 * len(files)))
     out: list[str] = []
     per_file = -(-count // len(files))
     for _name, text in files:

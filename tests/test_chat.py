@@ -483,7 +483,8 @@ def test_hostile_templates_raise_quickly(key: str) -> None:
     start = time.monotonic()
     with pytest.raises(TemplateError):
         template.render(SINGLE)
-    assert time.monotonic() - start < 2.0
+    # generous: the bounds stop these in well under a second; unbounded, they run for hours
+    assert time.monotonic() - start < 60
     assert not os.path.exists(CANARY)
 
 

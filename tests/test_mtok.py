@@ -291,7 +291,8 @@ def _load_or_format_error(data: bytes) -> None:
         tok.decode(tok.encode("Hello ab wörld <s>"))
     except FormatError:
         pass
-    assert time.perf_counter() - started < 2.0
+    # generous: a bounded read is quick on any machine; an unbounded one runs for minutes
+    assert time.perf_counter() - started < 60
 
 
 @pytest.fixture(params=["pure", "native"])

@@ -456,8 +456,8 @@ def test_worst_cases(name: str, case: str) -> None:
     ours = tok.encode(text, add_special_tokens=False)
     elapsed = time.perf_counter() - start
     assert ours == hf_tokenizer(name).encode(text, add_special_tokens=False).ids
-    # generous: the native core takes well under a second; quadratic behaviour takes minutes
-    assert elapsed < 20, f"{name} {case}: {elapsed:.1f}s"
+    # generous (a loaded machine, the pure path): both take seconds; quadratic behaviour, hours
+    assert elapsed < 300, f"{name} {case}: {elapsed:.1f}s"
 
 
 @pytest.mark.parametrize("generator, header", [("gen_unicode", "unicode_data.h"), ("gen_normalize", "normalize_data.h")])

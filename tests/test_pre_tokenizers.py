@@ -38,8 +38,17 @@ text_strategy = st.one_of(
 HYPOTHESIS = settings(max_examples=80, deadline=None,
                       suppress_health_check=[HealthCheck.too_slow])
 
-SAMPLES = corpus_chunks(300, seed=7)
-FEW = corpus_chunks(60, seed=11) + [TRICKY, TRICKY[::-1], "", " ", "  a  b  ", "a\n\n b\r\n"]
+
+
+# Drawn when a test first needs them: without fixtures, collection must not touch the corpus.
+@functools.cache
+def samples() -> list[str]:
+    return corpus_chunks(300, seed=7)
+
+
+@functools.cache
+def few() -> list[str]:
+    return corpus_chunks(60, seed=11) + [TRICKY, TRICKY[::-1], "", " ", "  a  b  ", "a\n\n b\r\n"]
 
 
 def hf_pieces(pre, text: str) -> list[str]:
@@ -76,7 +85,7 @@ def test_fixture_pre_tokenizer_matches_hf(name: str) -> None:
         assert ours is None
         return
     oracle = hf_tokenizer(name).pre_tokenizer
-    texts = SAMPLES + [text for text, _ in golden_cases(name)] + [TRICKY]
+    texts = samples() + [text for text, _ in golden_cases(name)] + [TRICKY]
     mismatches = [t for t in texts if our_pieces(ours, t) != hf_pieces(oracle, t)]
     assert not mismatches, f"{len(mismatches)}/{len(texts)} differ, first {mismatches[0]!r}"
 
@@ -126,7 +135,7 @@ HF_BEHAVIOR = {"Removed": "removed", "Isolated": "isolated",
 def test_split_regex_every_behavior(pattern: str, behavior: str, invert: bool) -> None:
     ours = pt.Split(pattern={"Regex": pattern}, behavior=behavior, invert=invert)
     oracle = hf.Split(Regex(pattern), behavior=HF_BEHAVIOR[behavior], invert=invert)
-    texts = FEW[:25] + ["xxaxx", "ab\nab\n", "aa", "Straße STRASSE ﬆ", "a b\u00a0c\u3000d"]
+    texts = few()[:25] + ["xxaxx", "ab\nab\n", "aa", "Straße STRASSE ﬆ", "a b\u00a0c\u3000d"]
     assert_same(ours, oracle, texts)
 
 
@@ -135,7 +144,7 @@ def test_split_regex_every_behavior(pattern: str, behavior: str, invert: bool) -
 def test_split_string_every_behavior(string: str, behavior: str) -> None:
     ours = pt.Split(pattern={"String": string}, behavior=behavior, invert=False)
     oracle = hf.Split(string, behavior=HF_BEHAVIOR[behavior], invert=False)
-    assert_same(ours, oracle, FEW[:20] + ["The-final--countdown", "abab.*ab", " a  b "])
+    assert_same(ours, oracle, few()[:20] + ["The-final--countdown", "abab.*ab", " a  b "])
 
 
 @HYPOTHESIS
@@ -183,7 +192,7 @@ PAIRS = component_pairs()
 
 @pytest.mark.parametrize("label,ours,oracle", PAIRS, ids=[p[0] for p in PAIRS])
 def test_component_matches_hf(label: str, ours, oracle) -> None:
-    assert_same(ours, oracle, FEW + ["\u2581a\u2581 b", "a1b22c333", "x__y", "ab", "b"])
+    assert_same(ours, oracle, few() + ["\u2581a\u2581 b", "a1b22c333", "x__y", "ab", "b"])
 
 
 @HYPOTHESIS
@@ -196,7 +205,7 @@ def test_component_hypothesis(text: str, index: int) -> None:
 # HF's script table is Unicode 9.0; characters assigned since then are "Any" there but have a
 # script here, so UnicodeScripts is compared on text without them.
 def test_unicode_scripts_matches_hf() -> None:
-    texts = FEW[:-6] + ["Hello世界ひらがなカタカナーabc  123 Привет", "  abc", "a ー b", "!!", " "]
+    texts = few()[:-6] + ["Hello世界ひらがなカタカナーabc  123 Привет", "  abc", "a ー b", "!!", " "]
     assert_same(pt.UnicodeScripts(), hf.UnicodeScripts(), texts)
 
 
@@ -211,6 +220,36 @@ def test_multi_character_case_folding() -> None:
     assert_same(ours, hf.Split(Regex("(?i:ss)"), behavior="isolated"), ["aßb"])
 
 
+@functools.cache
+def unicode_changes() -> str:
+    """Every character whose general category differs between Unicode 16.0 (Oniguruma), 17.0
+    (Rust's char) and the installed ``regex``: where pymtok's corrections do their work."""
+    from pymtok import onig, ucd
+
+    codes = {ord(c) for version in ("16.0", "17.0") for c in onig._special(version)}
+    codes.update(c for ranges in ucd.CHANGES_17.values()
+                 for lo, hi in onig._code_point_ranges(ranges) for c in range(lo, hi + 1))
+    return "".join(chr(c) for c in sorted(codes))
+
+
+@pytest.mark.parametrize("char_class", [
+    r"\p{L}", r"\p{Lu}", r"\p{Ll}", r"\p{Lm}", r"\p{Lo}", r"\p{M}", r"\p{N}", r"\p{Nd}", r"\p{P}",
+    r"\p{S}", r"\p{Cn}", r"\s", r"\w", r"\d", r"[[:alpha:]]", r"[[:punct:]]", r"[^\p{L}\p{N}]",
+])
+def test_classes_keep_oniguruma_unicode_whatever_the_regex_release(char_class: str) -> None:
+    pattern = f"{char_class}+"
+    ours = pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+    text = unicode_changes()
+    assert_same(ours, hf.Split(Regex(pattern), behavior="isolated"), [text, f"a{text}1 "])
+
+
+def test_digits_keep_rust_unicode_whatever_the_regex_release() -> None:
+    text = unicode_changes() + "0١٢۳߄४৫੬૭୮௯౦೧൨๓໔༥၆៧᠘᥆᧐"
+    for individual in (False, True):
+        assert_same(pt.Digits(individual_digits=individual), hf.Digits(individual_digits=individual),
+                    [text, f"a{text}b"])
+
+
 @pytest.mark.parametrize("punctuation_char", ["\u166d", "\U000111c9", "\u2e43", "\u061d", "$"])
 def test_punctuation_uses_hf_unicode_9_table(punctuation_char: str) -> None:
     text = f"a{punctuation_char}b"
@@ -222,7 +261,7 @@ def test_sequence_matches_hf() -> None:
                                       pt.Metaspace(prepend_scheme="first", split=True)])
     oracle = hf.Sequence([hf.WhitespaceSplit(), hf.Digits(individual_digits=True),
                           hf.Metaspace(prepend_scheme="first", split=True)])
-    assert_same(ours, oracle, FEW)
+    assert_same(ours, oracle, few())
 
 
 # ---- offsets ----------------------------------------------------------------------------------
