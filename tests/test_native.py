@@ -417,7 +417,7 @@ def grapheme_classes() -> list[list[str]]:
 
 
 def regex_ends(text: str) -> list[int]:
-    return [m.end() for m in normalizers._GRAPHEME.finditer(text)]
+    return [m.end() for m in normalizers._graphemes().finditer(text)]
 
 
 def test_grapheme_clusters_match_regex() -> None:

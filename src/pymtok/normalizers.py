@@ -22,6 +22,7 @@ import functools
 import re
 import struct
 import unicodedata
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -29,7 +30,7 @@ import regex
 
 from .components import build_component
 from .errors import FormatError
-from .onig import onig_regex, onig_sub
+from .onig import onig_regex, onig_sub, regex_has_unicode
 
 
 class Normalizer(Protocol):
@@ -207,7 +208,20 @@ _RUST_ONLY_UPPERCASE_BLOCKS = re.compile(
     "[\u1C89\u2C2F\uA7C0-\uA7DC\U00010570-\U00010595\U00010D50-\U00010D65"
     "\U00016EA0-\U00016EB8]"
 )
-_GRAPHEME = regex.compile(r"\X")
+
+
+@functools.cache
+def _graphemes() -> regex.Pattern[str]:
+    # The grapheme cluster properties (Grapheme_Cluster_Break, Indic_Conjunct_Break) are not
+    # general categories, which is all pymtok.ucd carries to correct regex's with: \X is right
+    # with regex's Unicode 17.0 releases, which pyproject.toml asks for.
+    if not regex_has_unicode("17.0"):
+        warnings.warn(
+            f"pymtok: regex {regex.__version__} does not have Unicode 17.0 tables; the pure-Python "
+            "Precompiled normalizer may cut grapheme clusters unlike HF's (install regex<2026.9)",
+            RuntimeWarning, stacklevel=3,
+        )
+    return regex.compile(r"\X")
 
 
 class _UnicodeForm:
@@ -431,7 +445,7 @@ class Precompiled:
             return self._crlf.join(part.translate(table) for part in text.split("\r\n"))
         if len(self._cache) > self._CACHE_LIMIT:
             self._cache.clear()
-        return "".join(map(self._cache.__getitem__, _GRAPHEME.findall(text)))
+        return "".join(map(self._cache.__getitem__, _graphemes().findall(text)))
 
     def _cluster(self, cluster: str) -> str:
         encoded = cluster.encode("utf-8")

@@ -132,6 +132,11 @@ def _stand_ins(category: bytearray, changed: dict[int, int], run: list[int], out
         out[chr(code)] = chr(min(options, key=lambda near: abs(near - code)))
 
 
+def regex_has_unicode(version: str) -> bool:
+    """Whether the installed ``regex`` gives every code point its general category in ``version``."""
+    return not _special(version)
+
+
 def unicode_16_set(base: str) -> str:
     """A V1 set item matching what ``base`` (a set item) matches with Unicode 16.0 properties:
     Oniguruma's and the Rust ``regex`` crate's."""
