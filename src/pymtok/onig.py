@@ -2,7 +2,8 @@
 
 HF compiles tokenizer.json patterns with Oniguruma (Unicode 16.0, Ruby syntax). :func:`onig_regex`
 rewrites a pattern into ``regex`` V1 syntax with the same meaning, pinning the Unicode version to
-16.0 whatever the installed ``regex`` release has (``pymtok.ucd`` carries 16.0's categories), and :func:`onig_spans` / :func:`onig_sub` iterate matches with Oniguruma's rule for
+16.0 whatever the installed ``regex`` release has (:func:`unicode_set`, from ``pymtok.ucd``'s
+categories), and :func:`onig_spans` / :func:`onig_sub` iterate matches with Oniguruma's rule for
 empty matches. Split pre-tokenizers and Replace normalizers/decoders all go through here.
 """
 
@@ -82,9 +83,10 @@ def _special(version: str) -> dict[str, str]:
     ``version`` does, mapped to a stand-in that has its ``version`` properties in ``regex``.
 
     Each borrows the nearest character that has, in both, the category it has in ``version``
-    (for one unassigned there, an unassigned one). Only the general category is compared: other properties (script, White_Space)
-    of assigned characters change with it or not at all, as from 16.0 to 17.0 (U+0295: Ll to Lo).
-    Computed on first use, which scans every code point once.
+    (for one unassigned there, an unassigned one). Only the general category is compared: other
+    properties (script, White_Space) of assigned characters change with it or not at all, as from
+    16.0 to 17.0 (U+0295: Ll to Lo). Computed on first use, which scans every code point once.
+    Raises UnicodeVersionError when ``regex`` is older than ``version``: then no stand-in exists.
     """
     names, category, starts = _categories(version)
     every = _every_code_point()
@@ -150,6 +152,8 @@ def unicode_17_set(base: str) -> str:
 
 
 def unicode_set(base: str, version: str) -> str:
+    """``base`` (a V1 set item), corrected to match the characters it matches in Unicode
+    ``version``: by what each changed character's stand-in matches."""
     special = _special(version)
     if not special:
         return base
