@@ -5,7 +5,7 @@ points it at ``../shared/fixtures``); when it is unset the real-model tests are 
 message saying how to get the files, and when it is set but files are missing the tests fail.
 
 Two tiers. The default (fast) one runs every test but those marked ``slow``, each corpus sample
-cut to a quarter (no fewer than 100 chunks); ``--full`` runs everything, samples at full size.
+cut to a quarter (no fewer than 150 chunks); ``--full`` runs everything, samples at full size.
 ``.ci/run`` runs both.
 """
 
@@ -15,6 +15,7 @@ import functools
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +60,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def slow_for(names: list[str], *slow: str) -> list[Any]:
+    """``names`` as parameters, those in ``slow`` marked slow (covered by other fast tests)."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in names]
+
+
 def fixtures_dir() -> Path:
     env = os.environ.get("PYMTOK_FIXTURES")
     if not env:
@@ -97,13 +103,13 @@ def corpus_files() -> tuple[tuple[str, str], ...]:
 def corpus_chunks(count: int, seed: int = 0) -> list[str]:
     """``count`` chunks drawn from every corpus file: whole lines, paragraphs, random windows.
 
-    In the fast tier a quarter as many, but no fewer than 100 (some from every file, cut each
+    In the fast tier a quarter as many, but no fewer than 150 (some from every file, cut each
     way). Windows are cut at code point boundaries (Python strings cannot split a character).
     """
     rng = random.Random(seed)
     files = corpus_files()
     if not FULL_SAMPLES:
-        count = min(count, max(count // 4, 100))
+        count = min(count, max(count // 4, 150))
     out: list[str] = []
     per_file = -(-count // len(files))
     for _name, text in files:

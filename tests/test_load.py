@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import fixture_path
+from conftest import fixture_path, slow_for
 
 import pymtok
 from pymtok import models
@@ -37,7 +37,7 @@ def load(name: str, monkeypatch: pytest.MonkeyPatch, pure: bool):
     return loads_mtok(mtok_bytes(name), name)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", slow_for(NAMES, "gemma-v1"))  # its 256k vocabulary: minutes
 def test_lazy_vocabulary_is_the_vocabulary(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     lazy = load(name, monkeypatch, pure=False).model
     full = load(name, monkeypatch, pure=True).model.vocab
@@ -55,7 +55,7 @@ def test_lazy_vocabulary_is_the_vocabulary(name: str, monkeypatch: pytest.Monkey
         assert lazy.id_to_token(id) is None
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", slow_for(NAMES, "gemma-v1"))  # its 256k vocabulary: minutes
 def test_native_and_pure_readers_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     lazy = load(name, monkeypatch, pure=False)
     pure = load(name, monkeypatch, pure=True)
@@ -73,7 +73,7 @@ def test_native_and_pure_readers_agree(name: str, monkeypatch: pytest.MonkeyPatc
         assert lazy.model.merges == pure.model.merges
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", slow_for(NAMES, "gemma-v1"))  # its 256k vocabulary: minutes
 def test_decode_and_encode_build_no_python_tables(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     tok = load(name, monkeypatch, pure=False)
     ids = tok.encode("Hello world, a test of decode.")
@@ -256,7 +256,7 @@ def _index_location(data: bytes, body_len: int) -> tuple[int, int]:
     return crc_at, crc_at + 8
 
 
-@pytest.mark.parametrize("name", ["qwen3", "gpt-4o", "gemma-v1", "llama3"])
+@pytest.mark.parametrize("name", slow_for(["qwen3", "gpt-4o", "gemma-v1", "llama3"], "gemma-v1"))
 def test_stored_index_is_adopted_and_gives_hf_ids(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from conftest import corpus_chunks, hf_tokenizer
 
