@@ -35,6 +35,7 @@ from typing import Any
 
 from . import models, native
 from .errors import FormatError
+from .paths import regular_file
 from .tokenizer import Tokenizer, TokenizerMeta
 
 MAGIC_NUMBER = 430
@@ -172,7 +173,7 @@ def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> To
     ``use_extension=False`` reads only what MNN's loader reads, to see what MNN works with.
     """
     name = os.fspath(path)
-    with open(path, "rb") as f:
+    with open(regular_file(path), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             raise FormatError(f"{name}: header at byte 0: the file is empty")
