@@ -210,11 +210,11 @@ def derive_meta(
     # MNN encodes "<|eot_id|>" with the post-processor and "<turn|>" without it
     for marker, with_specials in (("<|eot_id|>", True), ("<turn|>", False)):
         if tok.token_to_id(marker) is not None:
-            ids = tok.encode(marker, add_special_tokens=with_specials)
+            ids = _encoded(tok, marker, with_specials)
             if len(ids) == 1:
                 add_stop(ids[0])
     if tok.token_to_id("<end_of_turn>") is not None:
-        ids = tok.encode("<end_of_turn>")
+        ids = _encoded(tok, "<end_of_turn>", True)
         if len(ids) == 2 and ids[0] == 2:
             add_stop(ids[1])
     eos = generation_config.get("eos_token_id")
@@ -223,7 +223,7 @@ def derive_meta(
             add_stop(id)
 
     prefix: list[int] = []
-    ids = tok.encode("A")
+    ids = _encoded(tok, "A", True)
     if len(ids) > 1 and tok.decode(ids[-1:]) == "A":
         prefix = ids[:-1]
 
@@ -238,6 +238,15 @@ def derive_meta(
         clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
         decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
     )
+
+
+def _encoded(tok: Tokenizer, text: str, add_special_tokens: bool) -> list[int]:
+    """``tok.encode(text)``, or no ids where the model cannot encode it (a BPE whose unk token is
+    missing meets an unknown character): HF loads such a file, and so do we."""
+    try:
+        return tok.encode(text, add_special_tokens=add_special_tokens)
+    except FormatError:
+        return []
 
 
 def load_folder(path: Path) -> Tokenizer:

@@ -365,17 +365,16 @@ class WordPiece(_VocabModel):
         self.unk_token = unk_token
         self.continuing_subword_prefix = continuing_subword_prefix
         self.max_input_chars_per_word = max_input_chars_per_word
-
-    def _unk(self) -> list[int]:
-        unk = self._lookup.get(self.unk_token)
+        # HF loads such a file and fails at the first word it cannot cut: say so at once
+        unk = vocab.get(unk_token)
         if unk is None:
-            raise FormatError(f"WordPiece unk_token {self.unk_token!r} is not in the vocabulary")
-        return [unk]
+            raise FormatError(f"WordPiece unk_token {unk_token!r} is not in the vocabulary")
+        self._unk_id = unk
 
     def _tokenize(self, piece: str) -> list[int]:
         n = len(piece)
         if n > self.max_input_chars_per_word:
-            return self._unk()
+            return [self._unk_id]
         vocab, prefix = self._lookup, self.continuing_subword_prefix
         out: list[int] = []
         start = 0
@@ -389,7 +388,7 @@ class WordPiece(_VocabModel):
                     break
                 end -= 1
             if found is None:
-                out = self._unk()
+                out = [self._unk_id]
                 break
             out.append(found)
             start = end

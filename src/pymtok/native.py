@@ -113,9 +113,9 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
             byte_fallback=model.byte_fallback, fuse_unk=model.fuse_unk, unk_id=unk_id,
         )
     elif type(model) is models.WordPiece:
-        unk = model.vocab.get(model.unk_token)
-        if unk is None or byte_level:
+        if byte_level:
             return None
+        unk = model.vocab[model.unk_token]
         encoder = _native.Encoder(
             "WordPiece", tuple(steps), _model_tables(model)[0], unk_id=unk,
             prefix=model.continuing_subword_prefix, max_chars=model.max_input_chars_per_word,
