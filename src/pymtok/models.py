@@ -745,6 +745,6 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
                 unk_id=cfg.get("unk_id"),
                 byte_fallback=bool(cfg.get("byte_fallback", False)),
             )
-    except (TypeError, AttributeError) as exc:
+    except (TypeError, AttributeError, OverflowError) as exc:
         raise FormatError(f"{kind} model config is malformed: {exc}") from exc
     raise FormatError(f"unknown model type {kind!r} (expected BPE, WordPiece or Unigram)")

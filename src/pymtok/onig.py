@@ -249,13 +249,15 @@ def onig_spans(compiled: regex.Pattern[str], text: str, timeout: float | None = 
     # Oniguruma's find_iter (rust-onig) refuses an empty match right where the previous match
     # ended and then resumes one character later; Python allows some of those, so empty
     # matches are replayed with Oniguruma's rule.
-    spans = [m.span() for m in compiled.finditer(text, timeout=timeout)]
+    # a timeout only when asked: any keyword costs the regex module microseconds per call
+    matches = compiled.finditer(text) if timeout is None else compiled.finditer(text, timeout=timeout)
+    spans = [m.span() for m in matches]
     if all(s != e for s, e in spans):
         yield from spans
         return
     pos, last_end = 0, -1
     while pos <= len(text):
-        m = compiled.search(text, pos, timeout=timeout)
+        m = compiled.search(text, pos) if timeout is None else compiled.search(text, pos, timeout=timeout)
         if m is None:
             return
         s, e = m.span()
