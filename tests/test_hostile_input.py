@@ -330,6 +330,16 @@ def test_replace_pattern_backtracking(short_bound: None) -> None:
         tok.encode_batch(["a", HOSTILE_TEXT])
 
 
+def test_decoder_replace_pattern_backtracking(short_bound: None) -> None:
+    config = wordpiece(decoder={"type": "Replace", "pattern": {"Regex": HOSTILE}, "content": "b"})
+    config["model"]["vocab"][HOSTILE_TEXT] = 9
+    tok = pymtok.Tokenizer.from_config(config)
+    hf = HFTokenizer.from_str(json.dumps(config))
+    assert tok.decode([1, 2, 1]) == hf.decode([1, 2, 1])
+    with pytest.raises(FormatError, match=r"decoder Replace pattern '\(a\|aa\)\+\$' backtracks"):
+        tok.decode([9])
+
+
 @pytest.mark.parametrize("pattern", [HOSTILE, r"(a+)+$", r"(?:a*)*b", r"(\w+\s?)+$", r"a*a*a*b", r"(a)\1",
                                      r"(?<n>a)\k<n>", r"(a|b){2,}", r"(?x) a", r"(a?a?)+", "(", ")", "[a"])
 def test_patterns_that_get_the_bound(pattern: str) -> None:

@@ -55,7 +55,7 @@ def serde_float(literal: str) -> float:
         if len(exp_digits) > 10 or int(exp_digits) > _I32_MAX:
             # serde_json's exponent overflow: out of range, or zero
             if significand and not exp_text.startswith("-"):
-                raise FormatError(f"JSON number {literal[:40]}... is out of range")
+                raise FormatError(f"JSON number {literal:.40} is out of range")
             return -0.0 if negative else 0.0
         exponent += -int(exp_digits) if exp_text.startswith("-") else int(exp_digits)
     value = float(significand)
@@ -66,7 +66,7 @@ def serde_float(literal: str) -> float:
         if value == 0.0:
             break
         if exponent >= 0:
-            raise FormatError(f"JSON number {literal[:40]} is out of range")
+            raise FormatError(f"JSON number {literal:.40} is out of range")
         value /= 1e308
         exponent += 308
     return -value if negative else value

@@ -854,6 +854,8 @@ def _read_extension(cur: _Cursor) -> tuple[dict[str, Any] | None, int | None, tu
         ext = json.loads(text)
     except json.JSONDecodeError as exc:
         raise cur.error(section, f"JSON payload is invalid ({exc.msg})", payload_at + len(text[: exc.pos].encode())) from None
+    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
+        raise cur.error(section, f"JSON payload cannot be read ({type(exc).__name__})", payload_at) from None
     if not isinstance(ext, dict):
         raise cur.error(section, "JSON payload is not an object", payload_at)
     for key, (types, required) in _EXTENSION_FIELDS.items():

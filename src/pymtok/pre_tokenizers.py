@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 import regex
 
+from .backtracking import timeout_for, too_slow
 from .byte_level import PIECE_CHARS
 from .components import build_component
-from .backtracking import timeout_for, too_slow
 from .errors import FormatError
 from .onig import FLAGS, hex_class, onig_regex, onig_spans, unicode_16_set
 
