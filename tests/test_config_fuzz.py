@@ -31,7 +31,7 @@ def small_config(name: str) -> str:
     model = cfg["model"]
     if isinstance(model["vocab"], dict):
         model["vocab"] = dict(list(model["vocab"].items())[:3000])
-        model.pop("merges", None)
+        model["merges"] = []
     else:
         model["vocab"] = model["vocab"][:3000]
     return json.dumps(cfg)

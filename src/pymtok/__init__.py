@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .errors import FormatError, PymtokError, TemplateError
 from .export import export
+from .paths import regular_file
 from .tokenizer import DecodeStream, Tokenizer, TokenizerMeta
 
 __all__ = [
@@ -27,6 +28,8 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
     """Load a tokenizer from ``tokenizer.json``, ``tokenizer.mtok``, ``tokenizer.txt`` or a folder.
 
     A folder is searched for ``tokenizer.json``, then ``tokenizer.mtok``, then ``tokenizer.txt``.
+    A path that does not exist raises FileNotFoundError; one that is not a regular file (a FIFO,
+    a device) raises FormatError at once.
     """
     p = Path(path)
     if p.is_dir():
@@ -36,8 +39,7 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
                 break
         else:
             raise FormatError(f"{p}: no tokenizer.json, tokenizer.mtok or tokenizer.txt in this folder")
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such tokenizer file")
+    regular_file(p)
     with open(p, "rb") as f:
         head = f.read(16)
     if head.startswith(b"430 4"):

@@ -45,19 +45,29 @@ class AddedToken:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> AddedToken:
-        content = cfg.get("content")
+        """An ``added_tokens`` entry, every field required and typed as HF's loader reads it.
+
+        The ``id`` must be a u32 but is otherwise not used: ids are assigned as HF assigns them
+        (see :class:`AddedVocabulary`).
+        """
+        if not isinstance(cfg, Mapping):
+            raise FormatError(f"added token {cfg!r:.80} is not an object")
+        missing = [name for name in _FIELDS if name not in cfg]
+        if missing:
+            raise FormatError(f"added token {cfg!r:.80} lacks {', '.join(missing)}")
+        id, content = cfg["id"], cfg["content"]
+        if type(id) is not int or not 0 <= id < 2**32:
+            raise FormatError(f"added token {content!r:.80}: id must be an integer 0..2**32-1, got {id!r}")
         if not isinstance(content, str):
-            raise FormatError(f"added token {cfg!r} has no string 'content'")
-        special = bool(cfg.get("special", False))
-        return cls(
-            content=content,
-            special=special,
-            single_word=bool(cfg.get("single_word", False)),
-            lstrip=bool(cfg.get("lstrip", False)),
-            rstrip=bool(cfg.get("rstrip", False)),
-            # HF's default: special tokens are matched raw, others after normalization
-            normalized=bool(cfg.get("normalized", not special)),
-        )
+            raise FormatError(f"added token {cfg!r:.80}: content must be a string")
+        flags = {name: cfg[name] for name in _FIELDS[2:]}
+        for name, value in flags.items():
+            if not isinstance(value, bool):
+                raise FormatError(f"added token {content!r:.80}: {name} must be true or false, got {value!r}")
+        return cls(content=content, **flags)
+
+
+_FIELDS = ("id", "content", "special", "single_word", "lstrip", "rstrip", "normalized")
 
 
 def _trie_pattern(strings: Iterable[str]) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import regex
 
+from .backtracking import timeout_for, too_slow
 from .byte_level import CHAR_TO_BYTE
 from .components import build_component
 from .errors import FormatError
@@ -250,6 +251,7 @@ class Replace:
         self.content = content
         self._literal = pattern.get("String")
         self._regex: regex.Pattern[str] | None = None
+        self._timeout = timeout_for(pattern["Regex"]) if "Regex" in pattern else None
         if "Regex" in pattern:
             try:
                 self._regex = onig_regex(pattern["Regex"])
@@ -267,7 +269,10 @@ class Replace:
             # Leftmost non-overlapping literal matches: what HF's escaped regex finds.
             assert self._literal is not None
             return token.replace(self._literal, self.content)
-        return onig_sub(self._regex, token, self.content)
+        try:
+            return onig_sub(self._regex, token, self.content, self._timeout)
+        except TimeoutError:
+            raise too_slow("decoder Replace", self.pattern["Regex"]) from None
 
 
 class Strip:

@@ -7,6 +7,7 @@ Also derives MNN's header lists (special, stop and prefix ids) the way MNN's exp
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ _CLASS_DEFAULTS = {"GemmaTokenizer": _GEMMA_DEFAULTS, "GemmaTokenizerFast": _GEM
 
 
 _U64_MAX = 2**64 - 1
+_I32_MAX = 2**31 - 1
 _POW10 = [float(f"1e{k}") for k in range(309)]
 
 
@@ -39,23 +41,23 @@ def serde_float(literal: str) -> float:
         text = text[1:]
     mantissa, _, exp_text = text.replace("E", "e").partition("e")
     int_part, _, frac_part = mantissa.partition(".")
-    significand = 0
-    exponent = 0
-    overflowed = False
-    for ch in int_part:
-        if overflowed or significand * 10 + int(ch) > _U64_MAX:
-            overflowed = True
-            exponent += 1  # digits past u64 range are dropped but still scale the value
-        else:
-            significand = significand * 10 + int(ch)
-    for ch in frac_part:
-        if overflowed or significand * 10 + int(ch) > _U64_MAX:
-            overflowed = True
-        else:
-            significand = significand * 10 + int(ch)
-            exponent -= 1
+    # The longest prefix of the digits that fits a u64; digits of the integer part past it still
+    # scale the value, those of the fraction are dropped (as serde_json, digit by digit).
+    digits = int_part + frac_part
+    fit = len(digits) - len(digits.lstrip("0")) + 19
+    if len(digits) > fit and int(digits[: fit + 1]) <= _U64_MAX:
+        fit += 1
+    fit = min(fit, len(digits))
+    significand = int(digits[:fit]) if fit else 0
+    exponent = len(int_part) - fit
     if exp_text:
-        exponent += int(exp_text)
+        exp_digits = exp_text.lstrip("+-")
+        if len(exp_digits) > 10 or int(exp_digits) > _I32_MAX:
+            # serde_json's exponent overflow: out of range, or zero
+            if significand and not exp_text.startswith("-"):
+                raise FormatError(f"JSON number {literal:.40} is out of range")
+            return -0.0 if negative else 0.0
+        exponent += -int(exp_digits) if exp_text.startswith("-") else int(exp_digits)
     value = float(significand)
     while True:
         if abs(exponent) < len(_POW10):
@@ -64,20 +66,91 @@ def serde_float(literal: str) -> float:
         if value == 0.0:
             break
         if exponent >= 0:
-            raise FormatError(f"JSON number {literal} is out of range")
+            raise FormatError(f"JSON number {literal:.40} is out of range")
         value /= 1e308
         exponent += 308
     return -value if negative else value
 
 
-def read_json(path: Path, what: str) -> Any:
+def serde_int(literal: str) -> int | float:
+    """A JSON integer as serde_json reads it: an integer when it fits 64 bits, else an f64, and
+    ``-0`` is the float -0.0 (so HF refuses it where it wants an unsigned integer)."""
+    if literal == "-0":
+        return -0.0
+    if len(literal) <= 20:
+        value = int(literal)
+        if -(2**63) <= value <= _U64_MAX:
+            return value
+    return serde_float(literal)
+
+
+def _no_constant(name: str) -> float:
+    raise FormatError(f"{name} is not a JSON value")
+
+
+# serde_json's recursion limit as HF's loader meets it: 127 nested arrays and objects load, 128 fail
+_MAX_DEPTH = 127
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_MINUS_ZERO = re.compile(rb"-0(?![0-9.eE])")
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x78 for b in range(256))
+
+
+def _integers_differ(data: bytes) -> bool:
+    """Whether a JSON text may hold an integer serde_json reads unlike Python (``-0``, 20 digits
+    or more): two scans cost less than a Python call for every integer of a vocabulary."""
+    return _MINUS_ZERO.search(data) is not None or b"0" * 20 in data.translate(_DIGITS_AS_ZERO)
+
+
+def read_json(path: Path, what: str, *, hf_tokenizers: bool = False) -> Any:
+    """A JSON file, every failure a FormatError naming it.
+
+    ``hf_tokenizers``: read it as HF ``tokenizers`` reads ``tokenizer.json`` (serde_json):
+    integers past 64 bits become floats, ``NaN``/``Infinity``, lone UTF-16 surrogate escapes and
+    nesting deeper than serde_json's limit are refused. Otherwise as Python's ``json`` module
+    (what ``transformers`` uses for the other files), with serde_json's floats.
+    """
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"), parse_float=serde_float)
+            data = f.read()
+        if not hf_tokenizers:
+            return json.loads(data.decode("utf-8"), parse_float=serde_float)
+        value = json.loads(data.decode("utf-8"), parse_float=serde_float, parse_constant=_no_constant,
+                           parse_int=serde_int if _integers_differ(data) else None)
+        if _depth(value) > _MAX_DEPTH:
+            raise FormatError(f"{what} nests arrays and objects deeper than HF's limit of {_MAX_DEPTH}")
+        if _SURROGATE_ESCAPE.search(data):
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
     except UnicodeDecodeError as exc:
         raise FormatError(f"{path}: {what} is not UTF-8 (byte {exc.start})") from None
+    except UnicodeEncodeError:
+        raise FormatError(f"{path}: {what} holds a lone UTF-16 surrogate escape, which is no character") from None
     except json.JSONDecodeError as exc:
         raise FormatError(f"{path}: {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise FormatError(f"{path}: {what} nests arrays and objects too deeply to read") from None
+    except FormatError as exc:
+        raise FormatError(f"{path}: {exc}") from None
+    except ValueError as exc:  # Python's limit on the digits of an integer
+        raise FormatError(f"{path}: {what}: {exc}") from None
+
+
+def _depth(config: Any) -> int:
+    """How deeply a ``tokenizer.json`` nests arrays and objects, leaving out the model's vocab and
+    merges: their shape is checked entry by entry when the model is built, which bounds it."""
+    model = config.get("model") if isinstance(config, dict) else None
+    deepest = 0
+    stack = [(config, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, dict):
+            skip = ("vocab", "merges") if node is model else ()
+            children = [v for k, v in node.items() if k not in skip]
+        else:
+            children = node
+        stack += [(child, depth + 1) for child in children if isinstance(child, (dict, list))]
+    return deepest
 
 
 def read_optional_json(folder: Path, name: str) -> dict[str, Any]:
@@ -145,11 +218,11 @@ def derive_meta(
     # MNN encodes "<|eot_id|>" with the post-processor and "<turn|>" without it
     for marker, with_specials in (("<|eot_id|>", True), ("<turn|>", False)):
         if tok.token_to_id(marker) is not None:
-            ids = tok.encode(marker, add_special_tokens=with_specials)
+            ids = _encoded(tok, marker, with_specials)
             if len(ids) == 1:
                 add_stop(ids[0])
     if tok.token_to_id("<end_of_turn>") is not None:
-        ids = tok.encode("<end_of_turn>")
+        ids = _encoded(tok, "<end_of_turn>", True)
         if len(ids) == 2 and ids[0] == 2:
             add_stop(ids[1])
     eos = generation_config.get("eos_token_id")
@@ -158,7 +231,7 @@ def derive_meta(
             add_stop(id)
 
     prefix: list[int] = []
-    ids = tok.encode("A")
+    ids = _encoded(tok, "A", True)
     if len(ids) > 1 and tok.decode(ids[-1:]) == "A":
         prefix = ids[:-1]
 
@@ -175,13 +248,22 @@ def derive_meta(
     )
 
 
+def _encoded(tok: Tokenizer, text: str, add_special_tokens: bool) -> list[int]:
+    """``tok.encode(text)``, or no ids where the model cannot encode it (a BPE whose unk token is
+    missing meets an unknown character): HF loads such a file, and so do we."""
+    try:
+        return tok.encode(text, add_special_tokens=add_special_tokens)
+    except FormatError:
+        return []
+
+
 def load_folder(path: Path) -> Tokenizer:
     """Load ``tokenizer.json`` (a file, or a folder holding one) with the configs beside it."""
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.is_file():
         raise FormatError(f"{path}: no tokenizer.json there")
     folder = file.parent
-    config = read_json(file, "tokenizer.json")
+    config = read_json(file, "tokenizer.json", hf_tokenizers=True)
     if not isinstance(config, dict):
         raise FormatError(f"{file}: expected a JSON object at the top level")
     try:
@@ -230,7 +312,7 @@ def special_tokens_from_config(cfg: Mapping[str, Any]) -> dict[str, str]:
 def _read_config(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise FormatError(f"{path}: cannot read JSON: {exc}") from exc
 
 
@@ -259,6 +341,7 @@ def find_chat_template(folder: Path) -> str | dict[str, str] | None:
     templates = {
         path.name.removesuffix(".jinja"): path.read_text(encoding="utf-8")
         for path in sorted((folder / "additional_chat_templates").glob("*.jinja"))
+        if path.is_file()
     }
     default = folder / "chat_template.jinja"
     if default.is_file():

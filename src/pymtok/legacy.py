@@ -47,6 +47,7 @@ from typing import Any
 from .byte_level import bytes_to_chars
 from .errors import FormatError
 from .hf_json import read_optional_json, special_token_strings
+from .paths import regular_file
 from .tokenizer import Tokenizer, TokenizerMeta
 
 __all__ = [
@@ -154,7 +155,7 @@ class LegacyTxt:
 
 def parse_txt(path: str | os.PathLike[str]) -> LegacyTxt:
     """Decode a legacy ``tokenizer.txt`` into its tables; every defect names its line."""
-    p = Path(path)
+    p = regular_file(path)
     data = p.read_bytes()
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":

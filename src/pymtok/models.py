@@ -212,9 +212,10 @@ class BPE(_VocabModel):
         table: MergeTable = {}
         for rank, merge in enumerate(merges):
             if isinstance(merge, str):
-                left, sep, right = merge.partition(" ")
-                if not sep:
+                parts = merge.split(" ")
+                if len(parts) != 2:
                     raise FormatError(f"BPE merge #{rank} {merge!r} is not 'left right'")
+                left, right = parts
             elif len(merge) == 2 and all(isinstance(m, str) for m in merge):
                 left, right = merge
             else:
@@ -364,17 +365,16 @@ class WordPiece(_VocabModel):
         self.unk_token = unk_token
         self.continuing_subword_prefix = continuing_subword_prefix
         self.max_input_chars_per_word = max_input_chars_per_word
-
-    def _unk(self) -> list[int]:
-        unk = self._lookup.get(self.unk_token)
+        # HF loads such a file and fails at the first word it cannot cut: say so at once
+        unk = vocab.get(unk_token)
         if unk is None:
-            raise FormatError(f"WordPiece unk_token {self.unk_token!r} is not in the vocabulary")
-        return [unk]
+            raise FormatError(f"WordPiece unk_token {unk_token!r} is not in the vocabulary")
+        self._unk_id = unk
 
     def _tokenize(self, piece: str) -> list[int]:
         n = len(piece)
         if n > self.max_input_chars_per_word:
-            return self._unk()
+            return [self._unk_id]
         vocab, prefix = self._lookup, self.continuing_subword_prefix
         out: list[int] = []
         start = 0
@@ -388,7 +388,7 @@ class WordPiece(_VocabModel):
                     break
                 end -= 1
             if found is None:
-                out = self._unk()
+                out = [self._unk_id]
                 break
             out.append(found)
             start = end
@@ -413,9 +413,13 @@ class Unigram(_VocabModel):
     ) -> None:
         token_ids: dict[str, int] = {}
         scores: list[float] = []
+        if not isinstance(vocab, Sequence) or isinstance(vocab, str):
+            raise FormatError(f"Unigram vocab must be a list of [piece, score], got {type(vocab).__name__}")
         for i, entry in enumerate(vocab):
-            if len(entry) != 2 or not isinstance(entry[0], str):
-                raise FormatError(f"Unigram vocab entry #{i} {entry!r} is not [piece, score]")
+            # HF reads a score as f64: a JSON number, integer or not, and no bool or string
+            if (not isinstance(entry, Sequence) or len(entry) != 2 or not isinstance(entry[0], str)
+                    or type(entry[1]) not in (int, float)):
+                raise FormatError(f"Unigram vocab entry #{i} {entry!r:.80} is not [piece, score]")
             token_ids[entry[0]] = i  # HF keeps the last id of a duplicated piece
             scores.append(float(entry[1]))
         super().__init__(token_ids)
@@ -637,6 +641,44 @@ def _model_type(cfg: Mapping[str, Any]) -> str:
     raise FormatError(f"model without 'type' whose fields {sorted(cfg)} match no known model")
 
 
+U32_MAX = 2**32 - 1
+
+
+def check_vocab_ids(kind: str, vocab: Any) -> None:
+    """HF reads a vocabulary as ``{token: u32}``: JSON integers 0..2**32-1 and nothing else
+    (``1.0``, ``true`` and ``-0`` are refused as well). A reader's own tables were checked by it."""
+    if isinstance(vocab, IndexedVocab):
+        return
+    if not isinstance(vocab, Mapping):
+        raise FormatError(f"{kind} model: vocab must be an object of token: id, got {type(vocab).__name__}")
+    ids = vocab.values()
+    # whole-table passes in C: a 150k vocabulary costs a few milliseconds
+    if set(map(type, vocab)) <= {str} and set(map(type, ids)) <= {int} and (
+        not ids or (min(ids) >= 0 and max(ids) <= U32_MAX)
+    ):
+        return
+    for token, id in vocab.items():
+        if not isinstance(token, str):
+            raise FormatError(f"{kind} model: vocab token {token!r} is not a string")
+        if type(id) is not int or not 0 <= id <= U32_MAX:
+            raise FormatError(f"{kind} model: vocab id of {token!r} must be an integer 0..2**32-1, got {id!r}")
+
+
+# Fields HF reads as JSON booleans (for BPE a null is its default, false)
+_FLAGS = {
+    "BPE": ("fuse_unk", "byte_fallback", "ignore_merges"),
+    "Unigram": ("byte_fallback",),
+    "SentencePieceUnigram": ("byte_fallback",),
+}
+
+
+# Fields HF's loader requires besides the vocabulary
+_REQUIRED = {
+    "BPE": ("merges",),
+    "WordPiece": ("unk_token", "continuing_subword_prefix", "max_input_chars_per_word"),
+}
+
+
 def from_config(cfg: Mapping[str, Any]) -> Model:
     """Build the model described by a ``tokenizer.json`` ``model`` object."""
     if not isinstance(cfg, Mapping):
@@ -652,6 +694,21 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
         value = cfg.get(field)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise FormatError(f"{kind} model: {field} must be a non-negative integer, got {value!r}")
+    for field in _FLAGS.get(kind, ()):
+        value = cfg.get(field)
+        if field in cfg and not isinstance(value, bool) and not (kind == "BPE" and value is None):
+            raise FormatError(f"{kind} model: {field} must be true or false, got {value!r}")
+    missing = [field for field in _REQUIRED.get(kind, ()) if field not in cfg]
+    if missing:
+        raise FormatError(f"{kind} model lacks {', '.join(missing)}")
+    if kind == "BPE":
+        dropout = cfg.get("dropout")
+        if dropout is not None and (type(dropout) not in (int, float)):
+            raise FormatError(f"BPE model: dropout must be a number or null, got {dropout!r}")
+        if "merges" in cfg and not isinstance(cfg["merges"], (list, IndexedMerges)):
+            raise FormatError(f"BPE model: merges must be a list, got {type(cfg['merges']).__name__}")
+    if kind in ("BPE", "WordPiece"):
+        check_vocab_ids(kind, vocab)
     try:
         if kind == "BPE":
             return BPE(
@@ -688,6 +745,6 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
                 unk_id=cfg.get("unk_id"),
                 byte_fallback=bool(cfg.get("byte_fallback", False)),
             )
-    except (TypeError, AttributeError) as exc:
+    except (TypeError, AttributeError, OverflowError) as exc:
         raise FormatError(f"{kind} model config is malformed: {exc}") from exc
     raise FormatError(f"unknown model type {kind!r} (expected BPE, WordPiece or Unigram)")

@@ -35,6 +35,7 @@ from typing import Any
 
 from . import models, native
 from .errors import FormatError
+from .paths import regular_file
 from .tokenizer import Tokenizer, TokenizerMeta
 
 MAGIC_NUMBER = 430
@@ -172,7 +173,7 @@ def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> To
     ``use_extension=False`` reads only what MNN's loader reads, to see what MNN works with.
     """
     name = os.fspath(path)
-    with open(path, "rb") as f:
+    with open(regular_file(path), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             raise FormatError(f"{name}: header at byte 0: the file is empty")
@@ -853,6 +854,8 @@ def _read_extension(cur: _Cursor) -> tuple[dict[str, Any] | None, int | None, tu
         ext = json.loads(text)
     except json.JSONDecodeError as exc:
         raise cur.error(section, f"JSON payload is invalid ({exc.msg})", payload_at + len(text[: exc.pos].encode())) from None
+    except (ValueError, RecursionError) as exc:  # an integer past Python's digit limit, deep nesting
+        raise cur.error(section, f"JSON payload cannot be read ({type(exc).__name__})", payload_at) from None
     if not isinstance(ext, dict):
         raise cur.error(section, "JSON payload is not an object", payload_at)
     for key, (types, required) in _EXTENSION_FIELDS.items():

@@ -85,7 +85,7 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
     # Split keeps no pattern string: that comes from the config the pipeline was built from.
     pre_config = config.get("pre_tokenizer") if "model" in config else None
     steps = _steps(tokenizer.pre_tokenizer, pre_config)
-    if steps is None:
+    if steps is None or len(steps) > _native.MAX_STEPS:
         return None
     kinds = [step[0] for step in steps]
     # ByteLevel maps to GPT-2 characters: the native core works on the bytes themselves, so it
@@ -94,6 +94,8 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
         return None
     byte_level = bool(kinds) and kinds[-1] == "byte_level"
     model = tokenizer.model
+    if type(model) in (models.BPE, models.WordPiece) and not _ids_fit(model.vocab):
+        return None
     encoder: Any
     if type(model) is models.BPE:
         if model.continuing_subword_prefix or model.end_of_word_suffix:
@@ -113,9 +115,9 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
             byte_fallback=model.byte_fallback, fuse_unk=model.fuse_unk, unk_id=unk_id,
         )
     elif type(model) is models.WordPiece:
-        unk = model.vocab.get(model.unk_token)
-        if unk is None or byte_level:
+        if byte_level:
             return None
+        unk = model.vocab[model.unk_token]
         encoder = _native.Encoder(
             "WordPiece", tuple(steps), _model_tables(model)[0], unk_id=unk,
             prefix=model.continuing_subword_prefix, max_chars=model.max_input_chars_per_word,
@@ -149,7 +151,7 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
     raw: list[tuple[str, int, int]] = []
     normalized: list[tuple[str, int, int]] = []
     for id, token in added.by_id.items():
-        if token.single_word:
+        if token.single_word or id > _MAX_ID:
             return None
         flags = _native.ADDED_LSTRIP * token.lstrip | _native.ADDED_RSTRIP * token.rstrip
         if token.normalized:
@@ -288,6 +290,11 @@ def _core() -> Any:
 
 def _as_dict(table: Mapping[Any, Any]) -> dict[Any, Any]:
     return table if type(table) is dict else dict(table)
+
+
+def _ids_fit(vocab: Mapping[str, int]) -> bool:
+    """Whether a vocabulary's ids fit the native core's int32 (HF allows any u32)."""
+    return getattr(vocab, "tables", None) is not None or max(vocab.values(), default=0) <= _MAX_ID
 
 
 def _model_tables(model: Any) -> tuple[Any, Any]:

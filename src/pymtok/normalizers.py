@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import regex
 
+from .backtracking import timeout_for, too_slow
 from .components import build_component
 from .errors import FormatError
 from .onig import onig_regex, onig_sub, regex_has_unicode
@@ -331,6 +332,7 @@ class Replace:
         [(kind, value)] = pattern.items()
         self._literal = _text("Replace", f"pattern.{kind}", value)
         self._regex: regex.Pattern[str] | None = None
+        self._timeout = timeout_for(value) if kind == "Regex" else None
         if kind == "Regex":
             try:
                 self._regex = onig_regex(value)
@@ -347,7 +349,10 @@ class Replace:
             return text
         if self._regex is None:
             return text.replace(self._literal, self.content)
-        return onig_sub(self._regex, text, self.content)
+        try:
+            return onig_sub(self._regex, text, self.content, self._timeout)
+        except TimeoutError:
+            raise too_slow("normalizer Replace", self._literal) from None
 
 
 class BertNormalizer:

@@ -333,17 +333,19 @@ def onig_regex(pattern: str) -> regex.Pattern[str]:
     return compiled
 
 
-def onig_spans(compiled: regex.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
+def onig_spans(compiled: regex.Pattern[str], text: str, timeout: float | None = None) -> Iterator[tuple[int, int]]:
     # Oniguruma's find_iter (rust-onig) refuses an empty match right where the previous match
     # ended and then resumes one character later; Python allows some of those, so empty
     # matches are replayed with Oniguruma's rule.
-    spans = [m.span() for m in compiled.finditer(text)]
+    # a timeout only when asked: any keyword costs the regex module microseconds per call
+    matches = compiled.finditer(text) if timeout is None else compiled.finditer(text, timeout=timeout)
+    spans = [m.span() for m in matches]
     if all(s != e for s, e in spans):
         yield from spans
         return
     pos, last_end = 0, -1
     while pos <= len(text):
-        m = compiled.search(text, pos)
+        m = compiled.search(text, pos) if timeout is None else compiled.search(text, pos, timeout=timeout)
         if m is None:
             return
         s, e = m.span()
@@ -354,11 +356,11 @@ def onig_spans(compiled: regex.Pattern[str], text: str) -> Iterator[tuple[int, i
         pos = last_end = e
 
 
-def onig_sub(compiled: regex.Pattern[str], text: str, content: str) -> str:
+def onig_sub(compiled: regex.Pattern[str], text: str, content: str, timeout: float | None = None) -> str:
     """Replace every Oniguruma match of ``compiled`` in ``text`` by ``content`` (no group refs)."""
     pieces: list[str] = []
     kept_from = 0
-    for start, end in onig_spans(compiled, text):
+    for start, end in onig_spans(compiled, text, timeout):
         pieces += (text[kept_from:start], content)
         kept_from = end
     pieces.append(text[kept_from:])

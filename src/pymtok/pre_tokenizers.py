@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import regex
 
+from .backtracking import timeout_for, too_slow
 from .byte_level import PIECE_CHARS
 from .components import build_component
 from .errors import FormatError
@@ -138,6 +139,7 @@ class Split:
         if kind not in ("String", "Regex"):
             raise FormatError(f'Split.pattern: expected key "String" or "Regex", got {kind!r}')
         self._pattern = (kind, value)
+        self._timeout = timeout_for(value) if kind == "Regex" else None
         self.behavior = _check_behavior("Split", behavior)
         self.invert = invert
         from .native import SCANNERS  # native imports this module
@@ -153,17 +155,27 @@ class Split:
         kind, value = self._pattern
         return regex.compile(regex.escape(value), FLAGS) if kind == "String" else onig_regex(value)
 
-    def _find(self, text: str) -> list[tuple[int, int]]:
-        return onig_spans(self._compiled, text)
+    def _find(self, text: str) -> Iterator[tuple[int, int]]:
+        return onig_spans(self._compiled, text, self._timeout)
 
     @functools.cached_property
     def _findall(self) -> Callable[[str], list[str]] | None:
         # When the matches tile the text, these behaviours make each match one piece;
         # findall returns the matched strings only when the pattern has no capture groups.
         each_match_a_piece = self.behavior == "Isolated" or (self.behavior == "Removed" and self.invert)
-        return self._compiled.findall if each_match_a_piece and self._compiled.groups == 0 else None
+        if not each_match_a_piece or self._compiled.groups:
+            return None
+        if self._timeout is None:
+            return self._compiled.findall
+        return functools.partial(self._compiled.findall, timeout=self._timeout)
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
+        try:
+            return self._split(pieces)
+        except TimeoutError:
+            raise too_slow("Split", self._pattern[1]) from None
+
+    def _split(self, pieces: list[PreToken]) -> list[PreToken]:
         if self._findall is None:
             return _split(pieces, self._find, self.behavior, self.invert)
         # The common case (Llama 3, Qwen, GPT-4o, ...): the pattern's matches tile the text,

@@ -298,6 +298,8 @@ def _built(section: str, build: Callable[[Any], T], cfg: Any) -> T:
         raise
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
         raise FormatError(f"{section}: malformed config ({type(exc).__name__}: {exc})") from None
+    except RecursionError:
+        raise FormatError(f"{section}: nested too deeply") from None
 
 
 def _check_encodable(text: str) -> None:

@@ -1367,7 +1367,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddIntConstant(m, "BERT_STRIP", BERT_STRIP) < 0 ||
         PyModule_AddIntConstant(m, "BERT_LOWER", BERT_LOWER) < 0 ||
         PyModule_AddIntConstant(m, "ADDED_LSTRIP", ADDED_LSTRIP) < 0 ||
-        PyModule_AddIntConstant(m, "ADDED_RSTRIP", ADDED_RSTRIP) < 0) {
+        PyModule_AddIntConstant(m, "ADDED_RSTRIP", ADDED_RSTRIP) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_STEPS", MAX_STEPS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

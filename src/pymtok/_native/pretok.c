@@ -311,10 +311,12 @@ static int split_step(const Step *st, Pieces *p) {
     return 0;
 }
 
-/* Rebuild the buffer so that each piece may gain one leading character (ByteLevel's prefix
- * space, Metaspace's replacement); `prefix(span)` decides. */
-static int rebuild(Pieces *p, uint32_t (*prefix)(const Step *, const Pieces *, const Span *),
-                   const Step *st, uint32_t from, uint32_t to) {
+/* Rebuild the buffer so that each piece may gain one leading character, `pre` (ByteLevel's
+ * prefix space, Metaspace's replacement) where `prefixed(span)` says so, and each space becomes
+ * `space`. Whether a piece is prefixed is a flag of its own: any code point, U+0000 included, is
+ * a legal prefix. */
+static int rebuild(Pieces *p, int (*prefixed)(const Step *, const Pieces *, const Span *), const Step *st,
+                   uint32_t pre, uint32_t space) {
     size_t need = p->len + p->spans.n;
     uint32_t *buf = malloc((need ? need : 1) * sizeof *buf);
     if (!buf)
@@ -323,11 +325,10 @@ static int rebuild(Pieces *p, uint32_t (*prefix)(const Step *, const Pieces *, c
     for (size_t k = 0; k < p->spans.n; k++) {
         Span *sp = &p->spans.v[k];
         size_t start = w;
-        uint32_t pre = prefix(st, p, sp);
-        if (pre)
+        if (prefixed(st, p, sp))
             buf[w++] = pre;
         for (size_t i = sp->start; i < sp->end; i++)
-            buf[w++] = p->buf[i] == from ? to : p->buf[i];
+            buf[w++] = p->buf[i] == ' ' ? space : p->buf[i];
         sp->start = start;
         sp->end = w;
     }
@@ -337,22 +338,20 @@ static int rebuild(Pieces *p, uint32_t (*prefix)(const Step *, const Pieces *, c
     return 0;
 }
 
-static uint32_t byte_level_prefix(const Step *st, const Pieces *p, const Span *sp) {
+static int byte_level_prefixed(const Step *st, const Pieces *p, const Span *sp) {
     (void)st;
-    return sp->end > sp->start && p->buf[sp->start] != ' ' ? ' ' : 0;
+    return sp->end > sp->start && p->buf[sp->start] != ' ';
 }
 
 /* Metaspace: spaces become the replacement, which is prepended unless the piece starts with
  * one (before the replacement: the check is on the replaced text) and per prepend_scheme. */
-static uint32_t metaspace_prefix(const Step *st, const Pieces *p, const Span *sp) {
+static int metaspace_prefixed(const Step *st, const Pieces *p, const Span *sp) {
     if (sp->end == sp->start)
         return 0;
     uint32_t first = p->buf[sp->start] == ' ' ? st->replacement : p->buf[sp->start];
     if (first == st->replacement)
         return 0;
-    if (st->prepend == PS_ALWAYS || (st->prepend == PS_FIRST && sp->off == 0))
-        return st->replacement;
-    return 0;
+    return st->prepend == PS_ALWAYS || (st->prepend == PS_FIRST && sp->off == 0);
 }
 
 /* Split on whitespace (dropped) and, for BERT, isolate each punctuation character. */
@@ -412,8 +411,8 @@ static int metaspace_step(const Step *st, Pieces *p) {
     if (!shift)
         return -1;
     for (size_t i = 0; i < n; i++)
-        shift[i] = metaspace_prefix(st, p, &p->spans.v[i]) != 0;
-    int err = rebuild(p, metaspace_prefix, st, ' ', st->replacement);
+        shift[i] = (unsigned char)metaspace_prefixed(st, p, &p->spans.v[i]);
+    int err = rebuild(p, metaspace_prefixed, st, st->replacement, st->replacement);
     if (!err && st->split)
         err = cut_before(p, st->replacement, shift);
     free(shift);
@@ -431,7 +430,7 @@ int pretokenize(const Step *steps, size_t nsteps, Pieces *p) {
         case ST_BYTE_LEVEL:
             /* always the last step (native.py checks): later offsets are never read */
             if (st->add_prefix_space)
-                err = rebuild(p, byte_level_prefix, st, 0xFFFFFFFFu, 0);
+                err = rebuild(p, byte_level_prefixed, st, ' ', ' ');
             if (!err && st->use_regex) {
                 Step gpt2 = {.kind = ST_SPLIT, .scanner = SC_GPT2, .behavior = BH_ISOLATED};
                 err = split_step(&gpt2, p);
