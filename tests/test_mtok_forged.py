@@ -151,3 +151,29 @@ def test_tag_only_slots_are_empty_slots(tmp_path: Path, name: str) -> None:
         [sys.executable, "-c", ISSUE_CASES, str(TESTS), str(source)], capture_output=True, timeout=300
     )
     assert proc.returncode == 0 and proc.stdout.strip() == b"ok", proc.stderr.decode(errors="replace")[-2000:]
+
+
+# Inputs the fuzz harness (fuzz/mtok_fuzz.py) found against earlier versions, and issue 11's
+# cases, all made from a tokenizer of our own: each read by both readers in a child process.
+REGRESSIONS = sorted((TESTS.parent / "fuzz" / "regressions").glob("*.mtok"))
+REPLAY = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import mtok_mutations as mm
+bad = []
+for name in sys.argv[2:]:
+    data = open(name, "rb").read()
+    native, pure = mm.verdict(data, pure=False), mm.verdict(data, pure=True)
+    if native[0] not in ("ids", "FormatError") or native != pure and not (native[0] == pure[0] == "FormatError"):
+        bad.append([name, str(native)[:300], str(pure)[:300]])
+print(json.dumps(bad))
+"""
+
+
+def test_fuzz_regressions_get_one_verdict() -> None:
+    assert REGRESSIONS
+    proc = subprocess.run(
+        [sys.executable, "-c", REPLAY, str(TESTS), *map(str, REGRESSIONS)], capture_output=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
+    assert json.loads(proc.stdout) == []
