@@ -634,8 +634,9 @@ enum { MAX_RUN = 4096, RUN_SQUARES_PER_SLOT = 256 };
 
 static int is_low_mask(uint32_t m) { return (m & (m + 1u)) == 0; }
 
-/* Whether every run of used slots of a table of n (a power of two) is short enough. */
-static int runs_are_short(const uint32_t *slots, size_t n, uint32_t off_mask) {
+/* Whether every run of used slots of a table of n (a power of two) is short enough and every
+ * used slot's reference is below limit (a merge index + 1) or, with starts, a record start. */
+static int slots_are_sound(const uint32_t *slots, size_t n, uint32_t off_mask, uint32_t limit, const uint8_t *starts) {
     size_t first = 0;
     while (first < n && mtok_slot_ref(slots[first], off_mask))
         first++;
@@ -643,12 +644,12 @@ static int runs_are_short(const uint32_t *slots, size_t n, uint32_t off_mask) {
         return 0; /* no empty slot */
     uint64_t squares = 0, run = 0;
     for (size_t j = 1; j <= n; j++) {
-        if (mtok_slot_ref(slots[(first + j) & (n - 1)], off_mask)) {
-            if (++run > MAX_RUN)
-                return 0;
-        } else {
+        uint32_t o = mtok_slot_ref(slots[(first + j) & (n - 1)], off_mask);
+        if (!o) {
             squares += run * run;
             run = 0;
+        } else if (++run > MAX_RUN || o > limit || (starts && !(starts[(o - 1) / 8] >> ((o - 1) % 8) & 1))) {
+            return 0;
         }
     }
     return squares <= (uint64_t)RUN_SQUARES_PER_SLOT * n;
@@ -667,9 +668,6 @@ enum { VERIFY_BATCH = 32 };
  * where long pieces may be cut. */
 static int index_is_sound(const MtokIndex *x, const MtokIndex *y, const int32_t *bmp, size_t skip) {
     size_t nslots = y->mask + 1, nmslots = y->mmask + 1;
-    /* first, so that no lookup below walks a long run */
-    if (!runs_are_short(y->slots, nslots, y->off_mask) || !runs_are_short(y->mslots, nmslots, y->moff_mask))
-        return 0;
     uint8_t *start = calloc(x->vocab_len / 8 + 1, 1); /* the record starts, a bit each */
     uint8_t *ranks = calloc(x->nmerges / 8 + 1, 1);
     int sound = 0;
@@ -677,9 +675,13 @@ static int index_is_sound(const MtokIndex *x, const MtokIndex *y, const int32_t 
         sound = -1;
         goto done;
     }
-    /* The records in one pass (they are the largest part and read once), in batches: each
-     * batch's slots are fetched before its lookups. The lookups are safe before the slots'
-     * record starts are checked: they read only inside the records. */
+    for (size_t k = 0, at = 0; k < x->count; k++, at += 2 + mtok_u16(x->vocab + at) + x->tail)
+        start[at / 8] |= (uint8_t)(1u << (at % 8));
+    /* first, so that no lookup below walks a long run */
+    if (!slots_are_sound(y->slots, nslots, y->off_mask, (uint32_t)x->vocab_len, start) ||
+        !slots_are_sound(y->mslots, nmslots, y->moff_mask, x->nmerges, NULL))
+        goto done;
+    /* The records in batches: each batch's slots are fetched before its lookups. */
     size_t pos = 0, used = 0, single = 0;
     uint64_t hashes[VERIFY_BATCH];
     for (uint32_t k0 = 0; k0 < x->count; k0 += VERIFY_BATCH) {
@@ -690,7 +692,6 @@ static int index_is_sound(const MtokIndex *x, const MtokIndex *y, const int32_t 
             const uint8_t *token = x->vocab + at + 2;
             if (y->by_id[mtok_u32(token + l)] != at + 1 || utf8_invalid_at(token, l) < l)
                 goto done;
-            start[at / 8] |= (uint8_t)(1u << (at % 8));
             hashes[j] = hash_bytes(token, l);
             __builtin_prefetch(&y->slots[(size_t)(hashes[j] >> 32) & y->mask]);
             at += 2 + l + x->tail;
@@ -714,24 +715,10 @@ static int index_is_sound(const MtokIndex *x, const MtokIndex *y, const int32_t 
         used += y->by_id[i] != 0;
     if (used != x->count)
         goto done;
-    for (size_t i = 0; i < nslots; i++) {
-        uint32_t o = mtok_slot_ref(y->slots[i], y->off_mask);
-        if (o && (o > x->vocab_len || !(start[(o - 1) / 8] >> ((o - 1) % 8) & 1)))
-            goto done;
-    }
-    for (size_t i = 0; i < nmslots; i++)
-        if (mtok_slot_ref(y->mslots[i], y->moff_mask) > x->nmerges)
-            goto done;
     for (size_t c = 0; bmp && c < 0x10000; c++)
         single -= bmp[c] != -1; /* each one-character record checked its own: no other entry */
     if (bmp && single)
         goto done;
-    for (uint32_t k = 0; k < x->nmerges; k++) {
-        uint32_t rank = mtok_u32(x->merges + 12 * (size_t)k + 8);
-        if (rank >= x->nmerges || ranks[rank / 8] >> (rank % 8) & 1)
-            goto done;
-        ranks[rank / 8] |= (uint8_t)(1u << (rank % 8));
-    }
     /* the merges in batches, in three steps: fetch the pair's slot and the ids' cells, then the
      * records, then check */
     for (uint32_t k0 = 0; k0 < x->nmerges; k0 += VERIFY_BATCH) {
@@ -755,9 +742,12 @@ static int index_is_sound(const MtokIndex *x, const MtokIndex *y, const int32_t 
             __builtin_prefetch(record(x, y->by_id[r]));
         }
         for (uint32_t j = 0; j < nk; j++) {
-            uint32_t a = mtok_u32(m + 12 * j), b = mtok_u32(m + 12 * j + 4);
+            uint32_t a = mtok_u32(m + 12 * j), b = mtok_u32(m + 12 * j + 4), rank = mtok_u32(m + 12 * j + 8);
+            if (rank >= x->nmerges || ranks[rank / 8] >> (rank % 8) & 1)
+                goto done;
+            ranks[rank / 8] |= (uint8_t)(1u << (rank % 8));
             uint32_t found = mtok_pair_ref(y, a, b);
-            if (!found || mtok_u32(x->merges + 12 * (size_t)(found - 1) + 8) < mtok_u32(m + 12 * j + 8))
+            if (!found || mtok_u32(x->merges + 12 * (size_t)(found - 1) + 8) < rank)
                 goto done;
             const uint8_t *ra = record(x, y->by_id[a]), *rb = record(x, y->by_id[b]);
             const uint8_t *rr = record(x, y->by_id[(uint32_t)y->merged[k0 + j]]);
