@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import mmap
 import os
 import struct
 import sys
@@ -93,7 +92,7 @@ _UNIGRAM_TAIL = struct.Struct("<Id")
 class _Cursor:
     """Bounds-checked little-endian reads over the file, with errors naming section and offset."""
 
-    def __init__(self, data: mmap.mmap | bytes, pos: int, path: str) -> None:
+    def __init__(self, data: bytes, pos: int, path: str) -> None:
         self.data = data
         self.pos = pos
         self.end = len(data)
@@ -173,13 +172,13 @@ def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> To
     ``use_extension=False`` reads only what MNN's loader reads, to see what MNN works with.
     """
     name = os.fspath(path)
+    # Read whole, not mapped: the native tables index the records where they lie for as long as
+    # the tokenizer lives, and a mapped file truncated or rewritten meanwhile (`cp new old`)
+    # would take them from under it (SIGBUS) or change its ids. The bytes are the tokenizer's.
     with open(regular_file(path), "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            raise FormatError(f"{name}: header at byte 0: the file is empty")
-        # not closed here: the native tables read the model section in place for as long as the
-        # tokenizer lives, and the map goes with the last of them
-        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        data = f.read()
+    if not data:
+        raise FormatError(f"{name}: header at byte 0: the file is empty")
     config, meta = _parse(data, name, use_extension)
     try:
         return Tokenizer.from_config(config, meta)
@@ -189,14 +188,15 @@ def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> To
 
 def loads_mtok(data: bytes, name: str = "<bytes>") -> Tokenizer:
     """``read_mtok`` for a file already in memory."""
-    config, meta = _parse(data, name)
+    # the tokenizer keeps what it reads: a caller's bytearray changed afterwards must not change it
+    config, meta = _parse(bytes(data), name)
     try:
         return Tokenizer.from_config(config, meta)
     except FormatError as exc:
         raise FormatError(f"{name}: {exc}") from None
 
 
-def _parse(data: mmap.mmap | bytes, name: str, use_extension: bool = True) -> tuple[dict[str, Any], TokenizerMeta]:
+def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str, Any], TokenizerMeta]:
     special, stop, prefix, body = _parse_header(data, name)
     cur = _Cursor(data, body, name)
     tables: list[_PendingTable] = []
@@ -259,7 +259,7 @@ def _merges_of(model: dict[str, Any]) -> dict[str, Any]:
     return {"merges": model["merges"]} if "merges" in model else {}
 
 
-def _parse_header(data: mmap.mmap | bytes, name: str) -> tuple[list[int], list[int], list[int], int]:
+def _parse_header(data: bytes, name: str) -> tuple[list[int], list[int], list[int], int]:
     lines: list[bytes] = []
     starts: list[int] = []
     pos = 0

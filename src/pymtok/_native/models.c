@@ -462,11 +462,16 @@ static inline uint32_t trie_child(const Unigram *m, uint32_t node, uint8_t byte)
 }
 
 static int trie_new_node(Unigram *m, uint32_t *node) {
-    int32_t *term = realloc(m->term, (m->nnodes + 1) * sizeof *term);
-    if (!term)
-        return -1;
-    m->term = term;
-    term[m->nnodes] = -1;
+    if (m->nnodes == m->term_cap) {
+        /* doubling: growing by one node a time copies the array once per node where realloc moves it */
+        size_t cap = 2 * m->term_cap;
+        int32_t *term = realloc(m->term, cap * sizeof *term);
+        if (!term)
+            return -1;
+        m->term = term;
+        m->term_cap = cap;
+    }
+    m->term[m->nnodes] = -1;
     *node = (uint32_t)m->nnodes++;
     return 0;
 }

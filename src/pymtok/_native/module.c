@@ -253,7 +253,8 @@ static int build_unigram(Encoder *self, PyObject *pieces, PyObject *scores) {
     m->trie = malloc(slots * sizeof *m->trie);
     m->scores = malloc((n ? n : 1) * sizeof *m->scores);
     m->nnodes = 1; /* node 0 is the root; 0 as a child means none */
-    m->term = malloc(sizeof *m->term);
+    m->term_cap = 1024;
+    m->term = malloc(m->term_cap * sizeof *m->term);
     if (!m->trie || !m->scores || !m->term || strmap_init(&m->vocab, n) < 0) {
         PyErr_NoMemory();
         return -1;

@@ -1,6 +1,6 @@
 /* pymtok._native.MtokTables: a .mtok model section validated and indexed in place.
  *
- * The reader (pymtok/mtok.py) hands over the file's buffer and where the vocabulary records
+ * The reader (pymtok/mtok.py) hands over the file's bytes and where the vocabulary records
  * start; this checks every record (bounds, UTF-8, ids, duplicates) and every merge (ids that
  * exist, a result token that exists) with errors naming section and byte offset, and builds the
  * index of mtok_tables.h. Python sees the vocabulary through it (token -> id, id -> token) and
@@ -50,7 +50,7 @@ static void table_free(void *p, size_t bytes) {
 
 typedef struct {
     PyObject_HEAD
-    Py_buffer buf;   /* keeps the file (an mmap) alive and unmovable while the index points into it */
+    Py_buffer buf;   /* keeps the file's bytes alive while the index points into them */
     MtokIndex x;
     size_t vocab_pos, merges_pos; /* absolute offsets, for error messages */
     Py_ssize_t end;  /* the offset after the model's records */
@@ -171,10 +171,11 @@ static int insert_token(Tables *t, const Pending *p, size_t *nsparse) {
     const uint8_t *token = x->vocab + p->off + 2;
     uint32_t tag = (uint32_t)p->h & ~x->off_mask;
     size_t i = (size_t)(p->h >> 32) & x->mask;
-    for (uint32_t s; (s = x->slots[i]); i = (i + 1) & x->mask) {
+    /* the table is ours and below 4/5 full: the probe meets an empty slot */
+    for (uint32_t s; mtok_slot_ref(s = x->slots[i], x->off_mask); i = (i + 1) & x->mask) {
         if ((s & ~x->off_mask) != tag)
             continue;
-        const uint8_t *r = x->vocab + (s & x->off_mask) - 1;
+        const uint8_t *r = x->vocab + mtok_slot_ref(s, x->off_mask) - 1;
         if (mtok_u16(r) == p->len && bytes_eq(r + 2, token, p->len)) {
             format_error(section, t->vocab_pos + p->off, "the vocabulary lists a token twice");
             return -1;
@@ -315,14 +316,20 @@ static uint32_t rank_of(const MtokIndex *x, uint32_t k) {
 
 static const uint8_t *record(const MtokIndex *x, uint32_t s) { return x->vocab + s - 1; }
 
+/* The bytes of record r's first skip characters (all of them when it is shorter). */
+static size_t skipped_bytes(const uint8_t *r, size_t skip) {
+    size_t n = mtok_u16(r), from = 0;
+    for (size_t c = 0; c < skip && from < n; c++)
+        do
+            from++;
+        while (from < n && (r[2 + from] & 0xC0) == 0x80);
+    return from;
+}
+
 /* The id of HF's merge result: the token left + right[skip characters:], or -1. key has room
  * for two tokens. */
 static int32_t merge_result(const MtokIndex *x, const uint8_t *a, const uint8_t *b, size_t skip, uint8_t *key) {
-    size_t la = mtok_u16(a), lb = mtok_u16(b), from = 0;
-    for (size_t c = 0; c < skip && from < lb; c++)
-        do
-            from++;
-        while (from < lb && (b[2 + from] & 0xC0) == 0x80);
+    size_t la = mtok_u16(a), lb = mtok_u16(b), from = skipped_bytes(b, skip);
     if (la + lb - from > x->max_len)
         return -1;
     memcpy(key, a + 2, la);
@@ -349,13 +356,14 @@ enum { AHEAD = 16, RING = 64 };
 static void insert_merge(MtokIndex *x, const PendingMerge *p) {
     uint32_t tag = (uint32_t)p->h & ~x->moff_mask;
     size_t i = (size_t)(p->h >> 32) & x->mmask;
-    for (uint32_t s; (s = x->mslots[i]); i = (i + 1) & x->mmask) {
+    for (uint32_t s; mtok_slot_ref(s = x->mslots[i], x->moff_mask); i = (i + 1) & x->mmask) {
         if ((s & ~x->moff_mask) != tag)
             continue;
-        const uint8_t *o = x->merges + 12 * (size_t)((s & x->moff_mask) - 1);
+        uint32_t k = mtok_slot_ref(s, x->moff_mask) - 1;
+        const uint8_t *o = x->merges + 12 * (size_t)k;
         if (mtok_u32(o) == p->a && mtok_u32(o + 4) == p->b) {
             /* a pair listed twice: the later merge in HF's order wins, as in HF's map */
-            if (rank_of(x, (s & x->moff_mask) - 1) < rank_of(x, p->k))
+            if (rank_of(x, k) < rank_of(x, p->k))
                 x->mslots[i] = tag | (p->k + 1);
             return;
         }
@@ -602,15 +610,16 @@ static int resolve_merges(Tables *self, size_t skip) {
     return 0;
 }
 
-/* ---- the stored index (docs/FORMAT_EXTENSION.md, "The index") ---------------------------
+/* ---- the stored index (docs/FORMAT_EXTENSION.md, "The stored index") --------------------
  *
  * index_bytes() writes this structure's tables as they lie in memory, after a header of u32s;
  * adopt_index() points the structure at them in the file. The tables are only usable with the
  * same hash functions, slot layout and byte order: INDEX_LAYOUT names them (written in the host's
  * byte order, so another byte order reads a different number) and must change with any of them.
- * The file's checksum (checked by mtok.py) catches accidents; what is checked here makes any
- * index, even a forged one, safe to read: every slot names a record start or a merge, every id
- * cell the record with that id, every result a token id. */
+ * The file's checksum (checked by mtok.py) catches accidents, not forgeries: an index is only
+ * adopted when every lookup the encoder makes through it answers what the tables built from the
+ * records would (index_is_sound), and is otherwise ignored, the tables then built as without
+ * one. So acceptance and errors depend on the records alone, as in the pure reader. */
 enum { INDEX_LAYOUT = 0x4D544902, INDEX_HEAD = 12 };
 
 /* The char-level tables after the merge results, when header word 10 is 1: the token of each
@@ -618,63 +627,146 @@ enum { INDEX_LAYOUT = 0x4D544902, INDEX_HEAD = 12 };
  * char_tables' answer. */
 enum { CHAR_WORDS = (BPE_BMP_BYTES + BPE_JOINS_BYTES) / 4 };
 
+/* Bounds on a stored table's runs of used slots, which every probe walks at most once: our own
+ * tables, below 4/5 full, have runs of a few hundred at most and a sum of squared runs (what
+ * checking every record costs) of some 25 per slot; a forged table beyond these is ignored. */
+enum { MAX_RUN = 4096, RUN_SQUARES_PER_SLOT = 256 };
+
 static int is_low_mask(uint32_t m) { return (m & (m + 1u)) == 0; }
 
-/* Whether the stored tables (after header h) are safe to read, -1 without memory. The loops
- * accumulate rather than stop at the first fault: a sound index, the one case that matters for
- * speed, is read to the end anyway. */
-static int index_is_sound(const MtokIndex *x, const uint32_t *h) {
-    size_t nslots = h[4], nby_id = h[6], nmslots = h[7];
-    const uint32_t *slots = h + INDEX_HEAD, *by_id = slots + nslots, *mslots = by_id + nby_id;
-    const int32_t *merged = (const int32_t *)(mslots + nmslots);
-    uint8_t *start = calloc(x->vocab_len / 8 + 1, 1); /* the record starts, a bit each */
-    if (!start)
-        return -1;
-    uint32_t bad = 0, off_mask = h[5], moff_mask = h[8];
-    size_t pos = 0, used = 0;
-    /* each record's id cell holds the record: with as many cells used as records, no other */
-    for (uint32_t k = 0; k < x->count; k++) {
-        size_t l = mtok_u16(x->vocab + pos);
-        bad |= by_id[mtok_u32(x->vocab + pos + 2 + l)] ^ (uint32_t)(pos + 1);
-        start[pos / 8] |= (uint8_t)(1u << (pos % 8));
-        pos += 2 + l + x->tail;
+/* Whether every run of used slots of a table of n (a power of two) is short enough and every
+ * used slot's reference is below limit (a merge index + 1) or, with starts, a record start. */
+static int slots_are_sound(const uint32_t *slots, size_t n, uint32_t off_mask, uint32_t limit, const uint8_t *starts) {
+    size_t first = 0;
+    while (first < n && mtok_slot_ref(slots[first], off_mask))
+        first++;
+    if (first == n)
+        return 0; /* no empty slot */
+    uint64_t squares = 0, run = 0;
+    for (size_t j = 1; j <= n; j++) {
+        uint32_t o = mtok_slot_ref(slots[(first + j) & (n - 1)], off_mask);
+        if (!o) {
+            squares += run * run;
+            run = 0;
+        } else if (++run > MAX_RUN || o > limit || (starts && !(starts[(o - 1) / 8] >> ((o - 1) % 8) & 1))) {
+            return 0;
+        }
     }
-    for (size_t i = 0; i < nby_id; i++)
-        used += by_id[i] != 0;
-    bad |= used != x->count;
-    /* each used slot names a record start, one slot per record */
-    used = 0;
-    for (size_t i = 0; i < nslots; i++) {
-        uint32_t o = slots[i] & off_mask;
-        size_t at = o && o <= x->vocab_len ? o - 1 : 0;
-        used += o != 0;
-        bad |= (uint32_t)(o > x->vocab_len) | (uint32_t)(o && !(start[at / 8] >> (at % 8) & 1));
-    }
-    bad |= used != x->count;
-    /* each used merge slot names a merge; an empty one ends every probe */
-    used = 0;
-    for (size_t i = 0; i < nmslots; i++) {
-        uint32_t k = mslots[i] & moff_mask;
-        used += k != 0;
-        bad |= k > x->nmerges;
-    }
-    bad |= used >= nmslots;
-    for (size_t k = 0; k < x->nmerges; k++) {
-        int32_t id = merged[k];
-        bad |= (uint32_t)(id < 0 || id > x->max_id) | (uint32_t)(id >= 0 && id <= x->max_id && !by_id[id]);
-    }
-    const int32_t *bmp = merged + x->nmerges;
-    for (size_t c = 0; h[10] && c < 0x10000; c++)
-        bad |= (uint32_t)(bmp[c] < -1 || bmp[c] > x->max_id);
-    free(start);
-    return !bad;
+    return squares <= (uint64_t)RUN_SQUARES_PER_SLOT * n;
 }
 
-/* 1 when the stored index is in use, 0 when it is of another layout (build one instead), -1 on
- * an error. */
+enum { VERIFY_BATCH = 32 };
+
+/* Whether the tables of y (a candidate for x, pointing into the stored index) answer every
+ * lookup as tables built from x's records would; -1 without memory. Checked, each through the
+ * lookup the encoder uses: every token slot names a record start and every record is found by
+ * its own bytes (so no token is listed twice, and a token not in the vocabulary finds nothing);
+ * every id cell holds its record, no other cell is used; the ranks are 0..n-1; every merge names
+ * two tokens, its pair finds the merge of that pair with the highest rank, and its result is
+ * left + right[skip characters:]; every BMP character's token is the record holding just that
+ * character. Not checked (taken on trust): the join filter and header word 11, which only say
+ * where long pieces may be cut. */
+static int index_is_sound(const MtokIndex *x, const MtokIndex *y, const int32_t *bmp, size_t skip) {
+    size_t nslots = y->mask + 1, nmslots = y->mmask + 1;
+    uint8_t *start = calloc(x->vocab_len / 8 + 1, 1); /* the record starts, a bit each */
+    uint8_t *ranks = calloc(x->nmerges / 8 + 1, 1);
+    int sound = 0;
+    if (!start || !ranks) {
+        sound = -1;
+        goto done;
+    }
+    for (size_t k = 0, at = 0; k < x->count; k++, at += 2 + mtok_u16(x->vocab + at) + x->tail)
+        start[at / 8] |= (uint8_t)(1u << (at % 8));
+    /* first, so that no lookup below walks a long run */
+    if (!slots_are_sound(y->slots, nslots, y->off_mask, (uint32_t)x->vocab_len, start) ||
+        !slots_are_sound(y->mslots, nmslots, y->moff_mask, x->nmerges, NULL))
+        goto done;
+    /* The records in batches: each batch's slots are fetched before its lookups. */
+    size_t pos = 0, used = 0, single = 0;
+    uint64_t hashes[VERIFY_BATCH];
+    for (uint32_t k0 = 0; k0 < x->count; k0 += VERIFY_BATCH) {
+        uint32_t nk = x->count - k0 < VERIFY_BATCH ? x->count - k0 : VERIFY_BATCH;
+        size_t at = pos;
+        for (uint32_t j = 0; j < nk; j++) {
+            size_t l = mtok_u16(x->vocab + at);
+            const uint8_t *token = x->vocab + at + 2;
+            if (y->by_id[mtok_u32(token + l)] != at + 1 || utf8_invalid_at(token, l) < l)
+                goto done;
+            hashes[j] = hash_bytes(token, l);
+            __builtin_prefetch(&y->slots[(size_t)(hashes[j] >> 32) & y->mask]);
+            at += 2 + l + x->tail;
+        }
+        for (uint32_t j = 0; j < nk; j++) {
+            size_t l = mtok_u16(x->vocab + pos);
+            const uint8_t *token = x->vocab + pos + 2;
+            if (mtok_token_ref(y, token, l, hashes[j]) != pos + 1)
+                goto done;
+            uint32_t cp;
+            if (bmp && l && l <= 3 && utf8_get(token, l, &cp) == l) {
+                if (bmp[cp] != (int32_t)mtok_u32(token + l))
+                    goto done;
+                single++;
+            }
+            pos += 2 + l + x->tail;
+        }
+    }
+    /* each record's id cell holds the record: with as many cells used as records, no other */
+    for (size_t i = 0; i < y->nby_id; i++)
+        used += y->by_id[i] != 0;
+    if (used != x->count)
+        goto done;
+    for (size_t c = 0; bmp && c < 0x10000; c++)
+        single -= bmp[c] != -1; /* each one-character record checked its own: no other entry */
+    if (bmp && single)
+        goto done;
+    /* the merges in batches, in three steps: fetch the pair's slot and the ids' cells, then the
+     * records, then check */
+    for (uint32_t k0 = 0; k0 < x->nmerges; k0 += VERIFY_BATCH) {
+        uint32_t nk = x->nmerges - k0 < VERIFY_BATCH ? x->nmerges - k0 : VERIFY_BATCH;
+        const uint8_t *m = x->merges + 12 * (size_t)k0;
+        for (uint32_t j = 0; j < nk; j++) {
+            uint32_t a = mtok_u32(m + 12 * j), b = mtok_u32(m + 12 * j + 4), r = (uint32_t)y->merged[k0 + j];
+            __builtin_prefetch(&y->mslots[(size_t)(mtok_pair_hash(a, b) >> 32) & y->mmask]);
+            if (a < y->nby_id && b < y->nby_id && r < y->nby_id) {
+                __builtin_prefetch(&y->by_id[a]);
+                __builtin_prefetch(&y->by_id[b]);
+                __builtin_prefetch(&y->by_id[r]);
+            }
+        }
+        for (uint32_t j = 0; j < nk; j++) {
+            uint32_t a = mtok_u32(m + 12 * j), b = mtok_u32(m + 12 * j + 4), r = (uint32_t)y->merged[k0 + j];
+            if (a >= y->nby_id || b >= y->nby_id || r >= y->nby_id || !y->by_id[a] || !y->by_id[b] || !y->by_id[r])
+                goto done;
+            __builtin_prefetch(record(x, y->by_id[a]));
+            __builtin_prefetch(record(x, y->by_id[b]));
+            __builtin_prefetch(record(x, y->by_id[r]));
+        }
+        for (uint32_t j = 0; j < nk; j++) {
+            uint32_t a = mtok_u32(m + 12 * j), b = mtok_u32(m + 12 * j + 4), rank = mtok_u32(m + 12 * j + 8);
+            if (rank >= x->nmerges || ranks[rank / 8] >> (rank % 8) & 1)
+                goto done;
+            ranks[rank / 8] |= (uint8_t)(1u << (rank % 8));
+            uint32_t found = mtok_pair_ref(y, a, b);
+            if (!found || mtok_u32(x->merges + 12 * (size_t)(found - 1) + 8) < rank)
+                goto done;
+            const uint8_t *ra = record(x, y->by_id[a]), *rb = record(x, y->by_id[b]);
+            const uint8_t *rr = record(x, y->by_id[(uint32_t)y->merged[k0 + j]]);
+            size_t la = mtok_u16(ra), from = skipped_bytes(rb, skip), lb = mtok_u16(rb) - from;
+            if (mtok_u16(rr) != la + lb || !bytes_eq(rr + 2, ra + 2, la) || !bytes_eq(rr + 2 + la, rb + 2 + from, lb))
+                goto done;
+        }
+    }
+    sound = 1;
+done:
+    free(start);
+    free(ranks);
+    return sound;
+}
+
+/* 1 when the stored index is in use, 0 when it is not (of another layout, or not what the
+ * records make: build the tables instead), -1 without memory. */
 static int adopt_index(Tables *t, size_t skip, size_t at, size_t len) {
     MtokIndex *x = &t->x;
-    const char *section = "extension index";
     const uint8_t *p = (const uint8_t *)t->buf.buf + at;
     if (len < 4 * INDEX_HEAD || (uintptr_t)p % 4)
         return 0;
@@ -687,31 +779,31 @@ static int adopt_index(Tables *t, size_t skip, size_t at, size_t len) {
                 is_low_mask(h[5]) && h[5] >= x->vocab_len && is_low_mask(h[8]) && h[8] >= x->nmerges &&
                 h[10] <= 1 && h[11] <= 1 &&
                 len == 4 * (INDEX_HEAD + nslots + nby_id + nmslots + (size_t)x->nmerges + (h[10] ? CHAR_WORDS : 0));
-    if (sound) {
-        Py_BEGIN_ALLOW_THREADS /* mtok.py sums the file meanwhile */
-        sound = index_is_sound(x, h);
-        Py_END_ALLOW_THREADS
-    }
+    if (!sound)
+        return 0;
+    MtokIndex y = *x;
+    y.slots = (uint32_t *)(h + INDEX_HEAD);
+    y.mask = nslots - 1;
+    y.off_mask = h[5];
+    y.by_id = y.slots + nslots;
+    y.nby_id = nby_id;
+    y.mslots = y.by_id + nby_id;
+    y.mmask = nmslots - 1;
+    y.moff_mask = h[8];
+    y.merged = (int32_t *)(y.mslots + nmslots);
+    const int32_t *bmp = h[10] ? y.merged + x->nmerges : NULL;
+    Py_BEGIN_ALLOW_THREADS /* mtok.py sums the file meanwhile */
+    sound = index_is_sound(x, &y, bmp, skip);
+    Py_END_ALLOW_THREADS
     if (sound < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    if (!sound) {
-        format_error(section, at, "the index does not describe this file's model section");
-        return -1;
-    }
-    const uint32_t *slots = h + INDEX_HEAD;
-    x->slots = (uint32_t *)slots;
-    x->mask = nslots - 1;
-    x->off_mask = h[5];
-    x->by_id = (uint32_t *)(slots + nslots);
-    x->nby_id = nby_id;
-    x->mslots = (uint32_t *)(slots + nslots + nby_id);
-    x->mmask = nmslots - 1;
-    x->moff_mask = h[8];
-    x->merged = (int32_t *)(slots + nslots + nby_id + nmslots);
-    if (h[10]) {
-        t->chars = (const uint8_t *)(x->merged + x->nmerges);
+    if (!sound)
+        return 0;
+    *x = y;
+    if (bmp) {
+        t->chars = (const uint8_t *)bmp;
         t->metaspace_inside = (int)h[11];
     }
     t->adopted = 1;
@@ -879,14 +971,15 @@ static PyObject *Tables_merge_table(Tables *self, PyObject *unused) {
         PyErr_SetString(PyExc_RuntimeError, "build() first");
         return NULL;
     }
+    /* each merge's pair as the encoder finds it: a pair listed twice answers its last merge */
     PyObject *table = PyDict_New();
-    for (size_t i = 0; table && i <= x->mmask; i++) {
-        uint32_t s = x->mslots[i] & x->moff_mask;
-        if (!s)
+    for (uint32_t k = 0; table && k < x->nmerges; k++) {
+        const uint8_t *m = x->merges + 12 * (size_t)k;
+        uint32_t found = mtok_pair_ref(x, mtok_u32(m), mtok_u32(m + 4));
+        if (found != k + 1)
             continue;
-        const uint8_t *m = x->merges + 12 * (size_t)(s - 1);
         PyObject *key = Py_BuildValue("(kk)", (unsigned long)mtok_u32(m), (unsigned long)mtok_u32(m + 4));
-        PyObject *value = Py_BuildValue("(kl)", (unsigned long)rank_of(x, s - 1), (long)x->merged[s - 1]);
+        PyObject *value = Py_BuildValue("(kl)", (unsigned long)rank_of(x, k), (long)x->merged[k]);
         if (!key || !value || PyDict_SetItem(table, key, value) < 0)
             Py_CLEAR(table);
         Py_XDECREF(key);

@@ -1,7 +1,7 @@
 /* A .mtok model's tables, indexed where they lie in the file (FORMAT.md §3.3).
  *
  * Loading copies nothing: the vocabulary records and merge triples stay in the caller's buffer
- * (the memory-mapped file), and the index holds only what the file does not: a hash from token
+ * (the file's bytes, which the tokenizer owns), and the index holds only what the file does not: a hash from token
  * bytes to record, id -> record, and for BPE a hash from (left, right) to the merge record with
  * each merge's result token. mtok_tables.c builds and validates it; the BPE encoder
  * (models.c) reads it directly, without the GIL.
@@ -20,7 +20,7 @@ typedef struct MtokIndex {
     int32_t max_id;
     /* Slots are tagged: the low bits hold record offset + 1 (merge index + 1 in mslots), the
      * bits above them some bits of the key's hash, so that a probe only reads the record (a
-     * cache miss far away) when the tags agree. 0 is an empty slot. */
+     * cache miss far away) when the tags agree. Offset bits 0 is an empty slot (mtok_slot_ref). */
     uint32_t *slots;      /* token hash -> tag | record offset + 1 */
     size_t mask;
     uint32_t off_mask;    /* the offset bits of a slot */
@@ -50,19 +50,35 @@ static inline uint32_t mtok_low_mask(uint64_t top) {
     return m;
 }
 
-/* mtok_token_id with the key's hash_bytes already known. */
-static inline int32_t mtok_token_id_h(const MtokIndex *x, const uint8_t *key, size_t len, uint64_t h) {
+/* A slot's offset bits: the record offset + 1 (merge index + 1), 0 for an empty slot. The one
+ * definition of empty and used, shared by the lookups, the builders and the stored index's
+ * checks (mtok_tables.c): a slot holding only tag bits is empty everywhere. */
+static inline uint32_t mtok_slot_ref(uint32_t s, uint32_t off_mask) { return s & off_mask; }
+
+/* The record (offset + 1) of the token key with hash h, or 0. The probe ends at an empty slot
+ * and in any case after one pass over the table, and reads a record only where one would fit
+ * in the vocabulary section: no table, even a forged stored one, makes it loop or read outside
+ * the records. */
+static inline uint32_t mtok_token_ref(const MtokIndex *x, const uint8_t *key, size_t len, uint64_t h) {
     uint32_t tag = (uint32_t)h & ~x->off_mask;
-    for (size_t i = (size_t)(h >> 32) & x->mask;; i = (i + 1) & x->mask) {
-        uint32_t s = x->slots[i];
-        if (!s)
-            return -1;
+    size_t i = (size_t)(h >> 32) & x->mask;
+    for (size_t probes = 0; probes <= x->mask; probes++, i = (i + 1) & x->mask) {
+        uint32_t s = x->slots[i], o = mtok_slot_ref(s, x->off_mask);
+        if (!o)
+            return 0;
         if ((s & ~x->off_mask) != tag)
             continue;
-        const uint8_t *r = x->vocab + (s & x->off_mask) - 1;
-        if (mtok_u16(r) == len && bytes_eq(r + 2, key, len))
-            return (int32_t)mtok_u32(r + 2 + len);
+        const uint8_t *r = x->vocab + o - 1;
+        if ((size_t)o - 1 + 2 + len + 4 <= x->vocab_len && mtok_u16(r) == len && bytes_eq(r + 2, key, len))
+            return o;
     }
+    return 0;
+}
+
+/* mtok_token_id with the key's hash_bytes already known. */
+static inline int32_t mtok_token_id_h(const MtokIndex *x, const uint8_t *key, size_t len, uint64_t h) {
+    uint32_t o = mtok_token_ref(x, key, len, h);
+    return o ? (int32_t)mtok_u32(x->vocab + o - 1 + 2 + len) : -1;
 }
 
 /* The id of a token given by its bytes as the file holds them, or -1. */
@@ -77,24 +93,32 @@ static inline uint64_t mtok_pair_hash(uint32_t left, uint32_t right) {
     return (h >> 24) << 32 | (uint32_t)((key ^ (key >> 29)) * 0xBF58476D1CE4E5B9ull >> 32);
 }
 
-/* The merge of (left, right): 1 with its rank and result, or 0 when there is none. */
-static inline int mtok_pair(const MtokIndex *x, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+/* The merge of (left, right) as its index + 1, or 0; bounded as mtok_token_ref. */
+static inline uint32_t mtok_pair_ref(const MtokIndex *x, uint32_t left, uint32_t right) {
     uint64_t h = mtok_pair_hash(left, right);
     uint32_t tag = (uint32_t)h & ~x->moff_mask;
-    for (size_t i = (size_t)(h >> 32) & x->mmask;; i = (i + 1) & x->mmask) {
-        uint32_t s = x->mslots[i];
-        if (!s)
+    size_t i = (size_t)(h >> 32) & x->mmask;
+    for (size_t probes = 0; probes <= x->mmask; probes++, i = (i + 1) & x->mmask) {
+        uint32_t s = x->mslots[i], k = mtok_slot_ref(s, x->moff_mask);
+        if (!k)
             return 0;
-        if ((s & ~x->moff_mask) != tag)
+        if ((s & ~x->moff_mask) != tag || k > x->nmerges)
             continue;
-        uint32_t k = (s & x->moff_mask) - 1;
-        const uint8_t *t = x->merges + 12 * (size_t)k;
-        if (mtok_u32(t) == left && mtok_u32(t + 4) == right) {
-            *rank = x->rank ? x->rank[k] : mtok_u32(t + 8);
-            *id = x->merged[k];
-            return 1;
-        }
+        const uint8_t *t = x->merges + 12 * (size_t)(k - 1);
+        if (mtok_u32(t) == left && mtok_u32(t + 4) == right)
+            return k;
     }
+    return 0;
+}
+
+/* The merge of (left, right): 1 with its rank and result, or 0 when there is none. */
+static inline int mtok_pair(const MtokIndex *x, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+    uint32_t k = mtok_pair_ref(x, left, right);
+    if (!k)
+        return 0;
+    *rank = x->rank ? x->rank[k - 1] : mtok_u32(x->merges + 12 * (size_t)(k - 1) + 8);
+    *id = x->merged[k - 1];
+    return 1;
 }
 
 /* The id of a byte-level vocabulary's token for raw bytes b (mapped to GPT-2 characters), or -1. */

@@ -319,7 +319,7 @@ typedef struct {
     size_t trie_mask;
     uint32_t root[256];   /* children of the root, 0 = none */
     int32_t *term;        /* per trie node: the id of the piece ending there, or -1 */
-    size_t nnodes;
+    size_t nnodes, term_cap;
     double *scores;
     size_t nscores;
     int32_t unk_id;

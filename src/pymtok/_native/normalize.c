@@ -57,7 +57,8 @@ static inline int cps_push(CpBuf *b, uint32_t c) {
 static inline int cps_extend(CpBuf *b, const uint32_t *v, size_t n) {
     if (b->cap - b->n < n && cps_grow(b, n) < 0)
         return -1;
-    memcpy(b->v + b->n, v, n * sizeof *v);
+    if (n) /* v may be NULL then (an empty mapping), which memcpy does not allow */
+        memcpy(b->v + b->n, v, n * sizeof *v);
     b->n += n;
     return 0;
 }

@@ -138,8 +138,11 @@ void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32
     e->len = (uint32_t)len;
     e->nids = (uint32_t)n;
     e->ids = (int32_t *)e->data;
-    memcpy(e->data, ids, n * sizeof(int32_t));
-    memcpy(e->data + n * sizeof(int32_t), key, len);
+    /* ids or key may be NULL when empty (an unused buffer), which memcpy does not allow */
+    if (n)
+        memcpy(e->data, ids, n * sizeof(int32_t));
+    if (len)
+        memcpy(e->data + n * sizeof(int32_t), key, len);
     size_t i = (size_t)h & c->mask;
     for (int probe = 0; probe < CACHE_PROBES; probe++) {
         CacheEntry *expected = NULL;
