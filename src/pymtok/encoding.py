@@ -289,20 +289,47 @@ def _process_encodings(post: processors.PostProcessor, encodings: list[Encoding]
     raise TypeError(f"post-processor {kind.__name__} has no whole-encoding form")
 
 
+def _call_post_processor(tok: Tokenizer) -> processors.PostProcessor | None:
+    """The post-processor transformers runs: a tokenizer_config.json that says ``add_bos_token``
+    or ``add_eos_token``, or a tokenizer.json without one, has transformers replace it by
+    ``[bos] $A [eos]`` / ``[bos] $A [eos] [bos] $B [eos]`` (type id 1 for the second)."""
+    settings = tok.meta.call_settings
+    if tok.post_processor is not None and "add_bos_token" not in settings and "add_eos_token" not in settings:
+        return tok.post_processor
+    specials: dict[str, dict[str, Any]] = {}
+    around: dict[str, str | None] = {}
+    for name in ("bos", "eos"):
+        token = tok.meta.special_tokens.get(f"{name}_token")
+        around[name] = token if settings.get(f"add_{name}_token") and token is not None else None
+        if around[name] is not None:
+            id = tok.token_to_id(token)  # type: ignore[arg-type]
+            if id is None:
+                raise ValueError(f"{name}_token {token!r} is not in the vocabulary")
+            specials[token] = {"id": token, "ids": [id], "tokens": [token]}  # type: ignore[index]
+
+    def side(sequence: str, type_id: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if around["bos"] is not None:
+            out.append({"SpecialToken": {"id": around["bos"], "type_id": type_id}})
+        out.append({"Sequence": {"id": sequence, "type_id": type_id}})
+        if around["eos"] is not None:
+            out.append({"SpecialToken": {"id": around["eos"], "type_id": type_id}})
+        return out
+
+    return processors.TemplateProcessing(single=side("A", 0), pair=side("A", 0) + side("B", 1), special_tokens=specials)
+
+
 def _post_process(tok: Tokenizer, encoding: Encoding, pair: Encoding | None, add_special_tokens: bool,
                   truncation: dict[str, Any] | None, padding: dict[str, Any] | None) -> Encoding:
     """HF's ``TokenizerImpl::post_process``: truncate, add the special tokens, pad."""
-    post = tok.post_processor
+    post = _call_post_processor(tok)
     if truncation is not None:
         added = post.added_tokens(pair is not None) if post is not None else 0
         max_length = truncation["max_length"]
         if add_special_tokens and added:
-            if max_length < added:
-                raise ValueError(
-                    f"max_length={max_length} leaves no room for the {added} special tokens the "
-                    "post-processor adds"
-                )
-            max_length -= added
+            # HF subtracts unsigned: a max_length below the special tokens' count wraps round to
+            # a length nothing reaches
+            max_length = max_length - added if max_length >= added else _VERY_LARGE_INTEGER
         _truncate(encoding, pair, max_length, truncation["stride"], truncation["strategy"], truncation["direction"])
     encodings = [encoding] if pair is None else [encoding, pair]
     if post is not None:
@@ -568,6 +595,17 @@ def call(
     truncation_params = None if trunc == "do_not_truncate" else {
         "max_length": max_length, "stride": stride, "strategy": trunc, "direction": truncation_side,
     }
+    if truncation_params is not None:
+        post = _call_post_processor(tok)
+        added = post.added_tokens(False) if post is not None else 0
+        assert max_length is not None
+        # HF's with_truncation (its unsigned subtraction wrapping round likewise)
+        if max_length >= added and max_length - added < stride:
+            raise ValueError(
+                f"tokenizer stride set to {stride}, which is greater than or equal to its effective max "
+                f"length of {max_length - added} (= {max_length} original max length - {added} added "
+                "special tokens)"
+            )
     padding_params = None
     if pad != "do_not_pad":
         pad_token, pad_id = _pad_token(tok)

@@ -174,7 +174,8 @@ def derive_meta(
         decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
         call_settings={
             key: tokenizer_config[key]
-            for key in ("model_max_length", "padding_side", "truncation_side", "model_input_names")
+            for key in ("model_max_length", "padding_side", "truncation_side", "model_input_names",
+                        "add_bos_token", "add_eos_token")
             if tokenizer_config.get(key) is not None
         },
     )

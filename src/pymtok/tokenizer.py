@@ -40,7 +40,8 @@ class TokenizerMeta:
     # version of pymtok's exactness extension the .mtok file carried (None: MNN's layout only)
     extension_version: int | None = None
     # tokenizer_config.json's settings for transformers' __call__ (model_max_length,
-    # padding_side, truncation_side, model_input_names), as the file has them
+    # padding_side, truncation_side, model_input_names, add_bos_token, add_eos_token), as the
+    # file has them
     call_settings: dict[str, Any] = field(default_factory=dict)
 
 
