@@ -135,15 +135,10 @@ def test_call_matches_transformers_full_grid(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
-def test_offsets_match_hf_on_corpus(name: str) -> None:
-    """Offsets, tokens and word ids of whole chunks, as HF ``tokenizers`` reports them."""
-    hf, tok = hf_tokenizer(name), ours(name)
-    texts = corpus_chunks(40, seed=3)
-    for text, enc in zip(texts, hf.encode_batch(texts)):
-        got = tok(text, return_offsets_mapping=True)
-        assert got["input_ids"] == enc.ids, (name, text[:60])
-        assert got["offset_mapping"] == enc.offsets, (name, text[:60])
-        assert got.tokens() == enc.tokens and got.word_ids() == enc.word_ids, (name, text[:60])
+def test_offsets_match_transformers_on_corpus(name: str) -> None:
+    """Offsets, tokens and word ids of whole corpus chunks, one text at a time."""
+    for text in corpus_chunks(30, seed=3):
+        check(name, (text,), {"return_offsets_mapping": True})
 
 
 EDGE_TEXTS = [
