@@ -208,3 +208,23 @@ def test_file_padding_and_truncation_exposed_not_applied(name: str) -> None:
     assert tok.padding == config.get("padding")
     text = "hi"
     assert tok(text)["input_ids"] == hf_call(name)(text)["input_ids"]
+
+
+_TRICKY = list("aAbé\u0301\u0308e\u0327 \t\n\r\u3000ﬁ①½ΣİǅẞДж日本語のテ한국\u200b\u00ad\x00\ufffd🤗👩\u200d👧'\",.!?-_") + [
+    "<s>", "</s>", "<unk>", "[CLS]", "<mask>", "<|endoftext|>", "\u1100\u1161\u11a8", "\u0915\u094d\u0937", "Å", "  ",
+]
+
+
+@pytest.mark.parametrize("name", ["all-minilm-l6-v2", "albert-base-v2", "t5-small", "roberta-base", "llama3",
+                                  "gemma-v1", "deepseek-v3"])
+def test_offsets_property(name: str) -> None:
+    """Offsets, tokens and word ids of text made of normalization edge cases equal transformers'."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(st.lists(st.sampled_from(_TRICKY), max_size=12).map("".join))
+    def prop(text: str) -> None:
+        check(name, (text,), {"return_offsets_mapping": True})
+
+    prop()

@@ -179,19 +179,21 @@ def _merge(encodings: list[Encoding]) -> Encoding:
     return out
 
 
-def _sequence(tok: Tokenizer, text: str, type_id: int, detailed: bool) -> Encoding:
-    """One text's tokens before post-processing (HF's ``encode_single_sequence``)."""
-    if detailed:
+def _sequences(tok: Tokenizer, texts: list[str], type_id: int, detailed: bool) -> list[Encoding]:
+    """Each text's tokens before post-processing (HF's ``encode_single_sequence``): with offsets,
+    token strings and word ids when ``detailed``, else the ids alone (in one ``encode_batch``)."""
+    out: list[Encoding] = []
+    if not detailed:
+        for ids in tok.encode_batch(texts, add_special_tokens=False):
+            n = len(ids)
+            out.append(Encoding(ids, [type_id] * n, [""] * n, [None] * n, [(0, 0)] * n, [0] * n, [1] * n, [type_id] * n))
+        return out
+    for text in texts:
         words = tok.encode_words(text)
-        ids = [w[0] for w in words]
-        tokens = [w[1] for w in words]
-        offsets = [(w[2], w[3]) for w in words]
-        word_ids: list[int | None] = [w[4] for w in words]
-    else:
-        ids = tok.encode(text, add_special_tokens=False)
-        tokens, offsets, word_ids = [""] * len(ids), [(0, 0)] * len(ids), [None] * len(ids)
-    n = len(ids)
-    return Encoding(ids, [type_id] * n, tokens, word_ids, offsets, [0] * n, [1] * n, [type_id] * n)
+        n = len(words)
+        out.append(Encoding([w[0] for w in words], [type_id] * n, [w[1] for w in words], [w[4] for w in words],
+                            [(w[2], w[3]) for w in words], [0] * n, [1] * n, [type_id] * n))
+    return out
 
 
 # -- post-processors on whole encodings (processors.py lays out ids only) ------------------------
@@ -613,11 +615,11 @@ def call(
                           "pad_id": pad_id, "pad_token": pad_token, "pad_to_multiple_of": pad_to_multiple_of}
 
     def encode_all(detailed: bool) -> list[Encoding]:
+        firsts = _sequences(tok, [item[0] if isinstance(item, tuple) else item for item in batch], 0, detailed)
+        seconds = iter(_sequences(tok, [item[1] for item in batch if isinstance(item, tuple)], 1, detailed))
         out = []
-        for item in batch:
-            first, second = item if isinstance(item, tuple) else (item, None)
-            encoding = _sequence(tok, first, 0, detailed)
-            pair = _sequence(tok, second, 1, detailed) if second is not None else None
+        for item, encoding in zip(batch, firsts):
+            pair = next(seconds) if isinstance(item, tuple) else None
             out.append(_post_process(tok, encoding, pair, add_special_tokens, truncation_params, padding_params))
         if padding_params is not None:
             _pad(out, padding_params)

@@ -282,9 +282,11 @@ class _UnicodeForm:
     def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
         if self(text) == text:
             return text, spans
-        # Cut into runs that normalize on their own (a starter and what combines with it); in
-        # each, new characters take the old ones' places in order, extra ones share the last
-        # place and a shorter result's last character takes up the rest (HF's changes).
+        # Cut into runs that normalize on their own (a starter and what combines with it). A run
+        # whose characters normalize one by one keeps each result on its character's span (HF's
+        # decompositions); in any other run (composed, reordered), new characters take the old
+        # ones' places in order, extra ones share the last place and a shorter result's last
+        # character takes up the rest (HF's changes).
         runs: list[str] = []
         for c in text:
             if runs and (unicodedata.combining(c) or self(runs[-1] + c) != self(runs[-1]) + self(c)):
@@ -294,12 +296,32 @@ class _UnicodeForm:
         dest: list[tuple[str, int]] = []
         for run in runs:
             new = self(run)
+            each = [self(c) for c in run]
+            pairs = [(c, int(i > 0)) for part in each for i, c in enumerate(part)]
+            _reorder_marks(pairs)
+            if all(each) and "".join(c for c, _ in pairs) == new:
+                dest += pairs
+                continue
             n, k = len(run), len(new)
             changes = [0] * min(n, k) + [1] * (k - n)
             if k < n:
                 changes[-1] = k - n
             dest += zip(new, changes)
         return _transform(spans, dest)
+
+
+def _reorder_marks(pairs: list[tuple[str, int]]) -> None:
+    """Canonical ordering of each run of combining marks, every mark keeping its change."""
+    i = 0
+    while i < len(pairs):
+        if not unicodedata.combining(pairs[i][0]):
+            i += 1
+            continue
+        j = i
+        while j < len(pairs) and unicodedata.combining(pairs[j][0]):
+            j += 1
+        pairs[i:j] = sorted(pairs[i:j], key=lambda pair: unicodedata.combining(pair[0]))
+        i = j
 
 
 class NFC(_UnicodeForm):
