@@ -23,7 +23,8 @@ from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
 _SKIPPED_CONFIG = ("tokenizer_class", "auto_map", "added_tokens_decoder")
 
 
-@functools.lru_cache(maxsize=None)
+# a few fixtures at a time: every oracle and tokenizer held at once would take gigabytes
+@functools.lru_cache(maxsize=3)
 def hf_call(name: str) -> Any:
     from transformers import PreTrainedTokenizerFast
     from transformers.utils import logging
@@ -45,7 +46,7 @@ def _added_token(value: Any) -> Any:
     return value
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=3)
 def ours(name: str) -> pymtok.Tokenizer:
     return pymtok.load(fixture_path("tokenizers", name))
 
