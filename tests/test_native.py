@@ -359,9 +359,9 @@ def test_native_batch(name: str) -> None:
     hf = hf_tokenizer(name)
     for special in (False, True):
         theirs = [e.ids for e in hf.encode_batch(texts, add_special_tokens=special)]
-        assert [tok.encode(t, special) for t in texts] == theirs
+        assert [tok.encode(t, add_special_tokens=special) for t in texts] == theirs
         for threads in (1, 2, 3):
-            assert tok.encode_batch(texts, special, num_threads=threads) == theirs, (special, threads)
+            assert tok.encode_batch(texts, add_special_tokens=special, num_threads=threads) == theirs, (special, threads)
 
 
 def test_native_batch_threads_share_the_encoder() -> None:
@@ -370,9 +370,9 @@ def test_native_batch_threads_share_the_encoder() -> None:
 
     tok = load("gemma-v1")
     texts = corpus_chunks(60, seed=3)
-    expected = [tok.encode(t, False) for t in texts]
+    expected = [tok.encode(t, add_special_tokens=False) for t in texts]
     with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(lambda k: tok.encode_batch(texts[k:] + texts[:k], False, num_threads=2), range(8)))
+        results = list(pool.map(lambda k: tok.encode_batch(texts[k:] + texts[:k], add_special_tokens=False, num_threads=2), range(8)))
     for k, result in enumerate(results):
         assert result == expected[k:] + expected[:k]
 
@@ -487,7 +487,7 @@ def test_native_batch_many_chunks() -> None:
     for special in (False, True):
         theirs = [e.ids for e in hf.encode_batch(texts, add_special_tokens=special)]
         for threads in (1, 2, 4):
-            assert tok.encode_batch(texts, special, num_threads=threads) == theirs, (special, threads)
+            assert tok.encode_batch(texts, add_special_tokens=special, num_threads=threads) == theirs, (special, threads)
     for bad in ("a\ud800b", 5):
         with pytest.raises((TypeError, ValueError)) as one:
             tok.encode(bad)  # type: ignore[arg-type]

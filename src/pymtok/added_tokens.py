@@ -99,6 +99,9 @@ def _trie_pattern(strings: Iterable[str]) -> str:
 Segment = tuple[str, int, int | None]
 """(text, offset in the original input, added-token id or None for text the model encodes)."""
 
+AlignedSegment = tuple[str, int, list[tuple[int, int]], int | None]
+"""A ``Segment`` with, per character of its text, the span of the input it comes from."""
+
 
 class AddedVocabulary:
     """The ``added_tokens`` of a tokenizer: id assignment, matching and lookup.
@@ -181,6 +184,25 @@ class AddedVocabulary:
                 continue
             normalized = normalizer(piece) if normalizer is not None else piece
             out.extend(self._find(normalized, offset, self._norm))
+        return out
+
+    def split_aligned(
+        self, text: str, normalize: Callable[[str, list[tuple[int, int]]], tuple[str, list[tuple[int, int]]]]
+    ) -> list[AlignedSegment]:
+        """``split``, each segment with the span of ``text`` each of its characters comes from.
+
+        ``normalize(text, spans)`` is the normalizer's aligned form; the offsets are ``split``'s.
+        """
+        out: list[AlignedSegment] = []
+        for piece, offset, id in self._find(text, 0, self._raw):
+            spans = [(i, i + 1) for i in range(offset, offset + len(piece))]
+            if id is not None:
+                out.append((piece, offset, spans, id))
+                continue
+            normalized, spans = normalize(piece, spans)
+            for sub, sub_offset, sub_id in self._find(normalized, offset, self._norm):
+                at = sub_offset - offset
+                out.append((sub, sub_offset, spans[at : at + len(sub)], sub_id))
         return out
 
     def _find(

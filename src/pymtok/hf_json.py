@@ -245,6 +245,12 @@ def derive_meta(
         special_tokens=special_tokens_from_config(tokenizer_config),
         clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
         decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
+        call_settings={
+            key: tokenizer_config[key]
+            for key in ("model_max_length", "padding_side", "truncation_side", "model_input_names",
+                        "add_bos_token", "add_eos_token")
+            if tokenizer_config.get(key) is not None
+        },
     )
 
 

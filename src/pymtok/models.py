@@ -36,6 +36,7 @@ _FLT_MIN = 1.1754943508222875e-38
 class Model(Protocol):
     def __call__(self, piece: str) -> list[int]: ...
     def encode_pieces(self, pieces: Iterable[str]) -> list[int]: ...
+    def tokenize_offsets(self, piece: str) -> list[TokenSpan]: ...
     def token_to_id(self, token: str) -> int | None: ...
     def id_to_token(self, id: int) -> str | None: ...
     def get_vocab(self) -> dict[str, int]: ...
@@ -113,6 +114,20 @@ class _VocabModel:
     @property
     def vocab_size(self) -> int:
         return len(self.vocab)
+
+
+TokenSpan = tuple[int, int, int]
+"""A token id and the UTF-8 byte span ``[start, end)`` of the piece it covers."""
+
+
+def _byte_spans(piece: str, char_spans: Iterable[tuple[int, int, int]]) -> list[TokenSpan]:
+    """Character spans ``(id, start, end)`` of ``piece`` as UTF-8 byte spans."""
+    if piece.isascii():
+        return list(char_spans)
+    at = [0]
+    for ch in piece:
+        at.append(at[-1] + len(ch.encode("utf-8")))
+    return [(id, at[s], at[e]) for id, s, e in char_spans]
 
 
 MergeTable = dict[tuple[int, int], tuple[int, int]]
@@ -304,7 +319,11 @@ class BPE(_VocabModel):
         return ids
 
     def _merge_long(self, ids: list[int]) -> list[int]:
-        """``_merge`` for long pieces: a priority queue of pairs instead of a scan per merge.
+        """``_merge`` for long pieces: a priority queue of pairs instead of a scan per merge."""
+        return [id for id in self._merge_in_place(ids) if id >= 0]
+
+    def _merge_in_place(self, ids: list[int]) -> list[int]:
+        """``ids`` merged where they stand: each result at its first symbol's place, -1 elsewhere.
 
         Each queued pair is one int ``rank << shift | pos`` (ints order like (rank, position)
         pairs, and compare faster than tuples). A symbol is known by the position of its first
@@ -343,7 +362,66 @@ class BPE(_VocabModel):
                 m = merge((ids[p], new))
                 if m is not None:
                     push(queue, m[0] << shift | p)
-        return [id for id in ids if id >= 0]
+        return ids
+
+    def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
+        """The ids of ``piece`` with the UTF-8 byte span each covers, as HF's BPE lays them out:
+        a byte-fallback token covers one byte, a pending unknown run follows them."""
+        if not piece:
+            return []
+        if self.ignore_merges:
+            whole = self._lookup.get(piece)
+            if whole is not None:
+                return [(whole, 0, len(piece.encode("utf-8")))]
+        vocab = self._lookup
+        prefix, suffix = self.continuing_subword_prefix, self.end_of_word_suffix
+        ids: list[int] = []
+        lengths: list[int] = []
+        unk: list[int] | None = None  # [id, byte length] of a pending unknown run
+        last = len(piece) - 1
+        for i, ch in enumerate(piece):
+            size = len(ch.encode("utf-8"))
+            s = (prefix + ch if prefix and i else ch) + (suffix if suffix and i == last else "")
+            id = vocab.get(s)
+            if id is not None:
+                if unk is not None:
+                    ids.append(unk[0])
+                    lengths.append(unk[1])
+                    unk = None
+                ids.append(id)
+                lengths.append(size)
+                continue
+            if self.byte_fallback:
+                byte_ids = [vocab.get(byte_token(b)) for b in s.encode("utf-8")]
+                if None not in byte_ids:
+                    ids.extend(byte_ids)  # type: ignore[arg-type]
+                    lengths.extend([1] * len(byte_ids))
+                    continue
+            if self.unk_token is not None:
+                unk_id = vocab.get(self.unk_token)
+                if unk_id is None:
+                    raise FormatError(f"BPE unk_token {self.unk_token!r} is not in the vocabulary")
+                if unk is not None and self.fuse_unk:
+                    unk[1] += size
+                    continue
+                if unk is not None:
+                    ids.append(unk[0])
+                    lengths.append(unk[1])
+                unk = [unk_id, size]
+        if unk is not None:
+            ids.append(unk[0])
+            lengths.append(unk[1])
+        merged = self._merge_in_place(ids) if ids else ids
+        out: list[TokenSpan] = []
+        at = 0
+        for id, size in zip(merged, lengths):
+            if id >= 0:
+                out.append((id, at, at + size))
+            elif out:
+                last_id, start, end = out[-1]
+                out[-1] = (last_id, start, end + size)
+            at += size
+        return out
 
 
 class WordPiece(_VocabModel):
@@ -393,6 +471,32 @@ class WordPiece(_VocabModel):
             out.append(found)
             start = end
         return out
+
+    def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
+        """The ids of ``piece`` with the UTF-8 byte span each covers (an unknown word: all of it)."""
+        if not piece:
+            return []
+        n = len(piece)
+        whole = [(self._unk()[0], 0, n)]
+        if n > self.max_input_chars_per_word:
+            return _byte_spans(piece, whole)
+        vocab, prefix = self._lookup, self.continuing_subword_prefix
+        out: list[tuple[int, int, int]] = []
+        start = 0
+        while start < n:
+            end = n
+            found = None
+            while start < end:
+                sub = piece[start:end]
+                found = vocab.get(prefix + sub if start else sub)
+                if found is not None:
+                    break
+                end -= 1
+            if found is None:
+                return _byte_spans(piece, whole)
+            out.append((found, start, end))
+            start = end
+        return _byte_spans(piece, out)
 
 
 class Unigram(_VocabModel):
@@ -466,6 +570,27 @@ class Unigram(_VocabModel):
             end = start
         out.reverse()
         return out
+
+    def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
+        """The ids of ``piece`` with the UTF-8 byte span each covers; the byte-fallback ids of an
+        unknown run all cover the whole run, as in HF."""
+        if not piece:
+            return []
+        start_of, node_id = self._best_path(piece)
+        unk_id = self.unk_id
+        out: list[tuple[int, int, int]] = []  # last first
+        end = len(piece)
+        while end > 0:
+            start, id = start_of[end], node_id[end]
+            if id != unk_id:
+                out.append((id, start, end))
+            else:
+                while start and node_id[start] == unk_id:
+                    start = start_of[start]
+                out += [(i, start, end) for i in reversed(self._unknown(piece[start:end]))]
+            end = start
+        out.reverse()
+        return _byte_spans(piece, out)
 
     def _unknown(self, text: str) -> list[int]:
         """The ids of a run of unknown nodes: its piece if it is one, else its bytes, else unk."""
@@ -578,6 +703,28 @@ class SentencePieceUnigram(Unigram):
                 out.append(id)  # a run of unknown characters is one unknown piece
             previous_unk = True
         return out
+
+    def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
+        """``_tokenize``'s ids with the UTF-8 byte span each covers (byte pieces: their character's)."""
+        out: list[tuple[int, int, int]] = []
+        previous_unk = False
+        at = 0
+        for text, id in self._viterbi(piece):
+            start, at = at, at + len(text)
+            if id != self.unk_id:
+                out.append((id, start, at))
+                previous_unk = False
+                continue
+            if self.byte_fallback:
+                for b in text.encode("utf-8"):
+                    byte_id = self.vocab.get(byte_token(b))
+                    out.append((byte_id if byte_id is not None else id, start, at))
+            elif previous_unk:
+                out[-1] = (id, out[-1][1], at)
+            else:
+                out.append((id, start, at))
+            previous_unk = True
+        return _byte_spans(piece, out)
 
     def _viterbi(self, text: str) -> list[tuple[str, int]]:
         n = len(text)

@@ -23,7 +23,7 @@ import re
 import struct
 import unicodedata
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import regex
@@ -31,11 +31,61 @@ import regex
 from .backtracking import timeout_for, too_slow
 from .components import build_component
 from .errors import FormatError
-from .onig import onig_regex, onig_sub, regex_has_unicode
+from .onig import onig_regex, onig_spans, onig_sub, regex_has_unicode
 
 
 class Normalizer(Protocol):
     def __call__(self, text: str) -> str: ...
+
+
+Spans = list[tuple[int, int]]
+"""Per character of a normalized text, the span of the caller's text it comes from (HF's
+alignments, kept per character: every byte of a character carries the same one)."""
+
+
+def _transform(spans: Spans, dest: Iterable[tuple[str, int]], initial_offset: int = 0) -> tuple[str, Spans]:
+    """HF's ``NormalizedString::transform``: each new character with its change (0 replaces the
+    next old character, 1 is inserted and shares the previous old character's span, -n also
+    removes the n old characters after the one it replaces)."""
+    chars: list[str] = []
+    out: Spans = []
+    offset = initial_offset
+    for c, change in dest:
+        if change > 0:
+            out.append(spans[offset - 1] if offset >= 1 else (0, 0))
+        else:
+            out.append(spans[offset])
+            offset += 1 - change
+        chars.append(c)
+    return "".join(chars), out
+
+
+def _per_char(text: str, spans: Spans, mapping: Callable[[str], str]) -> tuple[str, Spans]:
+    """Each character replaced by ``mapping(c)`` (any length), every new character on its span."""
+    chars: list[str] = []
+    out: Spans = []
+    for c, span in zip(text, spans):
+        new = mapping(c)
+        chars.append(new)
+        out.extend([span] * len(new))
+    return "".join(chars), out
+
+
+def normalize_aligned(normalizer: Normalizer | None, text: str) -> tuple[str, Spans]:
+    """``normalizer(text)`` and, per character of it, the span of ``text`` it comes from."""
+    spans = [(i, i + 1) for i in range(len(text))]
+    if normalizer is None:
+        return text, spans
+    return aligned(normalizer, text, spans)
+
+
+def aligned(normalizer: Normalizer, text: str, spans: Spans) -> tuple[str, Spans]:
+    align = getattr(normalizer, "aligned", None)
+    if align is None:
+        # a native twin: its pure-Python original tracks alignments
+        align = normalizer.pure.aligned  # type: ignore[attr-defined]
+    result: tuple[str, Spans] = align(text, spans)
+    return result
 
 
 def _class(ranges: list[tuple[int, int]]) -> str:
@@ -244,6 +294,50 @@ class _UnicodeForm:
         parts[::2] = [unicodedata.normalize(self.form, part) for part in parts[::2]]
         return "".join(parts)
 
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        if self(text) == text:
+            return text, spans
+        # Cut into runs that normalize on their own (a starter and what combines with it). A run
+        # whose characters normalize one by one keeps each result on its character's span (HF's
+        # decompositions); in any other run (composed, reordered), new characters take the old
+        # ones' places in order, extra ones share the last place and a shorter result's last
+        # character takes up the rest (HF's changes).
+        runs: list[str] = []
+        for c in text:
+            if runs and (unicodedata.combining(c) or self(runs[-1] + c) != self(runs[-1]) + self(c)):
+                runs[-1] += c
+            else:
+                runs.append(c)
+        dest: list[tuple[str, int]] = []
+        for run in runs:
+            new = self(run)
+            each = [self(c) for c in run]
+            pairs = [(c, int(i > 0)) for part in each for i, c in enumerate(part)]
+            _reorder_marks(pairs)
+            if all(each) and "".join(c for c, _ in pairs) == new:
+                dest += pairs
+                continue
+            n, k = len(run), len(new)
+            changes = [0] * min(n, k) + [1] * (k - n)
+            if k < n:
+                changes[-1] = k - n
+            dest += zip(new, changes)
+        return _transform(spans, dest)
+
+
+def _reorder_marks(pairs: list[tuple[str, int]]) -> None:
+    """Canonical ordering of each run of combining marks, every mark keeping its change."""
+    i = 0
+    while i < len(pairs):
+        if not unicodedata.combining(pairs[i][0]):
+            i += 1
+            continue
+        j = i
+        while j < len(pairs) and unicodedata.combining(pairs[j][0]):
+            j += 1
+        pairs[i:j] = sorted(pairs[i:j], key=lambda pair: unicodedata.combining(pair[0]))
+        i = j
+
 
 class NFC(_UnicodeForm):
     form = "NFC"
@@ -277,6 +371,12 @@ class Lowercase:
             text = text.translate(_RUST_ONLY_LOWERCASE)
         return text
 
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        lowered = self(text)
+        if len(lowered) == len(text):
+            return lowered, spans  # every character lowercased to one
+        return _per_char(text, spans, self)
+
 
 class Strip:
     """Remove leading and/or trailing Unicode White_Space."""
@@ -294,6 +394,12 @@ class Strip:
             return text.rstrip(_RUST_WHITESPACE)
         return text
 
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        start = len(text) - len(text.lstrip(_RUST_WHITESPACE)) if self.strip_left else 0
+        end = len(text.rstrip(_RUST_WHITESPACE)) if self.strip_right else len(text)
+        end = max(start, end)
+        return text[start:end], spans[start:end]
+
 
 class StripAccents:
     """Drop combining marks as they stand; pair with ``NFD``/``NFKD`` to strip accents."""
@@ -302,6 +408,9 @@ class StripAccents:
         if text.isascii():
             return text
         return _COMBINING_MARK.sub("", text)
+
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        return _per_char(text, spans, self)
 
 
 class Prepend:
@@ -312,6 +421,12 @@ class Prepend:
 
     def __call__(self, text: str) -> str:
         return self.prepend + text if text else text
+
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        if not text:
+            return text, spans
+        # HF puts the prepended characters on the first character's span
+        return self.prepend + text, [spans[0]] * len(self.prepend) + spans
 
 
 class Replace:
@@ -354,6 +469,30 @@ class Replace:
         except TimeoutError:
             raise too_slow("normalizer Replace", self._literal) from None
 
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        if not text:
+            return text, spans
+        if self._regex is None:
+            matches: Iterable[tuple[int, int]] = _literal_spans(text, self._literal)
+        else:
+            try:
+                matches = list(onig_spans(self._regex, text, self._timeout))
+            except TimeoutError:
+                raise too_slow("normalizer Replace", self._literal) from None
+        chars: list[str] = []
+        out: Spans = []
+        done = 0
+        for start, end in matches:
+            chars.append(text[done:start])
+            out += spans[done:start]
+            # the replacement shares the span of the match's last character (HF)
+            chars.append(self.content)
+            out += [spans[end - 1] if end >= 1 else (0, 0)] * len(self.content)
+            done = end
+        chars.append(text[done:])
+        out += spans[done:]
+        return "".join(chars), out
+
 
 class BertNormalizer:
     """BERT's cleanup: controls out, whitespace to spaces, CJK ideographs spaced, accents, case.
@@ -389,6 +528,18 @@ class BertNormalizer:
         if self.lowercase:
             text = _LOWERCASE(text)
         return text
+
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        if self.clean_text:
+            text, spans = _per_char(text, spans, lambda c: _BERT_WHITESPACE.sub(" ", _BERT_CONTROL.sub("", c)))
+        if self.handle_chinese_chars and not text.isascii():
+            text, spans = _per_char(text, spans, lambda c: _CJK_IDEOGRAPH.sub(r" \g<0> ", c))
+        if self._strip and not text.isascii():
+            text, spans = _NFD.aligned(text, spans)
+            text, spans = _per_char(text, spans, lambda c: _BERT_NONSPACING_MARK.sub("", c))
+        if self.lowercase:
+            text, spans = _LOWERCASE.aligned(text, spans)
+        return text, spans
 
 
 _NFD = NFD()
@@ -451,6 +602,36 @@ class Precompiled:
         if len(self._cache) > self._CACHE_LIMIT:
             self._cache.clear()
         return "".join(map(self._cache.__getitem__, _graphemes().findall(text)))
+
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        if self(text) == text:
+            return text, spans
+        # HF's changes, quirks kept: a part replaced by fewer characters charges the difference
+        # to the last character emitted so far, which may belong to an earlier cluster
+        dest: list[list[Any]] = []
+
+        def replace(old: str, new: str) -> None:
+            dest.extend([c, 0] for c in new)
+            diff = len(new) - len(old)
+            if diff > 0:
+                for item in dest[len(dest) - diff :]:
+                    item[1] = 1
+            elif diff < 0 and dest:
+                dest[-1][1] += diff
+
+        for cluster in _graphemes().findall(text):
+            if len(cluster.encode("utf-8")) < 6:
+                whole = self._lookup(cluster.encode("utf-8"))
+                if whole is not None:
+                    replace(cluster, whole)
+                    continue
+            for c in cluster:
+                one = self._lookup(c.encode("utf-8"))
+                if one is not None:
+                    replace(c, one)
+                else:
+                    dest.append([c, 0])
+        return _transform(spans, ((c, change) for c, change in dest))
 
     def _cluster(self, cluster: str) -> str:
         encoded = cluster.encode("utf-8")
@@ -528,6 +709,23 @@ class Sequence:
         for normalizer in self.normalizers:
             text = normalizer(text)
         return text
+
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        for normalizer in self.normalizers:
+            text, spans = aligned(normalizer, text, spans)
+        return text, spans
+
+
+def _literal_spans(text: str, literal: str) -> list[tuple[int, int]]:
+    """Non-overlapping occurrences of ``literal``, left to right (``str.replace``'s)."""
+    out: list[tuple[int, int]] = []
+    if not literal:
+        return [(i, i) for i in range(len(text) + 1)]
+    at = text.find(literal)
+    while at >= 0:
+        out.append((at, at + len(literal)))
+        at = text.find(literal, at + len(literal))
+    return out
 
 
 def _flag(component: str, field: str, value: Any) -> bool:

@@ -448,6 +448,51 @@ class Sequence:
         return pieces
 
 
+AlignedPreToken = tuple[str, int, list[tuple[int, int]]]
+"""A ``PreToken`` with, per character of its piece, the span of the caller's text it comes from."""
+
+
+def pre_tokenize_aligned(pre: PreTokenizer, pieces: list[AlignedPreToken]) -> list[AlignedPreToken]:
+    """``pre(pieces)``, each piece keeping the spans of its characters (HF's alignments).
+
+    Splitters cut a piece's spans with it; ByteLevel gives every byte character the span of the
+    character it encodes; Metaspace's prepended replacement shares the first character's span.
+    """
+    if isinstance(pre, Sequence):
+        for member in pre.pretokenizers:
+            pieces = pre_tokenize_aligned(member, pieces)
+        return pieces
+    out: list[AlignedPreToken] = []
+    if isinstance(pre, ByteLevel):
+        for text, offset, spans in pieces:
+            if not text:
+                continue
+            shift = 0
+            if pre.add_prefix_space and not text.startswith(" "):
+                text, spans, shift = " " + text, spans[:1] + spans, 1
+            bounds = [m.span() for m in _gpt2_regex().finditer(text)] if pre.use_regex else [(0, len(text))]
+            for s, e in bounds:
+                sub = text[s:e]
+                byte_spans = [span for c, span in zip(sub, spans[s:e]) for _ in range(len(c.encode("utf-8")))]
+                out.append((PIECE_CHARS[sub], offset + max(s - shift, 0), byte_spans))
+        return out
+    for text, offset, spans in pieces:
+        produced = pre([(text, offset)])
+        if isinstance(pre, Metaspace):
+            # its pieces tile the text with spaces replaced, after the replacement it prepended
+            extra = sum(len(piece) for piece, _ in produced) - len(text)
+            spans = spans[:1] * extra + spans
+            at = 0
+            for piece, piece_offset in produced:
+                out.append((piece, piece_offset, spans[at : at + len(piece)]))
+                at += len(piece)
+            continue
+        for piece, piece_offset in produced:
+            at = piece_offset - offset
+            out.append((piece, piece_offset, spans[at : at + len(piece)]))
+    return out
+
+
 _TYPES: dict[str, Callable[..., PreTokenizer]] = {
     "ByteLevel": ByteLevel, "Split": Split, "Metaspace": Metaspace, "Digits": Digits,
     "BertPreTokenizer": BertPreTokenizer, "Whitespace": Whitespace,

@@ -7,14 +7,18 @@ here by ``Tokenizer.from_config``; nothing else constructs a pipeline.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import decoders, models, native, normalizers, pre_tokenizers, processors
 from .added_tokens import AddedToken, AddedVocabulary
 from .errors import FormatError
+
+if TYPE_CHECKING:
+    from .encoding import BatchEncoding
 
 T = TypeVar("T")
 
@@ -35,6 +39,10 @@ class TokenizerMeta:
     decode_suffix_as_space: str | None = None
     # version of pymtok's exactness extension the .mtok file carried (None: MNN's layout only)
     extension_version: int | None = None
+    # tokenizer_config.json's settings for transformers' __call__ (model_max_length,
+    # padding_side, truncation_side, model_input_names, add_bos_token, add_eos_token), as the
+    # file has them
+    call_settings: dict[str, Any] = field(default_factory=dict)
 
 
 class Tokenizer:
@@ -58,6 +66,7 @@ class Tokenizer:
         config: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
+        self._pure_normalizer = normalizer  # what encode_words runs: it tracks alignments
         self.normalizer = native.accelerate_normalizer(normalizer)
         self.pre_tokenizer = pre_tokenizer
         self.decoder = decoder
@@ -102,10 +111,57 @@ class Tokenizer:
 
     # -- encoding -------------------------------------------------------------------------
 
-    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """Token ids of ``text``; ``add_special_tokens`` applies the post-processor (BOS, CLS, ...)."""
+    def encode(self, text: str, pair: str | None = None, *, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text`` (and of ``pair`` after it, as HF ``tokenizers`` lays a pair out).
+
+        ``add_special_tokens`` (keyword only) applies the post-processor (BOS, CLS, SEP, ...).
+
+        >>> tok.encode("Hello world")                           # doctest: +SKIP
+        [9707, 1879]
+        """
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
+        if pair is not None and not isinstance(pair, str):
+            raise TypeError(
+                f"encode(): pair must be a str or None, got {type(pair).__name__}"
+                + ("; add_special_tokens is keyword-only" if isinstance(pair, bool) else "")
+            )
+        _check_flag("encode", "add_special_tokens", add_special_tokens)
+        if pair is None:
+            return self._encode_ids(text, add_special_tokens)
+        ids, pair_ids = self._encode_ids(text, False), self._encode_ids(pair, False)
+        if add_special_tokens and self.post_processor is not None:
+            return self.post_processor(ids, pair_ids)
+        return ids + pair_ids
+
+    def __call__(self, text: Any = None, text_pair: Any = None, **kwargs: Any) -> BatchEncoding:
+        """transformers' ``__call__``: a ``BatchEncoding`` of ``input_ids``, ``attention_mask``, ...
+
+        Takes transformers' keywords (``padding``, ``truncation``, ``max_length``, ``stride``,
+        ``return_offsets_mapping``, ``return_tensors``, ...; see :func:`pymtok.encoding.call`);
+        any other raises TypeError. Padding and truncation come from the call only, as in
+        transformers: ``tokenizer.json``'s own settings (``truncation`` / ``padding``) are not applied.
+
+        >>> tok("Hello world")["input_ids"]                     # doctest: +SKIP
+        [9707, 1879]
+        """
+        from .encoding import call
+
+        return call(self, text, text_pair, **kwargs)
+
+    @property
+    def truncation(self) -> dict[str, Any] | None:
+        """``tokenizer.json``'s ``truncation`` object as the file has it (not applied by ``encode``)."""
+        value = self.config.get("truncation")
+        return dict(value) if isinstance(value, Mapping) else None
+
+    @property
+    def padding(self) -> dict[str, Any] | None:
+        """``tokenizer.json``'s ``padding`` object as the file has it (not applied by ``encode``)."""
+        value = self.config.get("padding")
+        return dict(value) if isinstance(value, Mapping) else None
+
+    def _encode_ids(self, text: str, add_special_tokens: bool) -> list[int]:
         if self._native_text is not None:
             return self._native_text(text, add_special_tokens)  # checks for lone surrogates itself
         _check_encodable(text)
@@ -119,6 +175,51 @@ class Tokenizer:
             ids = self.post_processor(ids)
         return ids
 
+    def encode_words(self, text: str) -> list[WordToken]:
+        """What ``encode(text, add_special_tokens=False)`` gives, token by token: the id, HF's
+        token string, the span of ``text`` it covers (HF's offsets, in characters) and the index
+        of the word (pre-tokenized piece, or added token) it belongs to.
+
+        Always the pure-Python pipeline, which tracks where each character comes from.
+
+        >>> tok.encode_words("Hi there")                        # doctest: +SKIP
+        [(13347, 'Hi', 0, 2, 0), (1052, 'Ġthere', 2, 8, 1)]
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"encode_words() takes a str, got {type(text).__name__}")
+        _check_encodable(text)
+        normalizer = self._pure_normalizer
+        out: list[WordToken] = []
+        word = 0
+        segments = self.added.split_aligned(
+            text, lambda t, spans: normalizers.aligned(normalizer, t, spans) if normalizer is not None else (t, spans)
+        )
+        for piece, offset, spans, added_id in segments:
+            if not piece:
+                continue
+            if added_id is not None:
+                out.append((added_id, piece, spans[0][0], spans[-1][1], word))
+                word += 1
+                continue
+            pieces = [(piece, offset, spans)]
+            if self.pre_tokenizer is not None:
+                pieces = pre_tokenizers.pre_tokenize_aligned(self.pre_tokenizer, pieces)
+            for sub, _, sub_spans in pieces:
+                if not sub:
+                    continue
+                char_at = _char_at_byte(sub)
+                # HF's Unigram names a token by the text it covers (unknown text included), except
+                # byte-fallback tokens; the other models by their vocabulary string
+                by_text = isinstance(self.model, models.Unigram)
+                for id, start, end in self.model.tokenize_offsets(sub):
+                    token = self.model.id_to_token(id) or ""
+                    if by_text and not _BYTE_TOKEN.fullmatch(token):
+                        token = sub.encode("utf-8")[start:end].decode("utf-8", "replace")
+                    out.append((id, token, sub_spans[char_at(start)][0],
+                                sub_spans[char_at(max(end - 1, start))][1], word))
+                word += 1
+        return out
+
     def _encode_segment(self, normalized: str, offset: int) -> list[int]:
         if self._native_segment is not None:
             return self._native_segment(normalized, offset)
@@ -128,15 +229,29 @@ class Tokenizer:
         return self.model.encode_pieces([piece for piece, _ in pieces])
 
     def encode_batch(
-        self, texts: Sequence[str], add_special_tokens: bool = True, *, num_threads: int | None = None
+        self,
+        texts: Sequence[str | tuple[str, str]],
+        *,
+        add_special_tokens: bool = True,
+        num_threads: int | None = None,
     ) -> list[list[int]]:
-        """``encode`` each text, spread over ``num_threads`` threads.
+        """``encode`` each text, or each ``(text, pair)`` tuple, spread over ``num_threads`` threads.
 
         By default one thread per CPU when the native core runs (it releases the GIL), else one:
         pure-Python encoding gains nothing from threads.
         """
         if isinstance(texts, str):
             raise TypeError("encode_batch() takes a list of str; use encode() for one string")
+        _check_flag("encode_batch", "add_special_tokens", add_special_tokens)
+        if any(isinstance(t, tuple) for t in texts):
+            for t in texts:
+                if isinstance(t, tuple) and len(t) != 2:
+                    raise TypeError(f"encode_batch(): a pair must be a (text, pair) tuple, got {len(t)} items")
+            return [
+                self.encode(*t, add_special_tokens=add_special_tokens) if isinstance(t, tuple)
+                else self.encode(t, add_special_tokens=add_special_tokens)
+                for t in texts
+            ]
         if num_threads is None:
             num_threads = (os.cpu_count() or 1) if self._native_segment is not None else 1
         if self._native_batch is not None:
@@ -146,7 +261,7 @@ class Tokenizer:
         n = len(texts)
 
         def encode_share(share: Sequence[str]) -> list[list[int]]:
-            return [self.encode(t, add_special_tokens) for t in share]
+            return [self.encode(t, add_special_tokens=add_special_tokens) for t in share]
 
         if num_threads <= 1 or n < 2:
             return encode_share(texts)
@@ -286,6 +401,27 @@ class Tokenizer:
 
 
 _SHARES_PER_THREAD = 8
+
+
+_BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")
+
+WordToken = tuple[int, str, int, int, int]
+"""(id, token string, start, end, word index): one token of ``Tokenizer.encode_words``."""
+
+
+def _check_flag(method: str, name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{method}(): {name} must be True or False, got {type(value).__name__}")
+
+
+def _char_at_byte(piece: str) -> Callable[[int], int]:
+    """Maps a UTF-8 byte index of ``piece`` to the index of the character holding it."""
+    if piece.isascii():
+        last_char = len(piece) - 1
+        return lambda i: min(i, last_char)
+    table = [i for i, ch in enumerate(piece) for _ in range(len(ch.encode("utf-8")))]
+    last = len(table) - 1
+    return lambda i: table[min(i, last)]
 
 
 def _built(section: str, build: Callable[[Any], T], cfg: Any) -> T:

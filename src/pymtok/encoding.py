@@ -1,0 +1,688 @@
+"""transformers' ``__call__`` on a pymtok ``Tokenizer``: pairs, truncation, padding, masks, offsets.
+
+A layer on top of the pipeline, as transformers keeps ``PreTrainedTokenizerBase`` apart from its
+backend: the pipeline gives each text's tokens (``Tokenizer.encode`` for the ids,
+``Tokenizer.encode_words`` when offsets, token strings or word ids are asked for), and this module
+does what HF ``tokenizers`` does after that, step for step (``TokenizerImpl::post_process``):
+truncate (with ``stride``, keeping the overflowing windows), lay the post-processor's special
+tokens and type ids around the sequences, pad, and build the ``BatchEncoding``.
+
+Padding and truncation follow transformers: they come from the call's arguments only. The
+``padding`` / ``truncation`` settings a ``tokenizer.json`` carries (``Tokenizer.padding`` /
+``Tokenizer.truncation``) are not applied, as transformers resets the backend's to its own
+call arguments. ``max_length=None`` with truncation or ``padding="max_length"`` uses the
+folder's ``model_max_length`` from ``tokenizer_config.json`` (a ``.mtok`` file does not keep it:
+there no limit is known and, as in transformers without one, nothing is truncated).
+
+>>> enc = tok(["Hello world", "Hi"], padding=True)             # doctest: +SKIP
+>>> enc["input_ids"], enc["attention_mask"]                     # doctest: +SKIP
+([[101, 7592, 2088, 102], [101, 7632, 102, 0]], [[1, 1, 1, 1], [1, 1, 1, 0]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import processors
+
+if TYPE_CHECKING:
+    from .tokenizer import Tokenizer
+
+# transformers' VERY_LARGE_INTEGER (no model_max_length) and LARGE_INTEGER (above it: no limit)
+_VERY_LARGE_INTEGER = int(1e30)
+_LARGE_INTEGER = int(1e20)
+_DEFAULT_INPUT_NAMES = ("input_ids", "attention_mask")  # PreTrainedTokenizerFast's
+_PADDING = ("longest", "max_length", "do_not_pad")
+_TRUNCATION = ("longest_first", "only_first", "only_second", "do_not_truncate")
+_SIDES = ("left", "right")
+# Rust's char::is_whitespace and the GPT-2 character of the space, which ByteLevel trims
+_TRIMMED = frozenset("\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                     "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\u0120")
+# transformers' keywords that pymtok does not implement: accepted at their default value only
+_UNSUPPORTED_DEFAULTS: dict[str, Any] = {
+    "text_target": None, "text_pair_target": None, "is_split_into_words": False,
+    "tokenizer_kwargs": None, "split_special_tokens": False,
+}
+
+
+class Encoding:
+    """One encoded sequence (or pair) as HF ``tokenizers``' ``Encoding`` holds it.
+
+    ``sequence_ids`` is per token (0, 1, or None for special and padding tokens), which is what
+    HF's sequence ranges amount to.
+    """
+
+    __slots__ = ("ids", "type_ids", "tokens", "words", "offsets", "special_tokens_mask",
+                 "attention_mask", "sequence_ids", "overflowing")
+
+    def __init__(self, ids: list[int], type_ids: list[int], tokens: list[str], words: list[int | None],
+                 offsets: list[tuple[int, int]], special_tokens_mask: list[int], attention_mask: list[int],
+                 sequence_ids: list[int | None], overflowing: list[Encoding] | None = None) -> None:
+        self.ids = ids
+        self.type_ids = type_ids
+        self.tokens = tokens
+        self.words = words
+        self.offsets = offsets
+        self.special_tokens_mask = special_tokens_mask
+        self.attention_mask = attention_mask
+        self.sequence_ids = sequence_ids
+        self.overflowing: list[Encoding] = overflowing if overflowing is not None else []
+
+    @classmethod
+    def special(cls, ids: Sequence[int], tokens: Sequence[str], type_id: int) -> Encoding:
+        n = len(ids)
+        return cls(list(ids), [type_id] * n, list(tokens), [None] * n, [(0, 0)] * n, [1] * n, [1] * n, [None] * n)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"Encoding(num_tokens={len(self.ids)}, overflowing={len(self.overflowing)})"
+
+    _FIELDS = ("ids", "type_ids", "tokens", "words", "offsets", "special_tokens_mask", "attention_mask",
+               "sequence_ids")
+
+    def _slice(self, start: int, stop: int) -> Encoding:
+        return Encoding(*(getattr(self, f)[start:stop] for f in self._FIELDS))
+
+    def copy(self) -> Encoding:
+        return Encoding(*(list(getattr(self, f)) for f in self._FIELDS), [o.copy() for o in self.overflowing])
+
+    def set_type_ids(self, type_id: int) -> None:
+        self.type_ids = [type_id] * len(self.ids)
+
+    def truncate(self, max_len: int, stride: int, direction: str) -> None:
+        """HF's ``Encoding::truncate``: keep ``max_len`` tokens, the rest as overflowing windows
+        that overlap by ``stride`` tokens."""
+        n = len(self.ids)
+        if max_len >= n:
+            return
+        if max_len == 0:
+            whole = self.copy()
+            for f in self._FIELDS:
+                setattr(self, f, [])
+            self.overflowing = [whole]
+            return
+        if stride >= max_len:
+            raise ValueError(
+                f"stride ({stride}) must be strictly less than max_len={max_len} (note that max_len may "
+                "be shorter than max_length, as it subtracts the number of special tokens)"
+            )
+        step = max_len - stride
+        parts: list[tuple[int, int]] = []
+        if direction == "right":
+            for start in range(0, n, step):
+                stop = min(start + max_len, n)
+                parts.append((start, stop))
+                if stop == n:
+                    break
+        else:
+            for last in range(n - 1, -1, -step):
+                stop = last + 1
+                start = max(stop - max_len, 0)
+                parts.append((start, stop))
+                if start == 0:
+                    break
+        first = self._slice(*parts[0])
+        overflowing = [self._slice(*part) for part in parts[1:]]
+        for f in self._FIELDS:
+            setattr(self, f, getattr(first, f))
+        self.overflowing = overflowing
+
+    def merge_with(self, pair: Encoding) -> None:
+        """HF's ``Encoding::merge_with`` (offsets not shifted): every overflowing combination too."""
+        overflowings: list[Encoding] = []
+        for own in self.overflowing:
+            merged = own.copy()
+            merged.merge_with(pair.copy())
+            overflowings.append(merged)
+            for other in pair.overflowing:
+                merged = own.copy()
+                merged.merge_with(other.copy())
+                overflowings.append(merged)
+        for other in pair.overflowing:
+            merged = self.copy()
+            merged.overflowing = []
+            merged.merge_with(other.copy())
+            overflowings.append(merged)
+        for f in self._FIELDS:
+            getattr(self, f).extend(getattr(pair, f))
+        self.overflowing = overflowings
+
+    def pad(self, length: int, pad_id: int, pad_type_id: int, pad_token: str, side: str) -> None:
+        for own in self.overflowing:
+            own.pad(length, pad_id, pad_type_id, pad_token, side)
+        n = length - len(self.ids)
+        if n <= 0:
+            return
+        fill = {"ids": pad_id, "type_ids": pad_type_id, "tokens": pad_token, "words": None, "offsets": (0, 0),
+                "special_tokens_mask": 1, "attention_mask": 0, "sequence_ids": None}
+        for f in self._FIELDS:
+            values = getattr(self, f)
+            setattr(self, f, [fill[f]] * n + values if side == "left" else values + [fill[f]] * n)
+
+    def char_to_token(self, char_index: int, sequence_index: int = 0) -> int | None:
+        at = [i for i, s in enumerate(self.sequence_ids) if s == sequence_index]
+        start, stop = (at[0], at[-1] + 1) if at else (0, len(self.ids))
+        for i in range(start, stop):
+            s, e = self.offsets[i]
+            if s <= char_index < e:
+                return i
+        return None
+
+
+def _merge(encodings: list[Encoding]) -> Encoding:
+    out = Encoding([], [], [], [], [], [], [], [])
+    for encoding in encodings:
+        out.merge_with(encoding)
+    return out
+
+
+def _sequences(tok: Tokenizer, texts: list[str], type_id: int, detailed: bool) -> list[Encoding]:
+    """Each text's tokens before post-processing (HF's ``encode_single_sequence``): with offsets,
+    token strings and word ids when ``detailed``, else the ids alone (in one ``encode_batch``)."""
+    out: list[Encoding] = []
+    if not detailed:
+        for ids in tok.encode_batch(texts, add_special_tokens=False):
+            n = len(ids)
+            out.append(Encoding(ids, [type_id] * n, [""] * n, [None] * n, [(0, 0)] * n, [0] * n, [1] * n, [type_id] * n))
+        return out
+    for text in texts:
+        words = tok.encode_words(text)
+        n = len(words)
+        out.append(Encoding([w[0] for w in words], [type_id] * n, [w[1] for w in words], [w[4] for w in words],
+                            [(w[2], w[3]) for w in words], [0] * n, [1] * n, [type_id] * n))
+    return out
+
+
+# -- post-processors on whole encodings (processors.py lays out ids only) ------------------------
+
+def _trim_offsets(encoding: Encoding, add_prefix_space: bool) -> None:
+    """HF ByteLevel's ``process_offsets``: offsets leave out a token's leading/trailing spaces."""
+    for i, token in enumerate(encoding.tokens):
+        lead = len(token) - len(token.lstrip(_SPACES))
+        trail = len(token) - len(token.rstrip(_SPACES))
+        if not lead and not trail:
+            continue
+        start, end = encoding.offsets[i]
+        if lead:
+            if (i == 0 or start == 0) and add_prefix_space and lead == 1:
+                lead = 0
+            start = min(start + lead, end)
+        if trail and end >= trail:
+            end = max(end - trail, start)
+        encoding.offsets[i] = (start, end)
+
+
+_SPACES = "".join(sorted(_TRIMMED))
+
+
+def _trim_all(encodings: list[Encoding], add_prefix_space: bool) -> None:
+    for encoding in encodings:
+        _trim_offsets(encoding, add_prefix_space)
+        for own in encoding.overflowing:
+            _trim_offsets(own, add_prefix_space)
+
+
+def _around(encoding: Encoding, before: list[Encoding], after: list[Encoding], type_ids: Callable[[Encoding], list[int]]) -> Encoding:
+    """``before + encoding + after`` (special tokens), each overflowing window likewise."""
+    def one(e: Encoding) -> Encoding:
+        out = _merge([*(b.copy() for b in before), e, *(a.copy() for a in after)])
+        out.type_ids = type_ids(e)
+        return out
+
+    overflowing = [one(own) for own in encoding.overflowing]
+    encoding.overflowing = []
+    result = one(encoding)
+    result.overflowing = overflowing
+    return result
+
+
+def _process_encodings(post: processors.PostProcessor, encodings: list[Encoding], add: bool) -> list[Encoding]:
+    kind = type(post)
+    if kind is processors.Sequence:
+        for member in post.processors:  # type: ignore[attr-defined]
+            encodings = _process_encodings(member, encodings, add)
+        return encodings
+    if kind is processors.ByteLevel:
+        if post.trim_offsets:  # type: ignore[attr-defined]
+            _trim_all(encodings, post.add_prefix_space)  # type: ignore[attr-defined]
+        return encodings
+    if kind is processors.RobertaProcessing:
+        rp: Any = post
+        if rp.trim_offsets:
+            _trim_all(encodings, rp.add_prefix_space)
+        for e in encodings:
+            e.set_type_ids(0)
+        if not add:
+            return encodings
+        cls = Encoding.special([rp.cls[1]], [rp.cls[0]], 0)
+        sep = Encoding.special([rp.sep[1]], [rp.sep[0]], 0)
+        return [
+            _around(e, [cls if i == 0 else sep], [sep], lambda x: [0] * (len(x) + 2)) for i, e in enumerate(encodings)
+        ]
+    if kind is processors.BertProcessing:
+        bp: Any = post
+        if not add:
+            return encodings
+        cls = Encoding.special([bp.cls[1]], [bp.cls[0]], 0)
+        sep = Encoding.special([bp.sep[1]], [bp.sep[0]], 0)
+        return [
+            _around(e, [cls], [sep], lambda x: [0, *x.type_ids, 0]) if i == 0
+            else _around(e, [], [sep], lambda x: [*x.type_ids, 1])
+            for i, e in enumerate(encodings)
+        ]
+    if kind is processors.TemplateProcessing:
+        tp: Any = post
+        template = tp.single if len(encodings) == 1 else tp.pair
+        out: list[Encoding] = []
+        for item in template:
+            ((piece, body),) = item.items()
+            type_id = int(body.get("type_id", 0))
+            if piece == "Sequence":
+                e = encodings[0 if body["id"] == "A" else 1]
+                e.set_type_ids(type_id)
+                out.append(e.copy())
+            elif add:
+                special = tp.special_tokens[body["id"]]
+                out.append(Encoding.special(special["ids"], special.get("tokens") or [""] * len(special["ids"]), type_id))
+        return out
+    raise TypeError(f"post-processor {kind.__name__} has no whole-encoding form")
+
+
+def _call_post_processor(tok: Tokenizer) -> processors.PostProcessor | None:
+    """The post-processor transformers runs: a tokenizer_config.json that says ``add_bos_token``
+    or ``add_eos_token``, or a tokenizer.json without one, has transformers replace it by
+    ``[bos] $A [eos]`` / ``[bos] $A [eos] [bos] $B [eos]`` (type id 1 for the second)."""
+    settings = tok.meta.call_settings
+    if tok.post_processor is not None and "add_bos_token" not in settings and "add_eos_token" not in settings:
+        return tok.post_processor
+    specials: dict[str, dict[str, Any]] = {}
+    around: dict[str, str | None] = {}
+    for name in ("bos", "eos"):
+        token = tok.meta.special_tokens.get(f"{name}_token")
+        around[name] = token if settings.get(f"add_{name}_token") and token is not None else None
+        if around[name] is not None:
+            id = tok.token_to_id(token)  # type: ignore[arg-type]
+            if id is None:
+                raise ValueError(f"{name}_token {token!r} is not in the vocabulary")
+            specials[token] = {"id": token, "ids": [id], "tokens": [token]}  # type: ignore[index]
+
+    def side(sequence: str, type_id: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if around["bos"] is not None:
+            out.append({"SpecialToken": {"id": around["bos"], "type_id": type_id}})
+        out.append({"Sequence": {"id": sequence, "type_id": type_id}})
+        if around["eos"] is not None:
+            out.append({"SpecialToken": {"id": around["eos"], "type_id": type_id}})
+        return out
+
+    return processors.TemplateProcessing(single=side("A", 0), pair=side("A", 0) + side("B", 1), special_tokens=specials)
+
+
+def _post_process(tok: Tokenizer, encoding: Encoding, pair: Encoding | None, add_special_tokens: bool,
+                  truncation: dict[str, Any] | None, padding: dict[str, Any] | None) -> Encoding:
+    """HF's ``TokenizerImpl::post_process``: truncate, add the special tokens, pad."""
+    post = _call_post_processor(tok)
+    if truncation is not None:
+        added = post.added_tokens(pair is not None) if post is not None else 0
+        max_length = truncation["max_length"]
+        if add_special_tokens and added:
+            # HF subtracts unsigned: a max_length below the special tokens' count wraps round to
+            # a length nothing reaches
+            max_length = max_length - added if max_length >= added else _VERY_LARGE_INTEGER
+        _truncate(encoding, pair, max_length, truncation["stride"], truncation["strategy"], truncation["direction"])
+    encodings = [encoding] if pair is None else [encoding, pair]
+    if post is not None:
+        encodings = _process_encodings(post, encodings, add_special_tokens)
+    final = _merge(encodings)
+    if padding is not None:
+        _pad([final], padding)
+    return final
+
+
+def _truncate(encoding: Encoding, pair: Encoding | None, max_length: int, stride: int, strategy: str,
+              direction: str) -> None:
+    """HF's ``truncate_encodings``."""
+    if max_length == 0:
+        encoding.truncate(0, stride, direction)
+        if pair is not None:
+            pair.truncate(0, stride, direction)
+        return
+    total = len(encoding) + (len(pair) if pair is not None else 0)
+    if total <= max_length:
+        return
+    to_remove = total - max_length
+    if strategy == "longest_first":
+        if pair is None:
+            encoding.truncate(total - to_remove, stride, direction)
+            return
+        n1, n2 = len(encoding), len(pair)
+        swap = n1 > n2
+        if swap:
+            n1, n2 = n2, n1
+        n2 = n1 if n1 > max_length else max(n1, max_length - n1)
+        if n1 + n2 > max_length:
+            n1 = max_length // 2
+            n2 = n1 + max_length % 2
+        if swap:
+            n1, n2 = n2, n1
+        encoding.truncate(n1, stride, direction)
+        pair.truncate(n2, stride, direction)
+        return
+    if strategy == "only_first":
+        target = encoding
+    elif pair is not None:
+        target = pair
+    else:
+        raise ValueError("Truncation error: Second sequence not provided")
+    if len(target) <= to_remove:
+        raise ValueError("Truncation error: Sequence to truncate too short to respect the provided max_length")
+    target.truncate(len(target) - to_remove, stride, direction)
+
+
+def _pad(encodings: list[Encoding], padding: dict[str, Any]) -> None:
+    """HF's ``pad_encodings``: to a fixed length or the batch's longest, then a multiple."""
+    if not encodings:
+        return
+    length = padding["length"] if padding["length"] is not None else max(len(e) for e in encodings)
+    multiple = padding["pad_to_multiple_of"]
+    if multiple and length % multiple:
+        length += multiple - length % multiple
+    for e in encodings:
+        e.pad(length, padding["pad_id"], 0, padding["pad_token"], padding["direction"])
+
+
+# -- BatchEncoding ------------------------------------------------------------------------------
+
+class BatchEncoding(dict[str, Any]):
+    """What ``tok(...)`` returns: a dict of model inputs, as transformers' ``BatchEncoding``.
+
+    ``tokens()``, ``word_ids()``, ``sequence_ids()`` and ``char_to_token()`` read the per-sequence
+    encodings (computed with offsets on first use when the call did not need them).
+    """
+
+    def __init__(self, data: dict[str, Any], encodings: Callable[[], list[Encoding]], n_sequences: int) -> None:
+        super().__init__(data)
+        self._get_encodings = encodings
+        self._encodings: list[Encoding] | None = None
+        self._n_sequences = n_sequences
+
+    @property
+    def encodings(self) -> list[Encoding]:
+        if self._encodings is None:
+            self._encodings = self._get_encodings()
+        return self._encodings
+
+    @property
+    def n_sequences(self) -> int:
+        return self._n_sequences
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key: str | int) -> Any:  # type: ignore[override]
+        if isinstance(key, int):
+            return self.encodings[key]
+        return super().__getitem__(key)
+
+    def __reduce__(self) -> Any:
+        encodings = self.encodings
+        return (_rebuilt, (dict(self), encodings, self._n_sequences))
+
+    def tokens(self, batch_index: int = 0) -> list[str]:
+        return list(self.encodings[batch_index].tokens)
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        return list(self.encodings[batch_index].words)
+
+    def sequence_ids(self, batch_index: int = 0) -> list[int | None]:
+        return list(self.encodings[batch_index].sequence_ids)
+
+    def char_to_token(self, batch_or_char_index: int, char_index: int | None = None,
+                      sequence_index: int = 0) -> int | None:
+        if char_index is None:
+            batch_index, char_index = 0, batch_or_char_index
+        else:
+            batch_index = batch_or_char_index
+        return self.encodings[batch_index].char_to_token(char_index, sequence_index)
+
+
+def _rebuilt(data: dict[str, Any], encodings: list[Encoding], n_sequences: int) -> BatchEncoding:
+    return BatchEncoding(data, lambda: encodings, n_sequences)
+
+
+# -- __call__ -----------------------------------------------------------------------------------
+
+def _strategies(tok: Tokenizer, padding: Any, truncation: Any, max_length: int | None,
+                pad_to_multiple_of: int | None) -> tuple[str, str, int | None]:
+    """transformers' ``_get_padding_truncation_strategies``."""
+    if max_length is not None and padding is False and truncation is None:
+        truncation = "longest_first"
+    if padding is True:
+        pad = "longest"
+    elif padding is False or padding is None:
+        pad = "do_not_pad"
+    elif isinstance(padding, str) and padding in _PADDING:
+        pad = padding
+    else:
+        raise ValueError(f"{padding!r} is not a valid PaddingStrategy, please select one of {list(_PADDING)}")
+    if truncation is True:
+        trunc = "longest_first"
+    elif truncation is False or truncation is None:
+        trunc = "do_not_truncate"
+    elif isinstance(truncation, str) and truncation in _TRUNCATION:
+        trunc = truncation
+    else:
+        raise ValueError(f"{truncation!r} is not a valid TruncationStrategy, please select one of {list(_TRUNCATION)}")
+    model_max_length = int(tok.meta.call_settings.get("model_max_length", _VERY_LARGE_INTEGER))
+    if max_length is None:
+        if pad == "max_length":
+            if model_max_length > _LARGE_INTEGER:
+                pad = "do_not_pad"
+            else:
+                max_length = model_max_length
+        if trunc != "do_not_truncate":
+            if model_max_length > _LARGE_INTEGER:
+                trunc = "do_not_truncate"
+            else:
+                max_length = model_max_length
+    if pad != "do_not_pad" and _pad_token(tok)[1] is None:
+        raise ValueError(
+            "Asking to pad but the tokenizer does not have a padding token. Please select a token to use "
+            "as `pad_token` `(tokenizer.pad_token = tokenizer.eos_token e.g.)` or add a new pad token."
+        )
+    if (trunc != "do_not_truncate" and pad != "do_not_pad" and pad_to_multiple_of is not None
+            and max_length is not None and max_length % pad_to_multiple_of != 0):
+        raise ValueError(
+            "Truncation and padding are both activated but truncation length "
+            f"({max_length}) is not a multiple of pad_to_multiple_of ({pad_to_multiple_of})."
+        )
+    return pad, trunc, max_length
+
+
+def _pad_token(tok: Tokenizer) -> tuple[str | None, int | None]:
+    token = tok.meta.special_tokens.get("pad_token")
+    if token is None:
+        return None, None
+    return token, tok.token_to_id(token)
+
+
+def _check_int(name: str, value: Any, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise TypeError(f"{name} must be a non-negative int{' or None' if allow_none else ''}, got {value!r}")
+
+
+def _texts(text: Any, text_pair: Any) -> tuple[list[str | tuple[str, str]], bool]:
+    def valid(t: Any) -> bool:
+        return isinstance(t, str) or (isinstance(t, (list, tuple)) and all(isinstance(x, str) for x in t))
+
+    if text is None:
+        raise ValueError("You need to specify either `text` or `text_target`.")
+    if not valid(text) or (text_pair is not None and not valid(text_pair)):
+        raise ValueError(
+            "text input must be of type `str` (single example) or `list[str]` (batch); pymtok does not "
+            "take pre-tokenized input"
+        )
+    if isinstance(text, (list, tuple)):
+        if isinstance(text_pair, str):
+            raise TypeError(
+                "when tokenizing batches of text, `text_pair` must be a list or tuple with the same length as `text`."
+            )
+        if text_pair is not None and len(text) != len(text_pair):
+            raise ValueError(
+                f"batch length of `text`: {len(text)} does not match batch length of `text_pair`: {len(text_pair)}."
+            )
+        if not text:
+            raise ValueError("an empty batch of texts has nothing to encode")
+        return (list(zip(text, text_pair)) if text_pair is not None else list(text)), True
+    return ([(text, text_pair)] if text_pair else [text]), False
+
+
+def call(
+    tok: Tokenizer,
+    text: str | Sequence[str] | None = None,
+    text_pair: str | Sequence[str] | None = None,
+    *,
+    add_special_tokens: bool = True,
+    padding: bool | str = False,
+    truncation: bool | str | None = None,
+    max_length: int | None = None,
+    stride: int = 0,
+    pad_to_multiple_of: int | None = None,
+    padding_side: str | None = None,
+    return_tensors: str | None = None,
+    return_token_type_ids: bool | None = None,
+    return_attention_mask: bool | None = None,
+    return_overflowing_tokens: bool = False,
+    return_special_tokens_mask: bool = False,
+    return_offsets_mapping: bool = False,
+    return_length: bool = False,
+    verbose: bool = True,
+    **kwargs: Any,
+) -> BatchEncoding:
+    """``tok(text, text_pair, ...)``: transformers' ``PreTrainedTokenizerFast.__call__``."""
+    for name, value in kwargs.items():
+        if name not in _UNSUPPORTED_DEFAULTS:
+            raise TypeError(f"__call__() got an unexpected keyword argument {name!r}")
+        if value != _UNSUPPORTED_DEFAULTS[name]:
+            raise TypeError(f"__call__(): {name}={value!r} is not supported by pymtok")
+    for name, flag in (("add_special_tokens", add_special_tokens), ("return_overflowing_tokens", return_overflowing_tokens),
+                       ("return_special_tokens_mask", return_special_tokens_mask),
+                       ("return_offsets_mapping", return_offsets_mapping), ("return_length", return_length),
+                       ("verbose", verbose)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
+    for name, maybe in (("return_token_type_ids", return_token_type_ids), ("return_attention_mask", return_attention_mask)):
+        if maybe is not None and not isinstance(maybe, bool):
+            raise TypeError(f"{name} must be True, False or None, got {maybe!r}")
+    _check_int("max_length", max_length)
+    _check_int("stride", stride, allow_none=False)
+    _check_int("pad_to_multiple_of", pad_to_multiple_of)
+    settings = tok.meta.call_settings
+    side = padding_side if padding_side is not None else settings.get("padding_side", "right")
+    if side not in _SIDES:
+        raise ValueError(f"padding_side must be 'left' or 'right', got {side!r}")
+    truncation_side = settings.get("truncation_side", "right")
+    if return_tensors not in (None, "np", "pt"):
+        raise ValueError(f"return_tensors={return_tensors!r}: pymtok gives 'np' or 'pt' tensors, or lists (None)")
+    batch, is_batched = _texts(text, text_pair)
+    pad, trunc, max_length = _strategies(tok, padding, truncation, max_length, pad_to_multiple_of)
+    truncation_params = None if trunc == "do_not_truncate" else {
+        "max_length": max_length, "stride": stride, "strategy": trunc, "direction": truncation_side,
+    }
+    if truncation_params is not None:
+        post = _call_post_processor(tok)
+        added = post.added_tokens(False) if post is not None else 0
+        assert max_length is not None
+        # HF's with_truncation (its unsigned subtraction wrapping round likewise)
+        if max_length >= added and max_length - added < stride:
+            raise ValueError(
+                f"tokenizer stride set to {stride}, which is greater than or equal to its effective max "
+                f"length of {max_length - added} (= {max_length} original max length - {added} added "
+                "special tokens)"
+            )
+    padding_params = None
+    if pad != "do_not_pad":
+        pad_token, pad_id = _pad_token(tok)
+        padding_params = {"length": max_length if pad == "max_length" else None, "direction": side,
+                          "pad_id": pad_id, "pad_token": pad_token, "pad_to_multiple_of": pad_to_multiple_of}
+
+    def encode_all(detailed: bool) -> list[Encoding]:
+        firsts = _sequences(tok, [item[0] if isinstance(item, tuple) else item for item in batch], 0, detailed)
+        seconds = iter(_sequences(tok, [item[1] for item in batch if isinstance(item, tuple)], 1, detailed))
+        out = []
+        for item, encoding in zip(batch, firsts):
+            pair = next(seconds) if isinstance(item, tuple) else None
+            out.append(_post_process(tok, encoding, pair, add_special_tokens, truncation_params, padding_params))
+        if padding_params is not None:
+            _pad(out, padding_params)
+        return out
+
+    names = settings.get("model_input_names", _DEFAULT_INPUT_NAMES)
+    if return_token_type_ids is None:
+        return_token_type_ids = "token_type_ids" in names
+    if return_attention_mask is None:
+        return_attention_mask = "attention_mask" in names
+    # offsets, token strings and ByteLevel's offset trimming need the aligned (pure) pipeline
+    detailed = return_offsets_mapping
+    encodings = encode_all(detailed)
+    rows: list[Encoding] = []
+    samples: list[int] = []
+    for i, e in enumerate(encodings):
+        group = [e, *e.overflowing] if return_overflowing_tokens else [e]
+        rows += group
+        samples += [i] * len(group)
+    data: dict[str, Any] = {"input_ids": [r.ids for r in rows]}
+    if return_token_type_ids:
+        data["token_type_ids"] = [r.type_ids for r in rows]
+    if return_attention_mask:
+        data["attention_mask"] = [r.attention_mask for r in rows]
+    if return_special_tokens_mask:
+        data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
+    if return_offsets_mapping:
+        data["offset_mapping"] = [r.offsets for r in rows]
+    if return_length:
+        data["length"] = [len(r.ids) for r in rows]
+    if return_overflowing_tokens:
+        data["overflow_to_sample_mapping"] = samples
+
+    def rows_of(encodings: list[Encoding]) -> list[Encoding]:
+        return [r for e in encodings for r in ([e, *e.overflowing] if return_overflowing_tokens else [e])]
+
+    get_rows: Callable[[], list[Encoding]]
+    if detailed:
+        get_rows = lambda: rows  # noqa: E731
+    else:
+        get_rows = lambda: rows_of(encode_all(True))  # noqa: E731
+    if return_tensors is not None:
+        data = {key: _tensor(key, value, return_tensors) for key, value in data.items()}
+    elif not is_batched and not return_overflowing_tokens:
+        data = {key: value[0] if value and isinstance(value[0], list) else value for key, value in data.items()}
+    return BatchEncoding(data, get_rows, 2 if any(isinstance(b, tuple) for b in batch) else 1)
+
+
+def _tensor(key: str, value: list[Any], kind: str) -> Any:
+    if any(isinstance(v, list) for v in value) and len({len(v) for v in value}) > 1:
+        raise ValueError(
+            f"Unable to create tensor for {key!r}: its rows have different lengths; use padding=True "
+            "or truncation=True to have batched tensors with the same length."
+        )
+    if kind == "pt":
+        try:
+            import torch
+        except ImportError:
+            raise ImportError("return_tensors='pt' needs PyTorch, which is not installed") from None
+        return torch.tensor(value)
+    import numpy as np
+
+    return np.asarray(value)
+
+
+__all__ = ["BatchEncoding", "Encoding", "call"]

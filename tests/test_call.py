@@ -1,0 +1,231 @@
+"""``tok(...)`` (transformers' ``__call__``) and pair encoding, against transformers on every fixture.
+
+The oracle is transformers' ``PreTrainedTokenizerFast`` built from the fixture's ``tokenizer.json``
+and its ``tokenizer_config.json`` settings (the class chatglm3's remote code would pick is not
+loaded: offline, no remote code). Where transformers raises, pymtok must raise too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pymtok
+
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+
+# settings the oracle takes from tokenizer_config.json; the class and remote code are left out
+_SKIPPED_CONFIG = ("tokenizer_class", "auto_map", "added_tokens_decoder")
+
+
+# a few fixtures at a time: every oracle and tokenizer held at once would take gigabytes
+@functools.lru_cache(maxsize=3)
+def hf_call(name: str) -> Any:
+    from transformers import PreTrainedTokenizerFast
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    folder = fixture_path("tokenizers", name)
+    config_file = folder / "tokenizer_config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    kwargs = {k: _added_token(v) for k, v in config.items() if k not in _SKIPPED_CONFIG}
+    return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **kwargs)
+
+
+def _added_token(value: Any) -> Any:
+    """A config's ``{"__type": "AddedToken", ...}`` as the AddedToken from_pretrained makes of it."""
+    if isinstance(value, dict) and value.get("__type") == "AddedToken":
+        from tokenizers import AddedToken
+
+        return AddedToken(**{k: v for k, v in value.items() if k != "__type"})
+    return value
+
+
+@functools.lru_cache(maxsize=3)
+def ours(name: str) -> pymtok.Tokenizer:
+    return pymtok.load(fixture_path("tokenizers", name))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return ("array", value.dtype.kind, value.tolist())
+    return value
+
+
+def check(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """``tok(*args, **kwargs)`` equals transformers' (keys, values, tokens, words) or both raise."""
+    hf, tok = hf_call(name), ours(name)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = hf(*args, **kwargs)
+    except BaseException as exc:  # tokenizers' Rust panics are BaseExceptions
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        with pytest.raises((ValueError, TypeError)):
+            tok(*args, **kwargs)
+        return
+    got = tok(*args, **kwargs)
+    assert list(got.keys()) == list(want.keys()), (name, kwargs)
+    for key in want:
+        assert _plain(got[key]) == _plain(want[key]), (name, key, kwargs, args)
+    assert len(got.encodings) == len(want.encodings), (name, kwargs)
+    for row in range(len(want.encodings)):
+        assert got.tokens(row) == want.tokens(row), (name, row, kwargs)
+        assert got.word_ids(row) == want.word_ids(row), (name, row, kwargs)
+        assert got.sequence_ids(row) == want.sequence_ids(row), (name, row, kwargs)
+    first = args[0] if isinstance(args[0], str) else args[0][0]
+    for char in range(0, len(first), max(1, len(first) // 7)):
+        for sequence in (0, 1):
+            assert got.char_to_token(0, char, sequence) == want.char_to_token(0, char, sequence), (name, char, kwargs)
+
+
+GRID: list[dict[str, Any]] = [
+    {},
+    {"return_offsets_mapping": True, "return_special_tokens_mask": True, "return_length": True},
+    {"add_special_tokens": False, "return_offsets_mapping": True, "return_token_type_ids": True},
+    {"truncation": True, "max_length": 24, "stride": 4, "return_overflowing_tokens": True,
+     "return_offsets_mapping": True},
+    {"padding": True, "return_attention_mask": True, "return_token_type_ids": True},
+    {"padding": "max_length", "truncation": "longest_first", "max_length": 48, "pad_to_multiple_of": 16,
+     "padding_side": "left"},
+    {"truncation": "only_second", "max_length": 30, "return_overflowing_tokens": True, "stride": 2},
+    {"truncation": "only_first", "max_length": 40},
+]
+
+SLOW_GRID: list[dict[str, Any]] = [
+    {"truncation": True},  # model_max_length from tokenizer_config.json
+    {"padding": "longest", "pad_to_multiple_of": 8, "return_offsets_mapping": True},
+    {"padding": "max_length", "max_length": 20},  # no truncation: longer rows stay longer
+    {"truncation": "longest_first", "max_length": 9, "stride": 8, "return_overflowing_tokens": True},
+    {"truncation": "only_first", "max_length": 3, "return_overflowing_tokens": True},
+    {"truncation": True, "max_length": 64, "stride": 16, "return_overflowing_tokens": True,
+     "padding": True, "return_offsets_mapping": True, "return_special_tokens_mask": True},
+    {"max_length": 12},  # max_length alone truncates
+    {"truncation": "longest_first", "max_length": 0},
+    {"padding": True, "return_tensors": "np"},
+    {"truncation": True, "max_length": 16, "padding": "max_length", "return_tensors": "np"},
+]
+
+
+def _cases(chunks: list[str]) -> list[tuple[Any, ...]]:
+    a, b = chunks[: len(chunks) // 2], chunks[len(chunks) // 2 :]
+    return [(a[0],), (a[0], b[0]), (a,), (a, b)]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_call_matches_transformers(name: str) -> None:
+    chunks = [c[:300] for c in corpus_chunks(6, seed=13)[:6]]
+    for kwargs in GRID:
+        for args in _cases(chunks):
+            check(name, args, kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_call_matches_transformers_full_grid(name: str) -> None:
+    chunks = [c[:1000] for c in corpus_chunks(18, seed=29)[::3]]
+    for kwargs in GRID + SLOW_GRID:
+        for args in _cases(chunks):
+            check(name, args, kwargs)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_offsets_match_transformers_on_corpus(name: str) -> None:
+    """Offsets, tokens and word ids of whole corpus chunks, one text at a time."""
+    for text in corpus_chunks(30, seed=3):
+        check(name, (text,), {"return_offsets_mapping": True})
+
+
+EDGE_TEXTS = [
+    "", " ", "  Hello  world\t\n", "é\u0301 e\u0301 ÅÉ ﬁ ① ½", "Ω ΣΑΣ İstanbul ǅ", "\u200b\u00ad x\x00y",
+    "<|im_end|> <s></s><unk>[CLS] [SEP]<mask>", "日本語のテキスト、中文。", "🤗👩‍👩‍👧 a\r\nb",
+]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_edge_texts(name: str) -> None:
+    for text in EDGE_TEXTS:
+        check(name, (text,), {"return_offsets_mapping": True, "return_special_tokens_mask": True})
+    check(name, (EDGE_TEXTS, EDGE_TEXTS[::-1]), {"return_offsets_mapping": True, "padding": True})
+
+
+@pytest.mark.parametrize("name", ["all-minilm-l6-v2", "llama3", "t5-small", "roberta-base"])
+def test_encode_pairs(name: str) -> None:
+    hf, tok = hf_tokenizer(name), ours(name)
+    a, b = corpus_chunks(2, seed=5)[:2]
+    for special in (True, False):
+        want = hf.encode(a, b, add_special_tokens=special).ids
+        assert tok.encode(a, b, add_special_tokens=special) == want
+        assert tok.encode(a, pair=b, add_special_tokens=special) == want
+        batch = tok.encode_batch([(a, b), a, (b, a)], add_special_tokens=special)
+        assert batch == [e.ids for e in hf.encode_batch([(a, b), a, (b, a)], add_special_tokens=special)]
+
+
+def test_encode_rejects_misplaced_arguments() -> None:
+    tok = ours("all-minilm-l6-v2")
+    with pytest.raises(TypeError, match="keyword-only"):
+        tok.encode("hi", False)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        tok.encode("hi", add_special_tokens="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        tok.encode_batch(["a"], False)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        tok.encode_batch([("a", "b", "c")])  # type: ignore[list-item]
+
+
+def test_unsupported_keywords_raise() -> None:
+    tok = ours("qwen3")
+    for kwargs in ({"foo": 1}, {"is_split_into_words": True}, {"text_target": "x"},
+                   {"split_special_tokens": True}, {"return_tensors": "tf"}, {"stride": -1},
+                   {"padding": "sideways"}, {"truncation": "middle"}, {"padding_side": "up"}):
+        with pytest.raises((TypeError, ValueError)):
+            tok("hello", **kwargs)
+    with pytest.raises(ValueError):
+        tok(None)
+    with pytest.raises(TypeError):
+        tok(["a", "b"], "c")
+
+
+def test_return_tensors_pt_when_torch_is_installed() -> None:
+    torch = pytest.importorskip("torch")
+    got = ours("qwen3")(["a b", "c"], padding=True, return_tensors="pt")
+    want = hf_call("qwen3")(["a b", "c"], padding=True, return_tensors="pt")
+    assert isinstance(got["input_ids"], torch.Tensor)
+    assert torch.equal(got["input_ids"], want["input_ids"])
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_file_padding_and_truncation_exposed_not_applied(name: str) -> None:
+    folder = fixture_path("tokenizers", name)
+    config = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    tok = ours(name)
+    assert tok.truncation == config.get("truncation")
+    assert tok.padding == config.get("padding")
+    text = "hi"
+    assert tok(text)["input_ids"] == hf_call(name)(text)["input_ids"]
+
+
+_TRICKY = list("aAbé\u0301\u0308e\u0327 \t\n\r\u3000ﬁ①½ΣİǅẞДж日本語のテ한국\u200b\u00ad\x00\ufffd🤗👩\u200d👧'\",.!?-_") + [
+    "<s>", "</s>", "<unk>", "[CLS]", "<mask>", "<|endoftext|>", "\u1100\u1161\u11a8", "\u0915\u094d\u0937", "Å", "  ",
+]
+
+
+@pytest.mark.parametrize("name", ["all-minilm-l6-v2", "albert-base-v2", "t5-small", "roberta-base", "llama3",
+                                  "gemma-v1", "deepseek-v3"])
+def test_offsets_property(name: str) -> None:
+    """Offsets, tokens and word ids of text made of normalization edge cases equal transformers'."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(st.lists(st.sampled_from(_TRICKY), max_size=12).map("".join))
+    def prop(text: str) -> None:
+        check(name, (text,), {"return_offsets_mapping": True})
+
+    prop()
