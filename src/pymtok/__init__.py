@@ -24,18 +24,20 @@ __all__ = [
 
 
 def load(path: str | os.PathLike[str]) -> Tokenizer:
-    """Load a tokenizer from ``tokenizer.json``, ``tokenizer.mtok``, ``tokenizer.txt`` or a folder.
+    """Load a tokenizer from ``tokenizer.json``, ``tokenizer.mtok``, ``tokenizer.txt``, a
+    SentencePiece ``.model`` or a folder.
 
-    A folder is searched for ``tokenizer.json``, then ``tokenizer.mtok``, then ``tokenizer.txt``.
+    A folder is searched for ``tokenizer.json``, then ``tokenizer.mtok``, ``tokenizer.txt`` and
+    ``tokenizer.model``.
     """
     p = Path(path)
     if p.is_dir():
-        for name in ("tokenizer.json", "tokenizer.mtok", "tokenizer.txt"):
+        for name in ("tokenizer.json", "tokenizer.mtok", "tokenizer.txt", "tokenizer.model"):
             if (p / name).is_file():
                 p = p / name
                 break
         else:
-            raise FormatError(f"{p}: no tokenizer.json, tokenizer.mtok or tokenizer.txt in this folder")
+            raise FormatError(f"{p}: no tokenizer.json, tokenizer.mtok, tokenizer.txt or tokenizer.model in this folder")
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such tokenizer file")
     with open(p, "rb") as f:
@@ -48,6 +50,10 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
         from .legacy import read_txt
 
         tok = read_txt(p)
+    elif p.suffix == ".model":
+        from .sentencepiece import read_model
+
+        tok = read_model(p)
     elif p.suffix in (".mtok", ".txt"):
         raise FormatError(
             f"{p}: header at byte 0: not an MNN tokenizer file (it starts {head[:8]!r}, expected '430 <type>')"
