@@ -321,10 +321,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from .legacy import convert_txt_to_mtok
 
-    path, lost = convert_txt_to_mtok(Path(args.file), Path(args.output))
+    path = convert_txt_to_mtok(Path(args.file), Path(args.output))
     print(f"wrote {path}")
-    for item in lost:
-        print(f"  lost: {item}")
     return 0
 
 

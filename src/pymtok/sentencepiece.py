@@ -467,3 +467,92 @@ def is_model(path: Path, head: bytes) -> bool:
     """Whether ``path`` is a SentencePiece model: a ``.model`` file, or ``tokenizer.model``-like
     content (a ModelProto starts with its first piece: field 1, length-delimited, tag ``0x0A``)."""
     return path.suffix == ".model" or head[:1] == b"\x0a"
+
+
+# ------------------------------------------------------------------------------------------
+# In a .mtok: MNN's tables hold what they can, the extension the rest
+# ------------------------------------------------------------------------------------------
+
+
+def bpe_merges(pieces: list[str], scores: list[float], types: list[int]) -> list[tuple[str, str]]:
+    """Merges ranked so that rank-ordered BPE (MNN's, HF's) comes close to sentencepiece's BPE.
+
+    sentencepiece merges, at each step, the adjacent pair whose concatenation is the
+    highest-scoring piece (the leftmost on ties). Every way to split a piece into two pieces is
+    a merge ranked by that score; equal scores fall back to id, then to the split point. Only
+    the stand-in for MNN's runtime and type-0 ``.txt`` files use this: pymtok's own
+    ``SentencePieceBPE`` merges by score.
+    """
+    symbols = {p: i for i, (p, t) in enumerate(zip(pieces, types)) if t in (NORMAL, UNUSED)}
+    ranked: list[tuple[float, int, int, str, str]] = []
+    for piece, i in symbols.items():
+        if types[i] != NORMAL:
+            continue
+        for k in range(1, len(piece)):
+            left, right = piece[:k], piece[k:]
+            if left in symbols and right in symbols:
+                ranked.append((-scores[i], i, k, left, right))
+    ranked.sort()
+    return [(left, right) for *_, left, right in ranked]
+
+
+def mnn_bpe_table(model: Mapping[str, Any]) -> dict[str, Any]:
+    """The HF BPE config that MNN's BPE section holds for a ``SentencePieceBPE`` model."""
+    vocab = model["vocab"]
+    pieces = [entry[0] for entry in vocab]
+    ids: dict[str, int] = {}
+    for i, piece in enumerate(pieces):
+        if ids.setdefault(piece, i) != i:
+            raise FormatError(f"SentencePieceBPE: pieces {ids[piece]} and {i} are both {piece!r}; MNN's BPE table holds one")
+    return {
+        "type": "BPE",
+        "vocab": ids,
+        "merges": bpe_merges(pieces, [float(entry[1]) for entry in vocab], list(model["piece_types"])),
+        "byte_fallback": model.get("byte_fallback", False),
+    }
+
+
+def model_from_mtok(options: Mapping[str, Any], table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The model config back from the extension's ``options`` and MNN's model section ``table``."""
+    kind = options.get("type")
+    fields = {k: v for k, v in options.items() if k != "scores"}
+    if kind == "SentencePieceUnigram" and table["type"] == "Unigram":
+        return {**fields, "vocab": table["vocab"]}
+    if kind == "SentencePieceBPE" and table["type"] == "BPE":
+        scores = options.get("scores")
+        vocab = table["vocab"]
+        if not isinstance(scores, list) or len(scores) != len(vocab):
+            raise FormatError(f"{where}: extension: SentencePieceBPE needs one score per vocabulary entry ({len(vocab)})")
+        token_of = getattr(vocab, "token_of", None)
+        if token_of is None:
+            by_id = {id: token for token, id in vocab.items()}
+            token_of = by_id.get
+        pieces = [token_of(i) for i in range(len(scores))]
+        if None in pieces or not all(isinstance(s, (int, float)) and not isinstance(s, bool) for s in scores):
+            raise FormatError(f"{where}: extension: SentencePieceBPE ids must be 0..{len(scores) - 1} with a number score each")
+        return {**fields, "vocab": [[p, s] for p, s in zip(pieces, scores)]}
+    raise FormatError(f"{where}: extension: a {kind} model cannot be read from MNN's {table['type']} section")
+
+
+def mnn_normalizer(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """MNN's nearest stand-in for the ``SentencePiece`` normalizer (Llama's HF conversion)."""
+    space = "\u2581" if cfg.get("escape_whitespaces") else " "
+    steps: list[dict[str, Any]] = []
+    if cfg.get("precompiled_charsmap"):
+        steps.append({"type": "Precompiled", "precompiled_charsmap": cfg["precompiled_charsmap"]})
+    if cfg.get("add_dummy_prefix") and not cfg.get("treat_whitespace_as_suffix"):
+        steps.append({"type": "Prepend", "prepend": space})
+    if cfg.get("escape_whitespaces"):
+        steps.append({"type": "Replace", "pattern": {"String": " "}, "content": space})
+    return {"type": "Sequence", "normalizers": steps}
+
+
+def mnn_decoder(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """MNN's nearest stand-in for the ``SentencePiece`` decoder (Llama's HF conversion)."""
+    steps: list[dict[str, Any]] = [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}]
+    if cfg.get("byte_fallback"):
+        steps.append({"type": "ByteFallback"})
+    steps.append({"type": "Fuse"})
+    if cfg.get("add_dummy_prefix") or cfg.get("remove_extra_whitespaces"):
+        steps.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
+    return {"type": "Sequence", "decoders": steps}
