@@ -57,11 +57,13 @@ def export_report(
         return _export_sentencepiece(sp_model, target, format, index)
     if not source.is_dir():
         raise FileNotFoundError(f"{source}: no such model folder")
-    if not (source / "tokenizer.json").is_file() or format == "txt":
-        from .legacy import build_tokenizer, export_txt, legacy_source
+    if format == "txt":
+        from .legacy import export_txt
 
-        if format == "txt":
-            return export_txt(source, target), []
+        return export_txt(source, target), []
+    if not (source / "tokenizer.json").is_file():
+        from .legacy import build_tokenizer, legacy_source
+
         tok = build_tokenizer(legacy_source(source))
         return _write(target, dumps_mtok(tok.config, tok.meta, index=index)), []
     tokenizer = load_folder(source)

@@ -56,7 +56,7 @@ __all__ = [
     "BERT", "CL100K_PATTERN", "HUGGINGFACE", "LLAMA3_PATTERN", "LegacyTxt", "O200K_PATTERN",
     "QWEN_PATTERN", "SENTENCEPIECE", "TIKTOKEN", "convert_txt_to_mtok", "export_txt", "from_bert_vocab",
     "from_sentencepiece", "from_tiktoken", "from_vocab_merges", "legacy_source", "parse_txt", "read_txt",
-    "build_tokenizer", "sentencepiece_normalizer", "sentencepiece_txt_losses",
+    "build_tokenizer", "sentencepiece_normalizer", "sentencepiece_txt_losses", "txt_losses",
 ]
 
 MAGIC_NUMBER = 430
@@ -462,6 +462,25 @@ def sentencepiece_normalizer(model_file: str | os.PathLike[str]) -> dict[str, An
         proto.normalizer_spec, treat_whitespace_as_suffix=proto.trainer_spec.treat_whitespace_as_suffix,
         user_defined_symbols=[p.piece for p in proto.pieces if p.type == USER_DEFINED],
     )
+
+
+def txt_losses(path: str | os.PathLike[str]) -> list[str]:
+    """What a type-0 ``tokenizer.txt`` does not hold, for ``pymtok info``: beside the
+    ``tokenizer.model`` it was exported from, exactly what differs from that model (see
+    :func:`sentencepiece_txt_losses`); on its own, what the reader had to assume."""
+    p = Path(path)
+    legacy = parse_txt(p)
+    if legacy.type != SENTENCEPIECE:
+        return []
+    model = p.parent / "tokenizer.model"
+    if model.is_file():
+        return sentencepiece_txt_losses(model)
+    return [
+        "normalizer spec not stored: read as add_dummy_prefix=true, remove_extra_whitespaces=false, "
+        "escape_whitespaces=true, no precompiled charsmap, treat_whitespace_as_suffix=false",
+        f"model kind not stored: read off the scores as {_detect_kind(legacy)}",
+        f"unk_surface not stored: read as {_UNK_SURFACE!r}",
+    ]
 
 
 # -- type 1 --------------------------------------------------------------------------------
