@@ -194,9 +194,13 @@ def parse_model(data: bytes, where: str = "<bytes>") -> ModelProto:
     """
     proto = ModelProto()
     top = _Reader(memoryview(data), 0, len(data), where)
+    pieces = proto.pieces
     for number, wire, at in top.fields("ModelProto"):
         if number == 1:
-            proto.pieces.append(_piece(top.message(wire, f"ModelProto.pieces[{len(proto.pieces)}]", at), len(proto.pieces)))
+            if wire != _LEN:
+                top.expect(wire, _LEN, f"ModelProto.pieces[{len(pieces)}]", at)
+            start, end = top.length("ModelProto.pieces")
+            pieces.append(_piece(top.data, start, end, len(pieces), where))
         elif number == 2:
             _trainer_spec(top.message(wire, "ModelProto.trainer_spec", at), proto.trainer_spec)
         elif number == 3:
@@ -210,9 +214,38 @@ def parse_model(data: bytes, where: str = "<bytes>") -> ModelProto:
     return proto
 
 
-def _piece(r: _Reader, index: int) -> Piece:
+_PIECE_TYPES = frozenset((NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE))
+_FLOAT = struct.Struct("<f")
+
+
+def _piece(data: memoryview, start: int, end: int, index: int, where: str) -> Piece:
+    """One ``SentencePiece`` message. Pieces are most of a file, so the usual layout (one-byte
+    tags, a short piece, a score, a small type) is read inline; anything else goes through the
+    general reader."""
+    pos = start
+    text, score, kind = "", 0.0, NORMAL
+    while pos < end:
+        tag = data[pos]
+        if tag == 0x0A and pos + 1 < end and data[pos + 1] < 0x80 and pos + 2 + data[pos + 1] <= end:
+            stop = pos + 2 + data[pos + 1]
+            try:
+                text = str(data[pos + 2 : stop], "utf-8")
+            except UnicodeDecodeError:
+                break  # the general reader names the error
+            pos = stop
+        elif tag == 0x15 and pos + 5 <= end:
+            (score,) = _FLOAT.unpack_from(data, pos + 1)
+            pos += 5
+        elif tag == 0x18 and pos + 1 < end and data[pos + 1] in _PIECE_TYPES:
+            kind = data[pos + 1]
+            pos += 2
+        else:
+            break
+    if pos == end:
+        return Piece(piece=text, score=score, type=kind)
+    r = _Reader(data, pos, end, where)
     name = f"ModelProto.pieces[{index}]"
-    piece = Piece(piece="")
+    piece = Piece(piece=text, score=score, type=kind)
     for number, wire, at in r.fields(name):
         if number == 1:
             piece.piece = r.text(wire, f"{name}.piece", at)
@@ -220,7 +253,7 @@ def _piece(r: _Reader, index: int) -> Piece:
             piece.score = r.float32(wire, f"{name}.score", at)
         elif number == 3:
             kind = r.int32(wire, f"{name}.type", at)
-            if kind not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE):
+            if kind not in _PIECE_TYPES:
                 raise r.fail(f"{name}.type: {kind} is not a SentencePiece type (1-6)", at)
             piece.type = kind
         else:
