@@ -480,3 +480,21 @@ def test_models_sentencepiece_refuses_are_refused(tmp_path: Path) -> None:
     path.write_bytes(b"\x0a\x05\x0a\x03ab")
     with pytest.raises(FormatError, match="x.model"):
         pymtok.load(path)
+
+
+def test_folder_files_beside_the_model(tmp_path: Path) -> None:
+    """tokenizer_config.json, special_tokens_map.json and generation_config.json beside tokenizer.model."""
+    shutil.copy(model_path("mistral-7b-v0.1.model"), tmp_path / "tokenizer.model")
+    bare = pymtok.load(tmp_path)
+    assert bare.encode("Hi") == oracle("mistral-7b-v0.1.model").encode("Hi")  # no config: neither BOS nor EOS
+    assert (bare.special_ids, bare.stop_ids, bare.prefix_ids) == ([0, 1, 2], [2], [])
+    (tmp_path / "tokenizer_config.json").write_text(
+        '{"add_bos_token": true, "add_eos_token": false, "chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"}'
+    )
+    (tmp_path / "special_tokens_map.json").write_text('{"pad_token": "<unk>", "bos_token": "<s>"}')
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": [2, 13]}')
+    tok = pymtok.load(tmp_path)
+    assert tok.encode("Hi") == oracle("mistral-7b-v0.1.model").encode("Hi", add_bos=True)
+    assert (tok.prefix_ids, tok.stop_ids) == ([1], [2, 13])
+    assert tok.meta.special_tokens["pad_token"] == "<unk>" and tok.meta.special_tokens["eos_token"] == "</s>"
+    assert tok.apply_chat_template([{"role": "user", "content": "Hi"}]) == "<s>Hi"

@@ -473,6 +473,10 @@ def read_model(
 
 
 def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> TokenizerMeta:
+    """Header lists and chat context: the control and unknown pieces are special, EOS (and the
+    folder's ``generation_config.json`` ``eos_token_id``) stops, the BOS that ``add_bos`` puts
+    first is the prefix; the folder's named tokens (``tokenizer_config.json``, then
+    ``special_tokens_map.json``) are special too and are what a chat template sees."""
     from .hf_json import find_chat_template, read_optional_json, special_tokens_from_config
 
     types = [p.type for p in proto.pieces]
@@ -483,13 +487,24 @@ def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> Tokeniz
         if "SpecialToken" not in item:
             break
         prefix += post["special_tokens"][item["SpecialToken"]["id"]]["ids"]
-    names = special_tokens_from_config(read_optional_json(folder, "tokenizer_config.json"))
+    tokenizer_config = read_optional_json(folder, "tokenizer_config.json")
+    for key, value in read_optional_json(folder, "special_tokens_map.json").items():
+        tokenizer_config.setdefault(key, value)
+    names = special_tokens_from_config(tokenizer_config)
     for key, id in (("bos_token", bos), ("eos_token", eos), ("unk_token", types.index(UNKNOWN))):
         if id is not None:
             names.setdefault(key, proto.pieces[id].piece)
+    first_id = {p.piece: i for i, p in reversed(list(enumerate(proto.pieces)))}
+    special = [i for i, t in enumerate(types) if t in (UNKNOWN, CONTROL)]
+    special += [first_id[t] for t in names.values() if t in first_id and first_id[t] not in special]
+    stop = [eos] if eos is not None else []
+    generation_eos = read_optional_json(folder, "generation_config.json").get("eos_token_id")
+    for id in generation_eos if isinstance(generation_eos, list) else [generation_eos]:
+        if isinstance(id, int) and not isinstance(id, bool) and 0 <= id < len(types) and id not in stop:
+            stop.append(id)
     return TokenizerMeta(
-        special_ids=[i for i, t in enumerate(types) if t in (UNKNOWN, CONTROL)],
-        stop_ids=[eos] if eos is not None else [],
+        special_ids=special,
+        stop_ids=stop,
         prefix_ids=prefix,
         chat_template=find_chat_template(folder),
         special_tokens=names,
