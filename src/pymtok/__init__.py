@@ -27,12 +27,12 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
     """Load a tokenizer from ``tokenizer.json``, ``tokenizer.mtok``, ``tokenizer.txt``, a
     SentencePiece ``.model`` or a folder.
 
-    A folder is searched for ``tokenizer.json``, then ``tokenizer.mtok``, ``tokenizer.txt`` and
-    ``tokenizer.model``.
+    A folder is searched for ``tokenizer.json``, then ``tokenizer.mtok``, ``tokenizer.model`` (the
+    source a ``tokenizer.txt`` beside it was exported from) and ``tokenizer.txt``.
     """
     p = Path(path)
     if p.is_dir():
-        for name in ("tokenizer.json", "tokenizer.mtok", "tokenizer.txt", "tokenizer.model"):
+        for name in ("tokenizer.json", "tokenizer.mtok", "tokenizer.model", "tokenizer.txt"):
             if (p / name).is_file():
                 p = p / name
                 break

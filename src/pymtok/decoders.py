@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import regex
 
+from . import normalizers
 from .byte_level import CHAR_TO_BYTE
 from .components import build_component
 from .errors import FormatError
@@ -176,8 +177,6 @@ class SentencePiece:
         remove_extra_whitespaces: bool = True,
         denormalizer: dict[str, Any] | None = None,
     ) -> None:
-        from . import normalizers
-
         self.control_pieces = list(control_pieces)
         self.unk_piece = unk_piece
         self.unk_surface = unk_surface

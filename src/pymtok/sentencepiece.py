@@ -511,12 +511,6 @@ def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> Tokeniz
     )
 
 
-def is_model(path: Path, head: bytes) -> bool:
-    """Whether ``path`` is a SentencePiece model: a ``.model`` file, or ``tokenizer.model``-like
-    content (a ModelProto starts with its first piece: field 1, length-delimited, tag ``0x0A``)."""
-    return path.suffix == ".model" or head[:1] == b"\x0a"
-
-
 # ------------------------------------------------------------------------------------------
 # In a .mtok: MNN's tables hold what they can, the extension the rest
 # ------------------------------------------------------------------------------------------
