@@ -257,7 +257,15 @@ EDITS: dict[str, list[Callable[[Any], None]]] = {
     "identity": [_charsmap("identity")],
     "control_text": [_retype(3, ["<ctl>", "\u2581a"])],
     "unk_surface": [lambda p: setattr(p.trainer_spec, "unk_surface", "[?]")],
+    "denormalizer": [lambda p: _denormalizer(p, "nfkc_cf")],
 }
+
+
+def _denormalizer(proto: Any, rule: str) -> None:
+    """A denormalizer spec as the trainer writes one (its rules, no whitespace handling)."""
+    spec = proto.denormalizer_spec
+    spec.name, spec.precompiled_charsmap = rule, trained_charsmap(rule)
+    spec.add_dummy_prefix = spec.remove_extra_whitespaces = spec.escape_whitespaces = False
 
 
 @functools.lru_cache(maxsize=None)
