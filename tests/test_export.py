@@ -119,7 +119,7 @@ def test_export_writes_to_a_new_folder_and_file_loads(tmp_path: Path) -> None:
     assert pymtok.load(out.parent).encode("你好") == read_mtok(out).encode("你好")
 
 
-def test_txt_format_and_folders_without_json_go_to_legacy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_txt_format_goes_to_legacy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Path, Path]] = []
 
     def export_txt(model_dir: Path, out_dir: Path) -> Path:
@@ -129,11 +129,25 @@ def test_txt_format_and_folders_without_json_go_to_legacy(tmp_path: Path, monkey
     monkeypatch.setitem(sys.modules, "pymtok.legacy", types.SimpleNamespace(export_txt=export_txt))
     source = fixture_path("tokenizers", "qwen3")
     assert export(source, tmp_path, format="txt") == tmp_path / "tokenizer.txt"
+    assert calls == [(source, tmp_path)]
+    assert not (tmp_path / "tokenizer.mtok").exists()
+
+
+def test_folders_without_json_still_get_the_format_asked_for(tmp_path: Path) -> None:
+    """format="mtok" (the default) never writes tokenizer.txt, whatever the folder holds."""
+    source = fixture_path("legacy", "gpt2-vocab-merges")
+    out = export(source, tmp_path)
+    assert out == tmp_path / "tokenizer.mtok" and not (tmp_path / "tokenizer.txt").exists()
+    txt = export(source, tmp_path / "txt", format="txt")
+    assert txt.name == "tokenizer.txt"
+    mtok, legacy_txt = pymtok.load(out), pymtok.load(txt)
+    for text in ["Hello world", " two  spaces\n", "naïve café 12345"]:
+        assert mtok.encode(text) == legacy_txt.encode(text)
     bare = tmp_path / "bare"
     bare.mkdir()
-    export(bare, tmp_path / "out")
-    assert calls == [(source, tmp_path), (bare, tmp_path / "out")]
-    assert not (tmp_path / "tokenizer.mtok").exists()
+    with pytest.raises(pymtok.FormatError, match="nothing to export"):
+        export(bare, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_bad_arguments(tmp_path: Path) -> None:

@@ -35,7 +35,11 @@ def mismatches(expected: list[list[int]], tok: pymtok.Tokenizer, **kwargs: bool)
 # -- type 0: SentencePiece -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("model", "kind"), [("test_model.model", "SentencePieceUnigram"), ("mistral-7b-v0.1.model", "BPE")])
+@pytest.mark.parametrize(
+    ("model", "kind"),
+    [("test_model.model", "SentencePieceUnigram"), ("botchan_en_bpe_1000.model", "SentencePieceBPE"),
+     ("mistral-7b-v0.1.model", "SentencePieceBPE")],
+)
 def test_sentencepiece_matches_the_library(model: str, kind: str, tmp_path: Path) -> None:
     spm = pytest.importorskip("sentencepiece")
     model_file = fixture_path("legacy", "sentencepiece", model)
@@ -58,7 +62,7 @@ def test_sentencepiece_matches_the_library(model: str, kind: str, tmp_path: Path
 def test_sentencepiece_ties_whitespace_and_control_text(tmp_path: Path) -> None:
     """Exact ties, whitespace runs, NFKC input and control-piece text, where HF's conversion differs."""
     spm = pytest.importorskip("sentencepiece")
-    for model in ("test_model.model", "mistral-7b-v0.1.model"):
+    for model in ("test_model.model", "botchan_en_bpe_1000.model", "mistral-7b-v0.1.model"):
         model_file = fixture_path("legacy", "sentencepiece", model)
         sp = spm.SentencePieceProcessor(model_file=str(model_file))
         path = legacy.from_sentencepiece(model_file).write(tmp_path / f"{model}.txt")
@@ -215,13 +219,13 @@ def test_mnn_exported_spaces_are_read_as_metaspace() -> None:
 
 
 def test_convert_to_mtok(tmp_path: Path) -> None:
-    path, lost = legacy.convert_txt_to_mtok(fixture_path("mnn-toy", "tt.txt"), tmp_path / "tt")
-    assert lost == []
-    source, converted = pymtok.load(fixture_path("mnn-toy", "tt.txt")), pymtok.load(path)
-    for text in ["abcd", "xabcdx<|end|>", "Hé ♞ 你好"]:
-        assert converted.encode(text) == source.encode(text)
-    _, lost = legacy.convert_txt_to_mtok(fixture_path("mnn-toy", "sp_meta.txt"), tmp_path / "sp")
-    assert lost and "float32" in lost[0]
+    for name, texts in (("tt.txt", ["abcd", "xabcdx<|end|>", "Hé ♞ 你好"]), ("sp_meta.txt", ["hi hi", " a  b ", "x"])):
+        path = legacy.convert_txt_to_mtok(fixture_path("mnn-toy", name), tmp_path / name)
+        source, converted = pymtok.load(fixture_path("mnn-toy", name)), pymtok.load(path)
+        assert type(converted.model) is type(source.model)
+        for text in texts:
+            assert converted.encode(text) == source.encode(text)
+            assert converted.decode(source.encode(text)) == source.decode(source.encode(text))
 
 
 # -- malformed files -------------------------------------------------------------------------

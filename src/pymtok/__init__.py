@@ -25,20 +25,22 @@ __all__ = [
 
 
 def load(path: str | os.PathLike[str]) -> Tokenizer:
-    """Load a tokenizer from ``tokenizer.json``, ``tokenizer.mtok``, ``tokenizer.txt`` or a folder.
+    """Load a tokenizer from ``tokenizer.json``, ``tokenizer.mtok``, ``tokenizer.txt``, a
+    SentencePiece ``.model`` or a folder.
 
-    A folder is searched for ``tokenizer.json``, then ``tokenizer.mtok``, then ``tokenizer.txt``.
-    A path that does not exist raises FileNotFoundError; one that is not a regular file (a FIFO,
-    a device) raises FormatError at once.
+    A folder is searched for ``tokenizer.json``, then ``tokenizer.mtok``, ``tokenizer.model`` (the
+    source a ``tokenizer.txt`` beside it was exported from) and ``tokenizer.txt``. A path that does
+    not exist raises FileNotFoundError; one that is not a regular file (a FIFO, a device) raises
+    FormatError at once.
     """
     p = Path(path)
     if p.is_dir():
-        for name in ("tokenizer.json", "tokenizer.mtok", "tokenizer.txt"):
+        for name in ("tokenizer.json", "tokenizer.mtok", "tokenizer.model", "tokenizer.txt"):
             if (p / name).is_file():
                 p = p / name
                 break
         else:
-            raise FormatError(f"{p}: no tokenizer.json, tokenizer.mtok or tokenizer.txt in this folder")
+            raise FormatError(f"{p}: no tokenizer.json, tokenizer.mtok, tokenizer.txt or tokenizer.model in this folder")
     regular_file(p)
     with open(p, "rb") as f:
         head = f.read(16)
@@ -50,6 +52,10 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
         from .legacy import read_txt
 
         tok = read_txt(p)
+    elif p.suffix == ".model":
+        from .sentencepiece import read_model
+
+        tok = read_model(p)
     elif p.suffix in (".mtok", ".txt"):
         raise FormatError(
             f"{p}: header at byte 0: not an MNN tokenizer file (it starts {head[:8]!r}, expected '430 <type>')"

@@ -87,13 +87,19 @@ def _summary(tok: Any, path: Path) -> dict[str, Any]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from . import export, load
+    from . import load
+    from .export import export_report
 
-    out_dir = Path(args.output or args.model_dir)
-    path = export(Path(args.model_dir), out_dir, format=args.format, index=not args.no_index)
+    source = Path(args.model_dir)
+    out_dir = Path(args.output) if args.output else source if source.is_dir() else source.parent
+    path, lost = export_report(source, out_dir, format=args.format, index=not args.no_index)
     tok = load(path)
     for key, value in _summary(tok, path).items():
         print(f"{key:15s} {value}")
+    if lost:
+        print(f"{'not exact':15s} {path.name} loses what the source says:")
+        for item in lost:
+            print(f"  - {item}")
     reference = Path(args.model_dir) / "tokenizer.json"
     if reference.is_file():
         ref = load(reference)
@@ -121,6 +127,14 @@ def _tree(cfg: Any, indent: str = "") -> Iterator[str]:
             yield from _tree(child, indent + "  ")
 
 
+def _txt_losses(path: Path) -> list[str]:
+    if path.suffix != ".txt" or not path.is_file():
+        return []
+    from .legacy import txt_losses
+
+    return txt_losses(path)
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from .mnn_compat import mnn_warnings
 
@@ -133,9 +147,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         stop=tok.stop_ids,
         prefix=tok.prefix_ids,
         components={k: config.get(k) for k in ("normalizer", "pre_tokenizer", "decoder", "post_processor")},
-        model_options={k: v for k, v in (config.get("model") or {}).items() if k not in ("vocab", "merges")},
+        model_options={k: v for k, v in (config.get("model") or {}).items() if k not in ("vocab", "merges", "piece_types")},
         extension=tok.meta.extension_version,
         mnn_warnings=mnn_warnings(config, has_prefix_ids=bool(tok.prefix_ids)),
+        txt_losses=_txt_losses(path),
         special_tokens=tok.meta.special_tokens,
     )
     template = tok.chat_template
@@ -167,6 +182,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     if path.suffix == ".mtok":
         version = info["extension"]
         print(f"extension:      {'pymtok exactness extension v%d' % version if version else 'none (MNN layout only)'}")
+    if info["txt_losses"]:
+        print("tokenizer.txt does not hold (read with assumptions):")
+        for item in info["txt_losses"]:
+            print(f"  - {item}")
     if info["mnn_warnings"]:
         print("MNN runtime will approximate:")
         for w in info["mnn_warnings"]:
@@ -321,10 +340,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from .legacy import convert_txt_to_mtok
 
-    path, lost = convert_txt_to_mtok(Path(args.file), Path(args.output))
+    path = convert_txt_to_mtok(Path(args.file), Path(args.output))
     print(f"wrote {path}")
-    for item in lost:
-        print(f"  lost: {item}")
     return 0
 
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import regex
 
+from . import normalizers
 from .backtracking import timeout_for, too_slow
 from .byte_level import CHAR_TO_BYTE
 from .components import build_component
@@ -25,7 +26,7 @@ from .onig import onig_regex, onig_sub
 
 __all__ = [
     "BPEDecoder", "ByteFallback", "ByteLevel", "CTC", "Decoder", "Fuse", "Metaspace", "Replace",
-    "Sequence", "Strip", "WordPiece", "clean_up_tokenization", "from_config",
+    "SentencePiece", "Sequence", "Strip", "WordPiece", "clean_up_tokenization", "from_config",
 ]
 
 REPLACEMENT_CHARACTER = "\ufffd"
@@ -151,6 +152,98 @@ class ByteFallback:
         if run:
             out += _decode_byte_run(run)
         return out
+
+
+class SentencePiece:
+    """``SentencePieceProcessor::Decode``: pieces back to text as the ``sentencepiece`` library does.
+
+    Control pieces vanish, the unknown piece becomes ``unk_surface``, a run of byte pieces is
+    decoded one UTF-8 character at a time (each invalid byte a U+FFFD), and ``▁`` becomes a
+    space. The leading ``▁`` of the first piece is dropped when the model adds a dummy prefix or
+    removes extra whitespace (with ``remove_extra_whitespaces``, of every piece until some text
+    has come out). ``denormalizer`` (a normalizer config) is applied to the result.
+
+    >>> SentencePiece(control_pieces=["<s>"], unk_piece="<unk>")(["<s>", "\u2581Hi", "<unk>", "<0x21>"])
+    ['Hi ⁇ <0x21>']
+    """
+
+    def __init__(
+        self,
+        *,
+        control_pieces: list[str],
+        unk_piece: str,
+        unk_surface: str = " \u2047 ",
+        byte_fallback: bool = False,
+        add_dummy_prefix: bool = True,
+        remove_extra_whitespaces: bool = True,
+        denormalizer: dict[str, Any] | None = None,
+    ) -> None:
+        self.control_pieces = list(control_pieces)
+        self.unk_piece = unk_piece
+        self.unk_surface = unk_surface
+        self.byte_fallback = byte_fallback
+        self.add_dummy_prefix = add_dummy_prefix
+        self.remove_extra_whitespaces = remove_extra_whitespaces
+        self.denormalizer = denormalizer
+        self._control = set(control_pieces)
+        self._bytes = {f"<0x{b:02X}>": b for b in range(256)} if byte_fallback else {}
+        self._denormalize = normalizers.from_config(denormalizer)
+
+    def __call__(self, tokens: list[str]) -> list[str]:
+        text: list[str] = []
+        run = bytearray()
+        bos_ws, bos_ws_seen = True, False
+        strip = self.add_dummy_prefix or self.remove_extra_whitespaces
+        for token in tokens:
+            byte = self._bytes.get(token)
+            if byte is not None:
+                run.append(byte)
+                continue
+            if run:
+                text.append(_sentencepiece_bytes(run))
+                run = bytearray()
+            if bos_ws_seen or any(text):
+                bos_ws = False
+            bos_ws_seen = False
+            if token in self._control:
+                continue
+            if token == self.unk_piece:
+                text.append(self.unk_surface)
+                continue
+            if bos_ws and strip and token.startswith("\u2581"):
+                token = token[1:]
+                bos_ws_seen = not self.remove_extra_whitespaces
+            text.append(token.replace("\u2581", " "))
+        if run:
+            text.append(_sentencepiece_bytes(run))
+        out = "".join(text)
+        if self._denormalize is not None:
+            out = self._denormalize(out)
+        return [out]
+
+
+def _sentencepiece_bytes(run: bytearray) -> str:
+    """Bytes to text one character at a time, each byte of an invalid sequence a U+FFFD."""
+    try:
+        return run.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    out: list[str] = []
+    i = 0
+    while i < len(run):
+        lead = run[i]
+        size = 1 if lead < 0x80 else 2 if lead & 0xE0 == 0xC0 else 3 if lead & 0xF0 == 0xE0 else 4 if lead & 0xF8 == 0xF0 else 0
+        try:
+            char = bytes(run[i : i + size]).decode("utf-8") if size and i + size <= len(run) else ""
+        except UnicodeDecodeError:
+            char = ""
+        if len(char) == 1:
+            out.append(char)
+            i += size
+        else:
+            out.append(REPLACEMENT_CHARACTER)
+            i += 1
+    return "".join(out)
 
 
 _PREPEND_SCHEMES = ("always", "first", "never")
@@ -364,7 +457,7 @@ class Sequence:
 _TYPES: dict[str, type] = {
     "BPEDecoder": BPEDecoder, "ByteFallback": ByteFallback, "ByteLevel": ByteLevel, "CTC": CTC,
     "Fuse": Fuse, "Metaspace": Metaspace, "Replace": Replace, "Sequence": Sequence,
-    "Strip": Strip, "WordPiece": WordPiece,
+    "SentencePiece": SentencePiece, "Strip": Strip, "WordPiece": WordPiece,
 }
 
 

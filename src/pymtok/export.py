@@ -1,4 +1,4 @@
-"""Export a HuggingFace model folder to MNN's tokenizer file, as MNN's own exporter would.
+"""Export a model folder to MNN's tokenizer file, as MNN's own exporter would.
 
 A folder with ``tokenizer.json`` becomes ``tokenizer.mtok``: MNN's binary layout byte for byte
 (``spec/FORMAT.md`` §3–§5, with every lossy mapping MNN's exporter makes), followed by pymtok's
@@ -6,6 +6,11 @@ exactness extension so that pymtok reads the file back exactly as HF would token
 special, stop and prefix ids are derived the way MNN's exporter derives them, using pymtok's own
 encoder where MNN asks ``transformers``; no ``transformers`` import is needed, so folders MNN
 cannot export (``chatglm3-6b``, whose tokenizer class is remote code) export too.
+
+A SentencePiece ``tokenizer.model`` (a folder holding one, or the file) becomes a ``tokenizer.mtok``
+whose extension carries sentencepiece's own normalizer, model and decoder: exact, where a
+``tokenizer.txt`` would drop the normalizer spec. ``format="txt"`` still writes the ``.txt``, and
+:func:`export_report` says what it lost.
 
 >>> export("Qwen3-0.6B/", "out/")                 # doctest: +SKIP
 PosixPath('out/tokenizer.mtok')
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 from .hf_json import load_folder
@@ -25,29 +31,77 @@ from .mtok import dumps_mtok
 def export(
     model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, format: str = "mtok", index: bool = True
 ) -> Path:
-    """Write ``out_dir/tokenizer.mtok`` (or ``tokenizer.txt``) for the model in ``model_dir``.
+    """Write ``out_dir/tokenizer.mtok`` (or, ``format="txt"``, ``tokenizer.txt``) for ``model_dir``.
 
-    ``format="txt"``, or a folder without ``tokenizer.json``, writes MNN's legacy text format.
-    ``index=False`` leaves the stored BPE index out of a ``.mtok`` (see ``mtok.dumps_mtok``).
-    Returns the path written.
+    ``model_dir`` is a model folder or a SentencePiece ``.model`` file. ``index=False`` leaves the
+    stored BPE index out of a ``.mtok`` (see ``mtok.dumps_mtok``). Returns the path written; a
+    ``.txt`` that cannot hold the source exactly is written with a warning listing what it lost.
     """
+    path, lost = export_report(model_dir, out_dir, format=format, index=index)
+    if lost:
+        warnings.warn(f"{path} is not exact: " + "; ".join(lost), stacklevel=2)
+    return path
+
+
+def export_report(
+    model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, format: str = "mtok", index: bool = True
+) -> tuple[Path, list[str]]:
+    """:func:`export`, returning the path written and what that file loses of the source (empty
+    when pymtok reads it back exactly)."""
     if format not in ("mtok", "txt"):
         raise ValueError(f"format must be 'mtok' or 'txt', got {format!r}")
     source = Path(model_dir)
+    target = Path(out_dir)
+    sp_model = _sentencepiece_source(source, format)
+    if sp_model is not None:
+        return _export_sentencepiece(sp_model, target, format, index)
     if not source.is_dir():
         raise FileNotFoundError(f"{source}: no such model folder")
-    target = Path(out_dir)
-    if format == "txt" or not (source / "tokenizer.json").is_file():
+    if format == "txt":
         from .legacy import export_txt
 
-        return export_txt(source, target)
+        return export_txt(source, target), []
+    if not (source / "tokenizer.json").is_file():
+        from .legacy import build_tokenizer, legacy_source
+
+        tok = build_tokenizer(legacy_source(source))
+        return _write(target, dumps_mtok(tok.config, tok.meta, index=index)), []
     tokenizer = load_folder(source)
     table_scores = None
     if isinstance(tokenizer.model, Unigram):
         # MNN's table holds Python's reading of each score, ours the one HF's parser makes
         raw = json.loads((source / "tokenizer.json").read_bytes())
         table_scores = [entry[1] for entry in raw["model"]["vocab"]]
+    return _write(target, dumps_mtok(tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index)), []
+
+
+def _sentencepiece_source(source: Path, format: str) -> Path | None:
+    """The SentencePiece model to export: the ``.model`` file given, or a folder's
+    ``tokenizer.model`` (``ice_text.model``) unless a ``.mtok`` is made from its ``tokenizer.json``."""
+    if source.is_file() and source.suffix == ".model":
+        return source
+    if not source.is_dir() or (format == "mtok" and (source / "tokenizer.json").is_file()):
+        return None
+    return next((source / n for n in ("tokenizer.model", "ice_text.model") if (source / n).is_file()), None)
+
+
+def _export_sentencepiece(model: Path, target: Path, format: str, index: bool) -> tuple[Path, list[str]]:
+    from .sentencepiece import read_model
+
+    tokenizer = read_model(model)
+    if format == "mtok":
+        return _write(target, dumps_mtok(tokenizer.config, tokenizer.meta, index=index)), []
+    from .legacy import from_sentencepiece, sentencepiece_txt_losses
+
+    post = tokenizer.config.get("post_processor") or {"single": []}
+    add_eos = bool(post["single"]) and "SpecialToken" in post["single"][-1]
+    legacy = from_sentencepiece(model, add_bos=bool(tokenizer.meta.prefix_ids))
+    target.mkdir(parents=True, exist_ok=True)
+    return legacy.write(target / "tokenizer.txt"), sentencepiece_txt_losses(model, add_eos=add_eos)
+
+
+def _write(target: Path, data: bytes) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     out = target / "tokenizer.mtok"
-    out.write_bytes(dumps_mtok(tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index))
+    out.write_bytes(data)
     return out

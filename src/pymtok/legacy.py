@@ -6,7 +6,7 @@ approximation of it (``spec/BEHAVIOR.md`` §10):
 
 | type | file body (``spec/FORMAT.md`` §6)        | pipeline built here (exact against)                          |
 |------|------------------------------------------|--------------------------------------------------------------|
-| 0    | base64 piece, score, SentencePiece type  | SentencePiece BPE or Unigram (the ``sentencepiece`` package) |
+| 0    | base64 piece, score, SentencePiece type  | sentencepiece's normalizer, BPE or Unigram, decoder (``sentencepiece``) |
 | 1    | base64 token bytes, rank = line          | regex split + byte-level BPE by rank (``tiktoken``)          |
 | 2    | base64 WordPiece token                   | BERT normalizer + WordPiece (HF ``BertWordPieceTokenizer``)  |
 | 3    | raw vocab lines, then ``left right`` merges | GPT-2 byte-level BPE (HF ``ByteLevelBPETokenizer``)       |
@@ -23,7 +23,9 @@ What a ``.txt`` cannot say, and how we fill it in:
   number; Unigram scores are log-probabilities); ``model_kind=`` overrides it. The default
   normalization is the identity rules of Llama-style models (a ``▁`` prefix, spaces become
   ``▁``), which is also what MNN's runtime does; for any other spec (e.g. ``nmt_nfkc`` with
-  whitespace collapsing) pass ``normalizer=sentencepiece_normalizer("tokenizer.model")``.
+  whitespace collapsing) pass ``normalizer=sentencepiece_normalizer("tokenizer.model")``, or
+  better read the ``.model`` itself (``pymtok.sentencepiece.read_model``).
+  :func:`sentencepiece_txt_losses` lists what a type-0 file loses of a given model.
 - Type 1 stores no pre-tokenizer regex: ``pattern=`` gives it, default :data:`QWEN_PATTERN`
   (MNN's exporter writes type 1 for Qwen-1's ``mergeable_ranks``).
 - Type 2 stores no casing: ``lowercase=True`` (uncased, like MNN's runtime) is the default.
@@ -48,13 +50,14 @@ from .byte_level import bytes_to_chars
 from .errors import FormatError
 from .hf_json import read_optional_json, special_token_strings
 from .paths import regular_file
+from .sentencepiece import NormalizerSpec
 from .tokenizer import Tokenizer, TokenizerMeta
 
 __all__ = [
     "BERT", "CL100K_PATTERN", "HUGGINGFACE", "LLAMA3_PATTERN", "LegacyTxt", "O200K_PATTERN",
     "QWEN_PATTERN", "SENTENCEPIECE", "TIKTOKEN", "convert_txt_to_mtok", "export_txt", "from_bert_vocab",
-    "from_sentencepiece", "from_tiktoken", "from_vocab_merges", "parse_txt", "read_txt",
-    "build_tokenizer", "sentencepiece_normalizer",
+    "from_sentencepiece", "from_tiktoken", "from_vocab_merges", "legacy_source", "parse_txt", "read_txt",
+    "build_tokenizer", "sentencepiece_normalizer", "sentencepiece_txt_losses", "txt_losses",
 ]
 
 MAGIC_NUMBER = 430
@@ -89,6 +92,8 @@ LLAMA3_PATTERN = (
 
 _SPACE = "\u2581"  # SentencePiece's visible space
 _UNK_SURFACE = " \u2047 "  # what sentencepiece decodes the unknown piece to (trainer default)
+# what a type-0 file is read with: Llama's normalization (a ▁ prefix, spaces escaped, none removed)
+_LLAMA_SPEC = NormalizerSpec(add_dummy_prefix=True, remove_extra_whitespaces=False, escape_whitespaces=True)
 _BERT_SPECIALS = ("[UNK]", "[SEP]", "[CLS]", "[PAD]", "[MASK]")  # BertWordPieceTokenizer's
 _MODEL_KINDS = ("bpe", "unigram")
 
@@ -375,6 +380,8 @@ def _detect_kind(legacy: LegacyTxt) -> str:
 def _sentencepiece_config(
     legacy: LegacyTxt, model_kind: str | None, normalizer: Mapping[str, Any] | None
 ) -> dict[str, Any]:
+    from .sentencepiece import normalizer_config
+
     pieces = _sentencepiece_pieces(legacy)
     types = legacy.piece_types
     kind = model_kind or _detect_kind(legacy)
@@ -382,70 +389,37 @@ def _sentencepiece_config(
     if not unknown:
         raise FormatError("type-0 vocabulary has no UNKNOWN (type 2) piece")
     unk_id = unknown[-1]  # as MNN's loader: the last one wins
-    byte_fallback = BYTE in types
-    if kind == "unigram":
-        model: dict[str, Any] = {
-            "type": "SentencePieceUnigram",
+    if normalizer is None:
+        # the identity rules of Llama-style models: a ▁ prefix, every space a ▁, nothing collapsed
+        normalizer = normalizer_config(
+            _LLAMA_SPEC, user_defined_symbols=[p for p, t in zip(pieces, types) if t == USER_DEFINED]
+        )
+    spec = dict(normalizer)
+    add_dummy_prefix = spec.get("add_dummy_prefix", True) if spec.get("type") == "SentencePiece" else True
+    remove_extra = spec.get("remove_extra_whitespaces", False) if spec.get("type") == "SentencePiece" else False
+    return {
+        "added_tokens": [],
+        "normalizer": spec,
+        "pre_tokenizer": None,
+        "model": {
+            "type": "SentencePieceUnigram" if kind == "unigram" else "SentencePieceBPE",
             "vocab": [[p, s] for p, s in zip(pieces, legacy.scores)],
             "piece_types": list(types),
             "unk_id": unk_id,
-            "byte_fallback": byte_fallback,
-        }
-    else:
-        model = _bpe_model(
-            pieces,
-            _merges_by_score(pieces, legacy.scores, types),
-            unk_token=pieces[unk_id],
-            fuse_unk=True,  # sentencepiece reports a run of unknown characters as one piece
-            byte_fallback=byte_fallback,
-        )
-    if normalizer is None:
-        normalizer = {
-            "type": "Sequence",
-            "normalizers": [
-                {"type": "Prepend", "prepend": _SPACE},
-                {"type": "Replace", "pattern": {"String": " "}, "content": _SPACE},
-            ],
-        }
-    # sentencepiece decodes control pieces to nothing and the unknown piece to " ⁇ ". The
-    # patterns match whole tokens only; the anchors are lookarounds because ^ and $ differ
-    # between Oniguruma (HF) and Python around line breaks.
-    control = [_regex_escape(pieces[i]) for i, t in enumerate(types) if t == CONTROL]
-    decoders: list[dict[str, Any]] = []
-    if control:
-        decoders.append({"type": "Replace", "pattern": {"Regex": _whole("|".join(control))}, "content": ""})
-    decoders += [
-        {"type": "Replace", "pattern": {"Regex": _whole(_regex_escape(pieces[unk_id]))}, "content": _UNK_SURFACE},
-        {"type": "Replace", "pattern": {"String": _SPACE}, "content": " "},
-        {"type": "ByteFallback"},
-        {"type": "Fuse"},
-        {"type": "Strip", "content": " ", "start": 1, "stop": 0},
-    ]
-    # USER_DEFINED pieces are never split by sentencepiece: the nearest HF notion is an added
-    # token (matched before normalization; the ▁ prefix then starts each segment again).
-    added = [
-        {"id": i, "content": pieces[i], "special": False, "single_word": False, "lstrip": False,
-         "rstrip": False, "normalized": False}
-        for i, t in enumerate(types)
-        if t == USER_DEFINED
-    ]
-    return {
-        "added_tokens": added,
-        "normalizer": dict(normalizer),
-        "pre_tokenizer": None,
-        "model": model,
-        "decoder": {"type": "Sequence", "decoders": decoders},
+            "byte_fallback": BYTE in types,
+        },
+        "decoder": {
+            "type": "SentencePiece",
+            "control_pieces": [p for p, t in zip(pieces, types) if t == CONTROL],
+            "unk_piece": pieces[unk_id],
+            "unk_surface": _UNK_SURFACE,
+            "byte_fallback": BYTE in types,
+            "add_dummy_prefix": add_dummy_prefix,
+            "remove_extra_whitespaces": remove_extra,
+            "denormalizer": None,
+        },
         "post_processor": _prefix_processor(legacy.prefix_ids, pieces),
     }
-
-
-def _whole(alternatives: str) -> str:
-    return rf"(?<![\s\S])(?:{alternatives})(?![\s\S])"
-
-
-def _regex_escape(text: str) -> str:
-    """Escape ``text`` for an Oniguruma and Python ``regex`` pattern alike."""
-    return "".join("\\" + c if c in r"\^$.|?*+()[]{}-/#&~ " else c for c in text)
 
 
 def _first_ids(tokens: Sequence[str]) -> dict[str, int]:
@@ -479,62 +453,35 @@ def _bpe_model(
     }
 
 
-def _merges_by_score(pieces: list[str], scores: list[float], types: list[int]) -> list[tuple[str, str]]:
-    """Rank merges so that HF's BPE replays sentencepiece's score-driven BPE.
-
-    sentencepiece merges, at each step, the adjacent pair whose concatenation is the
-    highest-scoring piece (the leftmost on ties). Every way to split a piece into two pieces is
-    a merge ranked by that score; equal scores fall back to id, then to the split point.
-    Measured equal to ``sentencepiece`` on Mistral's 32k BPE (whose 15 whitespace-run pieces
-    share one score), corpus and fuzzed whitespace runs alike.
-    """
-    # user-defined pieces are atomic; merging into an UNUSED piece and splitting it back
-    # afterwards, as sentencepiece does, is not modelled (no known model has such pieces)
-    symbols = {p: i for i, (p, t) in enumerate(zip(pieces, types)) if t in (NORMAL, UNUSED)}
-    ranked: list[tuple[float, int, int, str, str]] = []
-    for piece, i in symbols.items():
-        if types[i] != NORMAL:
-            continue
-        for k in range(1, len(piece)):
-            left, right = piece[:k], piece[k:]
-            if left in symbols and right in symbols:
-                ranked.append((-scores[i], i, k, left, right))
-    ranked.sort()
-    return [(left, right) for *_, left, right in ranked]
-
-
 def sentencepiece_normalizer(model_file: str | os.PathLike[str]) -> dict[str, Any]:
-    """The normalizer config that reproduces a SentencePiece ``.model``'s input normalization.
+    """The normalizer config of a SentencePiece ``.model`` (its ``NormalizerSpec``, the trainer's
+    ``treat_whitespace_as_suffix`` and its user-defined pieces), to read a type-0 file with."""
+    from .sentencepiece import normalizer_config
 
-    sentencepiece applies the precompiled rules, then (``remove_extra_whitespaces``) drops
-    leading spaces, collapses runs of spaces and drops trailing ones (``▁`` included, since it
-    strips after escaping), then (``add_dummy_prefix``) puts ``▁`` in front of non-empty text and
-    (``escape_whitespaces``) turns spaces into ``▁``. The anchors are written as lookarounds
-    because Oniguruma's ``^``/``$`` match at every line.
+    proto = _model_proto(Path(model_file))
+    return normalizer_config(
+        proto.normalizer_spec, treat_whitespace_as_suffix=proto.trainer_spec.treat_whitespace_as_suffix,
+        user_defined_symbols=[p.piece for p in proto.pieces if p.type == USER_DEFINED],
+    )
 
-    Needs the optional ``sentencepiece`` and ``protobuf`` packages (for the model's schema).
-    """
-    proto = _load_model_proto(Path(model_file))
-    spec = proto.normalizer_spec
-    if proto.trainer_spec.treat_whitespace_as_suffix:
-        raise FormatError(f"{model_file}: treat_whitespace_as_suffix models are not supported")
-    steps: list[dict[str, Any]] = []
-    if spec.precompiled_charsmap:
-        steps.append(
-            {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(spec.precompiled_charsmap).decode("ascii")}
-        )
-    if spec.remove_extra_whitespaces:
-        trailing = "[ \u2581]" if spec.escape_whitespaces else " "
-        steps += [
-            {"type": "Replace", "pattern": {"Regex": r"(?<![\s\S]) +"}, "content": ""},
-            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
-            {"type": "Replace", "pattern": {"Regex": trailing + r"+(?![\s\S])"}, "content": ""},
-        ]
-    if spec.add_dummy_prefix:
-        steps.append({"type": "Prepend", "prepend": _SPACE if spec.escape_whitespaces else " "})
-    if spec.escape_whitespaces:
-        steps.append({"type": "Replace", "pattern": {"String": " "}, "content": _SPACE})
-    return {"type": "Sequence", "normalizers": steps}
+
+def txt_losses(path: str | os.PathLike[str]) -> list[str]:
+    """What a type-0 ``tokenizer.txt`` does not hold, for ``pymtok info``: beside the
+    ``tokenizer.model`` it was exported from, exactly what differs from that model (see
+    :func:`sentencepiece_txt_losses`); on its own, what the reader had to assume."""
+    p = Path(path)
+    legacy = parse_txt(p)
+    if legacy.type != SENTENCEPIECE:
+        return []
+    model = p.parent / "tokenizer.model"
+    if model.is_file():
+        return sentencepiece_txt_losses(model)
+    return [
+        "normalizer spec not stored: read as add_dummy_prefix=true, remove_extra_whitespaces=false, "
+        "escape_whitespaces=true, no precompiled charsmap, treat_whitespace_as_suffix=false",
+        f"model kind not stored: read off the scores as {_detect_kind(legacy)}",
+        f"unk_surface not stored: read as {_UNK_SURFACE!r}",
+    ]
 
 
 # -- type 1 --------------------------------------------------------------------------------
@@ -642,19 +589,10 @@ def _bpe_config(legacy: LegacyTxt) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def _load_model_proto(path: Path) -> Any:
-    # the schema comes with the sentencepiece package (its generated module needs protobuf)
-    try:
-        from sentencepiece import sentencepiece_model_pb2 as model_pb2
-    except ImportError as exc:
-        raise ImportError(
-            f"reading a SentencePiece .model needs the 'sentencepiece' and 'protobuf' packages ({exc})"
-        ) from None
-    proto = model_pb2.ModelProto()
-    try:
-        proto.ParseFromString(path.read_bytes())
-    except Exception as exc:  # protobuf raises its own DecodeError
-        raise FormatError(f"{path}: not a SentencePiece model ({exc})") from None
+def _model_proto(path: Path) -> Any:
+    from .sentencepiece import parse_model
+
+    proto = parse_model(path.read_bytes(), str(path))
     if not proto.pieces:
         raise FormatError(f"{path}: SentencePiece model has no pieces")
     return proto
@@ -667,12 +605,12 @@ def from_sentencepiece(model_file: str | os.PathLike[str], *, add_bos: bool = Fa
     when ``add_bos`` (the model's ``tokenizer_config.json`` says whether it wants one).
     """
     path = Path(model_file)
-    proto = _load_model_proto(path)
+    proto = _model_proto(path)
     legacy = LegacyTxt(type=SENTENCEPIECE, tokens=[])
     for piece in proto.pieces:
         legacy.tokens.append(piece.piece.encode("utf-8"))
-        legacy.scores.append(float(piece.score))
-        legacy.piece_types.append(int(piece.type))
+        legacy.scores.append(piece.score)
+        legacy.piece_types.append(piece.type)
     legacy.special_ids = [i for i, t in enumerate(legacy.piece_types) if t in (UNKNOWN, CONTROL)]
     spec = proto.trainer_spec
     if 0 <= spec.eos_id < len(legacy.tokens):
@@ -680,6 +618,34 @@ def from_sentencepiece(model_file: str | os.PathLike[str], *, add_bos: bool = Fa
     if add_bos and 0 <= spec.bos_id < len(legacy.tokens):
         legacy.prefix_ids = [spec.bos_id]
     return legacy
+
+
+def sentencepiece_txt_losses(model_file: str | os.PathLike[str], *, add_eos: bool = False) -> list[str]:
+    """What a type-0 ``tokenizer.txt`` written from ``model_file`` loses: every setting of the
+    model that differs from what a type-0 reader has to assume (``read_txt``'s defaults)."""
+    path = Path(model_file)
+    proto = _model_proto(path)
+    legacy = from_sentencepiece(path)
+    norm, trainer = proto.normalizer_spec, proto.trainer_spec
+    lost: list[str] = []
+    if norm.precompiled_charsmap:
+        lost.append(f"normalizer: the precompiled charsmap ({norm.name or 'unnamed'} rules) is dropped")
+    for name, assumed in (("add_dummy_prefix", True), ("remove_extra_whitespaces", False), ("escape_whitespaces", True)):
+        if getattr(norm, name) != assumed:
+            lost.append(f"normalizer: {name}={str(getattr(norm, name)).lower()} is read back as {str(assumed).lower()}")
+    if trainer.treat_whitespace_as_suffix:
+        lost.append("normalizer: treat_whitespace_as_suffix=true is read back as false")
+    detected = "bpe" if _detect_kind(legacy) == "bpe" else "unigram"
+    actual = {1: "unigram", 2: "bpe"}.get(trainer.model_type)
+    if detected != actual:
+        lost.append(f"model: a {actual} model whose scores read back as {detected}")
+    if trainer.unk_surface != _UNK_SURFACE:
+        lost.append(f"decoder: unk_surface {trainer.unk_surface!r} is read back as {_UNK_SURFACE!r}")
+    if proto.denormalizer_spec is not None and proto.denormalizer_spec.precompiled_charsmap:
+        lost.append("decoder: the denormalizer's charsmap is dropped")
+    if add_eos:
+        lost.append("post-processor: the EOS id appended by add_eos (a .txt has only prefix ids)")
+    return lost
 
 
 def from_tiktoken(path: str | os.PathLike[str]) -> LegacyTxt:
@@ -747,8 +713,8 @@ def from_vocab_merges(vocab_json: str | os.PathLike[str], merges_txt: str | os.P
     return legacy
 
 
-def export_txt(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
-    """Write ``out_dir/tokenizer.txt`` for a model folder, choosing the type as MNN's exporter does.
+def legacy_source(model_dir: str | os.PathLike[str]) -> LegacyTxt:
+    """The ``tokenizer.txt`` content for a model folder, its type chosen as MNN's exporter does.
 
     In MNN's order (FORMAT.md §6): a SentencePiece ``tokenizer.model`` (or ``ice_text.model``)
     gives type 0, a ``*.tiktoken`` file type 1, ``merges.txt`` (with ``vocab.json``) type 3, and a
@@ -773,11 +739,17 @@ def export_txt(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str
         legacy = from_bert_vocab(src / "vocab.txt")
     else:
         raise FormatError(
-            f"{src}: nothing to export as tokenizer.txt (no tokenizer.model, *.tiktoken, "
+            f"{src}: nothing to export (no tokenizer.json, tokenizer.model, *.tiktoken, "
             "merges.txt + vocab.json or vocab.txt)"
         )
     if legacy.type != SENTENCEPIECE:
         _header_from_config(legacy, config)
+    return legacy
+
+
+def export_txt(model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> Path:
+    """Write ``out_dir/tokenizer.txt`` for a model folder (the content :func:`legacy_source` picks)."""
+    legacy = legacy_source(model_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return legacy.write(out / "tokenizer.txt")
@@ -803,38 +775,15 @@ def _header_from_config(legacy: LegacyTxt, config: Mapping[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def _mtok_losses(tokenizer: Tokenizer) -> list[str]:
-    """What a ``.mtok`` (MNN layout + pymtok's extension) cannot keep of a legacy pipeline."""
-    model = tokenizer.config.get("model") or {}
-    if model.get("type") == "SentencePieceUnigram":
-        return [
-            "SentencePiece Unigram becomes HF's Unigram: path scores in float64 instead of float32, "
-            "control/unknown/byte pieces become matchable in text, unknown score is min(all scores) - 10",
-        ]
-    return []
+def convert_txt_to_mtok(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], **options: Any) -> Path:
+    """Write ``out_dir/tokenizer.mtok`` for a legacy ``tokenizer.txt`` (``options`` as :func:`read_txt`'s).
 
-
-def convert_txt_to_mtok(
-    path: str | os.PathLike[str], out_dir: str | os.PathLike[str], **options: Any
-) -> tuple[Path, list[str]]:
-    """Write ``out_dir/tokenizer.mtok`` for a legacy ``tokenizer.txt``; return it and what was lost.
-
-    ``options`` are :func:`read_txt`'s. Types 1-3 and SentencePiece BPE convert exactly (their
-    pipelines are plain HF components); SentencePiece Unigram has no exact ``.mtok`` form and is
-    written as HF's Unigram, with the differences listed.
+    Nothing is lost: MNN's tables hold the vocabulary (and merges) and the exactness extension
+    the pipeline built for the file, SentencePiece's components included.
     """
     from .mtok import write_mtok
 
     tok = read_txt(path, **options)
-    lost = _mtok_losses(tok)
-    if lost:
-        config = dict(tok.config)
-        model = dict(config["model"])
-        model["type"] = "Unigram"
-        del model["piece_types"]
-        config["model"] = model
-        tok = Tokenizer.from_config(config, tok.meta)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return write_mtok(tok, out / "tokenizer.mtok"), lost
-
+    return write_mtok(tok, out / "tokenizer.mtok")

@@ -37,6 +37,11 @@ def _normalizer_warnings(cfg: Mapping[str, Any]) -> Iterator[str]:
         yield "normalizer BertNormalizer: MNN keeps format characters (Cf), strips Mc/Me marks too, and lowercases per code point"
     elif kind == "StripAccents":
         yield "normalizer StripAccents: MNN decomposes as well as strips"
+    elif kind == "SentencePiece":
+        yield (
+            "normalizer SentencePiece: MNN gets Llama's stand-in (the charsmap as an NFKC table, a ▁ prefix, spaces as ▁): "
+            "no longest-match charsmap, no whitespace collapsing, no suffix mode, user-defined pieces normalized"
+        )
     elif kind not in (None, "Sequence", "Prepend", "Replace", "Lowercase", "Strip"):
         yield f"normalizer {kind}: not representable in MNN (dropped)"
 
@@ -62,7 +67,9 @@ def _pre_tokenizer_warnings(cfg: Mapping[str, Any]) -> Iterator[str]:
 
 
 def _model_warnings(cfg: Mapping[str, Any]) -> Iterator[str]:
-    if "merges" in cfg:
+    if cfg.get("type") == "SentencePieceBPE":
+        yield "model SentencePieceBPE: MNN runs rank-ordered BPE with merges ranked by score (equal scores by id, not by position)"
+    elif "merges" in cfg:
         if cfg.get("ignore_merges"):
             yield "model BPE ignore_merges: ignored by MNN (whole-word vocabulary hits are re-merged)"
         if cfg.get("unk_token"):
@@ -79,7 +86,9 @@ def _decoder_warnings(cfg: Mapping[str, Any] | None) -> Iterator[str]:
         return
     for c in _walk(cfg):
         kind = c.get("type")
-        if kind in ("BPEDecoder", "CTC"):
+        if kind == "SentencePiece":
+            yield "decoder SentencePiece: MNN gets Llama's stand-in (▁ to space, byte fallback, strip one leading space)"
+        elif kind in ("BPEDecoder", "CTC"):
             yield f"decoder {kind}: MNN writes ByteLevel in its place"
         elif kind == "Strip":
             yield "decoder Strip: MNN strips only the first/last token, once"

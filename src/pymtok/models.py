@@ -774,6 +774,150 @@ class SentencePieceUnigram(Unigram):
         return nodes
 
 
+class SentencePieceBPE(_VocabModel):
+    """The ``sentencepiece`` library's BPE (``bpe_model.cc``): merges chosen by piece score.
+
+    The text is cut into characters (a user-defined piece is one symbol that never merges);
+    then, repeatedly, the adjacent pair whose concatenation is a NORMAL, USER_DEFINED or UNUSED
+    piece with the highest float32 score is merged, the leftmost on ties. An UNUSED result is
+    split back into the two symbols that made it. A symbol that is no piece is the unknown id
+    (a run of them one id), or with byte fallback its ``<0xXX>`` pieces. ``vocab`` and
+    ``piece_types`` are as in :class:`SentencePieceUnigram`.
+
+    >>> m = SentencePieceBPE(vocab=[["<unk>", 0.0], ["a", 0.0], ["b", 0.0], ["ab", -1.0]],
+    ...                      piece_types=[2, 1, 1, 1], unk_id=0)
+    >>> m("abxyb")
+    [3, 0, 2]
+    """
+
+    _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
+
+    def __init__(
+        self,
+        *,
+        vocab: Sequence[Sequence[Any]],
+        piece_types: Sequence[int],
+        unk_id: int,
+        byte_fallback: bool = False,
+    ) -> None:
+        pieces: list[str] = []
+        scores: list[float] = []
+        for i, entry in enumerate(vocab):
+            if len(entry) != 2 or not isinstance(entry[0], str) or not isinstance(entry[1], (int, float)):
+                raise FormatError(f"SentencePieceBPE vocab entry #{i} {entry!r:.80} is not [piece, score]")
+            pieces.append(entry[0])
+            scores.append(float(entry[1]))
+        if not isinstance(piece_types, Sequence) or len(piece_types) != len(pieces):
+            raise FormatError(
+                f"SentencePieceBPE needs one piece type per piece ({len(pieces)}), got {piece_types!r:.80}"
+            )
+        if not isinstance(unk_id, int) or not 0 <= unk_id < len(pieces) or piece_types[unk_id] != self._UNKNOWN:
+            raise FormatError(f"SentencePieceBPE unk_id {unk_id!r} is not the id of an UNKNOWN piece")
+        # sentencepiece keeps two maps and looks the reserved one (control, unknown, byte) up first
+        ids: dict[str, int] = {}
+        symbols: dict[str, int] = {}
+        for i, (piece, kind) in enumerate(zip(pieces, piece_types)):
+            if kind in (self._NORMAL, self._USER_DEFINED, self._UNUSED):
+                symbols.setdefault(piece, i)
+            else:
+                ids.setdefault(piece, i)
+        for piece, i in symbols.items():
+            ids.setdefault(piece, i)
+        super().__init__(ids)
+        self.pieces = pieces
+        self.piece_types = list(piece_types)
+        self.unk_id = unk_id
+        self.byte_fallback = byte_fallback
+        self._symbols = symbols
+        self._scores = list(array("f", scores))  # the library keeps scores as float32
+        self._user = {p for p, t in zip(pieces, piece_types) if t == self._USER_DEFINED}
+        self._user_lengths = sorted({len(p) for p in self._user}, reverse=True)
+
+    def id_to_token(self, id: int) -> str | None:
+        return self.pieces[id] if 0 <= id < len(self.pieces) else None
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.pieces)
+
+    def _split(self, text: str) -> tuple[list[str], list[bool]]:
+        """Characters, or user-defined pieces (longest first), and whether each is frozen."""
+        parts: list[str] = []
+        frozen: list[bool] = []
+        i, n = 0, len(text)
+        lengths, user = self._user_lengths, self._user
+        while i < n:
+            for length in lengths:
+                if text[i : i + length] in user:
+                    parts.append(text[i : i + length])
+                    frozen.append(True)
+                    i += length
+                    break
+            else:
+                parts.append(text[i])
+                frozen.append(False)
+                i += 1
+        return parts, frozen
+
+    def _tokenize(self, piece: str) -> list[int]:
+        parts, frozen = self._split(piece)
+        symbols, scores, types, unused = self._symbols, self._scores, self.piece_types, self._UNUSED
+        n = len(parts)
+        prev = list(range(-1, n - 1))
+        nxt = [*range(1, n), -1]
+        agenda: list[tuple[float, int, int, int]] = []
+        rev_merge: dict[str, tuple[str, str]] = {}
+
+        def push(left: int, right: int) -> None:
+            if left < 0 or right < 0 or frozen[left] or frozen[right]:
+                return
+            merged = parts[left] + parts[right]
+            id = symbols.get(merged)
+            if id is None:
+                return
+            heapq.heappush(agenda, (-scores[id], left, right, len(merged)))
+            if types[id] == unused:
+                rev_merge[merged] = (parts[left], parts[right])
+
+        for i in range(1, n):
+            push(i - 1, i)
+        while agenda:
+            _, left, right, size = heapq.heappop(agenda)
+            if not parts[left] or not parts[right] or len(parts[left]) + len(parts[right]) != size:
+                continue  # stale: one side was merged since
+            parts[left] += parts[right]
+            parts[right] = ""
+            nxt[left] = nxt[right]
+            if nxt[right] >= 0:
+                prev[nxt[right]] = left
+            push(prev[left], left)
+            push(left, nxt[left])
+
+        out: list[int] = []
+        previous_unk = False
+
+        def emit(word: str) -> None:
+            nonlocal previous_unk
+            id = self.vocab.get(word, self.unk_id)
+            if types[id] == unused and word in rev_merge:
+                left, right = rev_merge[word]
+                emit(left)
+                emit(right)
+                return
+            unknown = types[id] == self._UNKNOWN
+            if unknown and self.byte_fallback:
+                out.extend(self.vocab.get(byte_token(b), id) for b in word.encode("utf-8"))
+            elif not (unknown and previous_unk):
+                out.append(id)  # a run of unknown symbols is one unknown piece
+            previous_unk = unknown
+
+        i = 0 if n else -1
+        while i >= 0:
+            emit(parts[i])
+            i = nxt[i]
+        return out
+
+
 def _model_type(cfg: Mapping[str, Any]) -> str:
     kind = cfg.get("type")
     if kind is not None:
@@ -882,6 +1026,13 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
         if kind == "Unigram":
             return Unigram(
                 vocab=vocab,
+                unk_id=cfg.get("unk_id"),
+                byte_fallback=bool(cfg.get("byte_fallback", False)),
+            )
+        if kind == "SentencePieceBPE":
+            return SentencePieceBPE(
+                vocab=vocab,
+                piece_types=cfg.get("piece_types"),
                 unk_id=cfg.get("unk_id"),
                 byte_fallback=bool(cfg.get("byte_fallback", False)),
             )

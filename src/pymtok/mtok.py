@@ -217,15 +217,20 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
             raise FormatError(f"{name}: extension: unigram_scores name ids the model does not have")
         for id, score in overrides:
             model["vocab"][id][1] = score
+        _build_model(cur, model, _prefix_chars(options), index)
+        model_config = {**options, "type": model["type"], "vocab": model["vocab"], **_merges_of(model)}
+        if str(options.get("type")).startswith("SentencePiece"):
+            from .sentencepiece import model_from_mtok
+
+            model_config = model_from_mtok(options, model, name)
         config = {
             "normalizer": extension["normalizer"],
             "pre_tokenizer": extension["pre_tokenizer"],
-            "model": {**options, "type": model["type"], "vocab": model["vocab"], **_merges_of(model)},
+            "model": model_config,
             "decoder": extension["decoder"],
             "post_processor": extension["post_processor"],
             "added_tokens": extension["added_tokens"],
         }
-        _build_model(cur, model, _prefix_chars(options), index)
         for key in _META_FIELDS:
             if key in extension:
                 setattr(meta, key, extension[key])
@@ -991,7 +996,11 @@ def _write_normalizer(out: list[bytes], cfg: Any) -> None:
         out.append(_byte(_N_NONE))
         return
     kind = cfg.get("type", "")
-    if kind in ("NFKC", "Precompiled", "NFKD"):
+    if kind == "SentencePiece":
+        from .sentencepiece import mnn_normalizer
+
+        _write_normalizer(out, mnn_normalizer(cfg))
+    elif kind in ("NFKC", "Precompiled", "NFKD"):
         out += [_byte(_N_TABLE), _norm_table("NFKC")]  # MNN's lossy stand-in for all three
     elif kind == "NFC":
         out += [_byte(_N_TABLE), _norm_table("NFC")]
@@ -1088,6 +1097,10 @@ def _write_model(out: list[bytes], config: Mapping[str, Any], table_scores: Sequ
     if not isinstance(model, Mapping):
         raise FormatError("tokenizer config has no 'model' object")
     kind = _mnn_model_type(model)
+    if kind == "SentencePieceBPE":
+        from .sentencepiece import mnn_bpe_table
+
+        model, kind = mnn_bpe_table(model), "BPE"
     if kind == "BPE":
         vocab = model.get("vocab", {})
         entries = _sorted_vocab(vocab)
@@ -1114,7 +1127,7 @@ def _write_model(out: list[bytes], config: Mapping[str, Any], table_scores: Sequ
             _u32(model.get("max_input_chars_per_word", 100), "WordPiece max_input_chars_per_word"),
         ]
         _write_vocab(out, entries)
-    elif kind == "Unigram":
+    elif kind in ("Unigram", "SentencePieceUnigram"):
         vocab = model.get("vocab", [])
         if not isinstance(vocab, list):
             raise FormatError("Unigram vocab must be a list of [piece, score]")
@@ -1168,7 +1181,11 @@ def _merge_records(vocab: Mapping[str, int], merges: Sequence[Any]) -> bytes:
 
 def _write_decoder(out: list[bytes], cfg: Any) -> None:
     kind = cfg.get("type", "") if isinstance(cfg, Mapping) else None
-    if kind == "ByteFallback":
+    if kind == "SentencePiece":
+        from .sentencepiece import mnn_decoder
+
+        _write_decoder(out, mnn_decoder(cfg))
+    elif kind == "ByteFallback":
         out.append(_byte(_D_BYTE_FALLBACK))
     elif kind == "Metaspace":
         out += [_byte(_D_METASPACE), _pack_str(cfg.get("replacement", "\u2581"), "Metaspace replacement"), _u8(cfg.get("add_prefix_space", True))]
@@ -1339,6 +1356,8 @@ def extension_payload(
     """Compact JSON of everything MNN's layout cannot hold exactly (all but vocab and merges)."""
     model = config.get("model") or {}
     options = {k: v for k, v in model.items() if k not in ("vocab", "merges")}
+    if model.get("type") == "SentencePieceBPE":
+        options["scores"] = [entry[1] for entry in model["vocab"]]  # MNN's BPE table has none
     options["type"] = _mnn_model_type(model)
     payload: dict[str, Any] = {
         "normalizer": config.get("normalizer"),

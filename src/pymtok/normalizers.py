@@ -678,6 +678,192 @@ class Precompiled:
         return None
 
 
+class SentencePiece:
+    """sentencepiece's own normalizer (``normalizer.cc``), configured by its ``NormalizerSpec``.
+
+    At each position, in this order: the longest user-defined piece passes through unchanged;
+    else the longest key of the precompiled charsmap is replaced (keys are byte strings, so this
+    is not HF's ``Precompiled``, which works on grapheme clusters and takes the shortest key);
+    else one character is copied. Then ``remove_extra_whitespaces`` drops leading spaces,
+    collapses runs and drops trailing ones, ``add_dummy_prefix`` puts one space before (or, with
+    ``treat_whitespace_as_suffix``, after) the text, and ``escape_whitespaces`` writes each space
+    as ``▁``.
+
+    >>> SentencePiece(precompiled_charsmap=None, add_dummy_prefix=True, remove_extra_whitespaces=True,
+    ...               escape_whitespaces=True)("  Hello   world ")
+    '▁Hello▁world'
+    """
+
+    _SPACE = "\u2581".encode()
+
+    def __init__(
+        self,
+        *,
+        precompiled_charsmap: str | None,
+        add_dummy_prefix: bool,
+        remove_extra_whitespaces: bool,
+        escape_whitespaces: bool,
+        treat_whitespace_as_suffix: bool = False,
+        user_defined_symbols: list[str] | None = None,
+    ) -> None:
+        self.precompiled_charsmap = precompiled_charsmap
+        self.add_dummy_prefix = _flag("SentencePiece", "add_dummy_prefix", add_dummy_prefix)
+        self.remove_extra_whitespaces = _flag("SentencePiece", "remove_extra_whitespaces", remove_extra_whitespaces)
+        self.escape_whitespaces = _flag("SentencePiece", "escape_whitespaces", escape_whitespaces)
+        self.treat_whitespace_as_suffix = _flag("SentencePiece", "treat_whitespace_as_suffix", treat_whitespace_as_suffix)
+        symbols = user_defined_symbols or []
+        if not all(isinstance(s, str) and s for s in symbols):
+            raise FormatError("normalizer SentencePiece: user_defined_symbols must be non-empty strings")
+        self.user_defined_symbols = list(symbols)
+        self._user = {s.encode("utf-8") for s in symbols}
+        self._user_lengths = sorted({len(s) for s in self._user}, reverse=True)
+        self._units: tuple[int, ...] = ()
+        self._replacements = b""
+        if precompiled_charsmap is not None:
+            self._units, self._replacements = _charsmap_tables(
+                "SentencePiece", _text("SentencePiece", "precompiled_charsmap", precompiled_charsmap)
+            )
+        # per first character: (longest key length within it, its value, trie node after it or -1)
+        self._walks: dict[bytes, tuple[int, int, int]] = {}
+
+    def __call__(self, text: str) -> str:
+        if not text:
+            return text
+        if not self._units and not self._user:
+            return self._plain(text)
+        data = text.encode("utf-8")
+        n, pos = len(data), 0
+        space = self._SPACE if self.escape_whitespaces else b" "
+        if self.remove_extra_whitespaces:
+            while pos < n:
+                piece, used = self._prefix(data, pos)
+                if piece != b" ":
+                    break
+                pos += used
+        if pos == n:
+            return ""
+        out = bytearray()
+        if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
+            out += space
+        previous_space = self.remove_extra_whitespaces
+        while pos < n:
+            piece, used = self._prefix(data, pos)
+            if previous_space:
+                piece = piece.lstrip(b" ")
+            if piece:
+                out += piece.replace(b" ", self._SPACE) if self.escape_whitespaces else piece
+                previous_space = piece.endswith(b" ")
+            pos += used
+            if not self.remove_extra_whitespaces:
+                previous_space = False
+        if self.remove_extra_whitespaces:
+            while out.endswith(space):
+                del out[-len(space):]
+        if self.add_dummy_prefix and self.treat_whitespace_as_suffix:
+            out += space
+        try:
+            return out.decode("utf-8")
+        except UnicodeDecodeError:
+            raise FormatError("normalizer SentencePiece: the charsmap produced text that is not UTF-8") from None
+
+    def _plain(self, text: str) -> str:
+        """The same steps when every character maps to itself (no charsmap, no user pieces)."""
+        if self.remove_extra_whitespaces:
+            text = _SPACE_RUNS.sub(" ", text.lstrip(" "))
+            if not text:
+                return text
+        space = "\u2581" if self.escape_whitespaces else " "
+        if self.escape_whitespaces:
+            text = text.replace(" ", space)
+        if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
+            text = space + text
+        if self.remove_extra_whitespaces:
+            text = text.rstrip(space)
+        if self.add_dummy_prefix and self.treat_whitespace_as_suffix:
+            text += space
+        return text
+
+    def _prefix(self, data: bytes, pos: int) -> tuple[bytes, int]:
+        """``NormalizePrefix``: the normalized text of the input's next unit and its length in bytes."""
+        for length in self._user_lengths:
+            if data[pos : pos + length] in self._user:
+                return data[pos : pos + length], length
+        lead = data[pos]
+        size = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        if self._units:
+            first = data[pos : pos + size]
+            walk = self._walks.get(first)
+            if walk is None:
+                walk = self._walks[first] = self._walk(first, 0, len(first), _unit_offset(self._units[0]))
+            best, value, node = walk
+            if node >= 0 and pos + len(first) < len(data):
+                # a key runs on past this character (a sequence such as a letter and its accent)
+                more, more_value, _ = self._walk(data, pos + len(first), len(data), node)
+                if more:
+                    best, value = len(first) + more, more_value
+            if best:
+                stop = self._replacements.find(b"\0", value)
+                return self._replacements[value : stop if stop >= 0 else len(self._replacements)], best
+        char = data[pos : pos + size]
+        if _sp_valid_utf8(data, pos) != size:
+            return b"\xef\xbf\xbd", 1  # malformed: U+FFFD for one byte, as sentencepiece does
+        return char, size
+
+    def _walk(self, data: bytes, start: int, end: int, node: int) -> tuple[int, int, int]:
+        """darts-clone's common-prefix search over ``data[start:end]`` from ``node``: the longest
+        key's length and value, and the node reached after all of it (-1 if the walk ended)."""
+        units, count = self._units, len(self._units)
+        best = value = 0
+        for i in range(start, end):
+            byte = data[i]
+            node ^= byte
+            if byte == 0 or node >= count or units[node] & 0x800000FF != byte:
+                return best, value, -1
+            unit = units[node]
+            node ^= _unit_offset(unit)
+            if unit & 0x100:
+                if node >= count or units[node] & 0x7FFFFFFF >= len(self._replacements):
+                    raise FormatError("normalizer SentencePiece: a charsmap value points outside its replacements")
+                best, value = i + 1 - start, units[node] & 0x7FFFFFFF
+        return best, value, node
+
+
+_SPACE_RUNS = re.compile(" {2,}")
+
+
+def _sp_valid_utf8(data: bytes, pos: int) -> int:
+    """The length of the valid UTF-8 character at ``pos`` by sentencepiece's ``DecodeUTF8``, or 0."""
+    lead = data[pos]
+    if lead < 0x80:
+        return 1
+    size = 2 if lead & 0xE0 == 0xC0 else 3 if lead & 0xF0 == 0xE0 else 4 if lead & 0xF8 == 0xF0 else 0
+    if not size or pos + size > len(data):
+        return 0
+    char = data[pos : pos + size]
+    try:
+        decoded = char.decode("utf-8")
+    except UnicodeDecodeError:
+        return 0
+    return size if len(decoded) == 1 else 0
+
+
+def _charsmap_tables(component: str, charsmap: str) -> tuple[tuple[int, ...], bytes]:
+    """A base64 ``precompiled_charsmap``'s trie units and replacement bytes, bounds-checked."""
+    try:
+        raw = base64.b64decode(charsmap, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise FormatError(f"normalizer {component}: precompiled_charsmap is not base64 ({exc})") from None
+    if len(raw) <= 4:
+        raise FormatError(f"normalizer {component}: precompiled_charsmap is shorter than its 4-byte trie size")
+    (trie_size,) = struct.unpack_from("<I", raw)
+    unit_count = trie_size // 4
+    if unit_count == 0 or trie_size >= len(raw) or 4 + 4 * unit_count > len(raw):
+        raise FormatError(
+            f"normalizer {component}: trie of {trie_size} bytes does not fit in a {len(raw)}-byte precompiled_charsmap"
+        )
+    return struct.unpack_from(f"<{unit_count}I", raw, 4), raw[4 + trie_size :]
+
+
 class _Memo(dict[str, str]):
     """Results of a ``str -> str`` function, computed on first lookup."""
 
@@ -744,6 +930,7 @@ _TYPES: dict[str, Callable[..., Normalizer]] = {
     "NFC": NFC, "NFD": NFD, "NFKC": NFKC, "NFKD": NFKD, "Lowercase": Lowercase, "Strip": Strip,
     "StripAccents": StripAccents, "Replace": Replace, "Prepend": Prepend,
     "BertNormalizer": BertNormalizer, "Precompiled": Precompiled, "Sequence": Sequence,
+    "SentencePiece": SentencePiece,
 }
 
 

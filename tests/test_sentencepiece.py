@@ -1,0 +1,508 @@
+"""SentencePiece ``.model`` files: read by pymtok's own protobuf reader, exact against ``sentencepiece``.
+
+The oracle is ``sentencepiece.SentencePieceProcessor`` on the same bytes: ``encode`` (with
+``add_bos``/``add_eos``) and ``decode``. Beside the three fixtures, models with the other
+normalizer-spec fields are made by editing a fixture's proto with the package's
+``sentencepiece_model_pb2`` (test-only), and loaded by both sides from the same bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import corpus_chunks, corpus_files, fixture_path
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pymtok
+from pymtok import native
+from pymtok.errors import FormatError
+from pymtok.export import export_report
+from pymtok.mtok import write_mtok
+from pymtok.sentencepiece import parse_model, read_model
+
+spm = pytest.importorskip("sentencepiece")
+model_pb2 = pytest.importorskip("sentencepiece.sentencepiece_model_pb2")
+
+MODELS = ["test_model.model", "botchan_en_bpe_1000.model", "mistral-7b-v0.1.model"]
+KINDS = {"test_model.model": "SentencePieceUnigram", "botchan_en_bpe_1000.model": "SentencePieceBPE",
+         "mistral-7b-v0.1.model": "SentencePieceBPE"}
+DEFAULT_CHUNKS, SLOW_CHUNKS = 300, 2000
+
+
+def model_path(name: str) -> Path:
+    return fixture_path("legacy", "sentencepiece", name)
+
+
+@functools.lru_cache(maxsize=None)
+def chunks(count: int) -> tuple[str, ...]:
+    return tuple(corpus_chunks(count))
+
+
+@functools.lru_cache(maxsize=None)
+def oracle(name: str) -> Any:
+    return spm.SentencePieceProcessor(model_file=str(model_path(name)))
+
+
+def proto_of(name: str) -> Any:
+    proto = model_pb2.ModelProto()
+    proto.ParseFromString(model_path(name).read_bytes())
+    return proto
+
+
+def mismatches(tok: pymtok.Tokenizer, sp: Any, texts: tuple[str, ...], **special: bool) -> list[str]:
+    """Texts whose ids differ; ``special`` are sentencepiece's add_bos/add_eos (pymtok: add_special_tokens)."""
+    on = any(special.values())
+    return [t for t in texts if tok.encode(t, add_special_tokens=on) != sp.encode(t, **special)][:5]
+
+
+def check_model(tok: pymtok.Tokenizer, sp: Any, texts: tuple[str, ...]) -> None:
+    assert mismatches(tok, sp, texts) == []
+    for ids in (sp.encode(t) for t in texts):
+        assert tok.decode(ids) == sp.decode(ids)
+
+
+# -- the fixtures, loaded and exported -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_fixture_loads_exactly(name: str) -> None:
+    tok = pymtok.load(model_path(name))
+    assert type(tok.model).__name__ == KINDS[name]
+    check_model(tok, oracle(name), chunks(DEFAULT_CHUNKS))
+    assert tok.encode("", add_special_tokens=False) == oracle(name).encode("") == []
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize(("bos", "eos"), [(True, False), (False, True), (True, True)])
+def test_bos_and_eos(name: str, bos: bool, eos: bool) -> None:
+    tok = read_model(model_path(name), add_bos=bos, add_eos=eos)
+    texts = chunks(DEFAULT_CHUNKS)[:100] + ("", " ")
+    assert mismatches(tok, oracle(name), texts, add_bos=bos, add_eos=eos) == []
+    assert [tok.encode(t, add_special_tokens=False) for t in texts] == [oracle(name).encode(t) for t in texts]
+    assert tok.meta.prefix_ids == ([oracle(name).bos_id()] if bos else [])
+    assert tok.meta.stop_ids == [oracle(name).eos_id()]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_export_then_load_is_exact(name: str, tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    folder.mkdir()
+    shutil.copy(model_path(name), folder / "tokenizer.model")
+    (folder / "tokenizer_config.json").write_text('{"add_bos_token": true, "add_eos_token": true}')
+    from_folder = pymtok.load(folder)
+    path, lost = export_report(folder, tmp_path / "out")
+    assert path == tmp_path / "out" / "tokenizer.mtok" and lost == []
+    exported = pymtok.load(path)
+    assert type(exported.model).__name__ == KINDS[name]
+    assert exported.config["normalizer"] == from_folder.config["normalizer"]
+    assert exported.config["decoder"] == from_folder.config["decoder"]
+    sp, texts = oracle(name), chunks(DEFAULT_CHUNKS)
+    for tok in (from_folder, exported):
+        assert mismatches(tok, sp, texts, add_bos=True, add_eos=True) == []
+        check_model(tok, sp, texts)
+    # what was read back writes the same file again
+    assert write_mtok(exported, tmp_path / "again.mtok").read_bytes() == path.read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", MODELS)
+def test_fixture_and_export_on_2000_chunks(name: str, tmp_path: Path) -> None:
+    sp, texts = oracle(name), chunks(SLOW_CHUNKS)
+    with_specials = read_model(model_path(name), add_bos=True, add_eos=True)
+    assert mismatches(with_specials, sp, texts, add_bos=True, add_eos=True) == []
+    exported = pymtok.load(export_report(model_path(name), tmp_path)[0])
+    check_model(exported, sp, texts)
+    check_model(pymtok.load(model_path(name)), sp, texts)
+
+
+def test_native_core_declines_what_it_cannot_reproduce() -> None:
+    """The C core has no SentencePiece normalizer or score-driven BPE: the pure path runs."""
+    for name in MODELS:
+        tok = pymtok.load(model_path(name))
+        assert tok._native_segment is None and tok._native_text is None
+        assert type(tok.normalizer).__module__ == "pymtok.normalizers"
+    assert native.accelerate(tok) is None
+
+
+def test_txt_export_lists_its_losses(tmp_path: Path) -> None:
+    path, lost = export_report(model_path("botchan_en_bpe_1000.model"), tmp_path, format="txt")
+    assert path.name == "tokenizer.txt"
+    assert any("charsmap" in item for item in lost) and any("remove_extra_whitespaces" in item for item in lost)
+    with pytest.warns(UserWarning, match="not exact"):
+        pymtok.export(model_path("test_model.model"), tmp_path / "t", format="txt")
+    # mistral's spec is the one a type-0 file assumes: nothing lost, and the file is exact
+    path, lost = export_report(model_path("mistral-7b-v0.1.model"), tmp_path / "m", format="txt")
+    assert lost == []
+    assert mismatches(pymtok.load(path), oracle("mistral-7b-v0.1.model"), chunks(DEFAULT_CHUNKS)[:150]) == []
+    # what was lost is real: the botchan .txt differs from sentencepiece on real text
+    txt = pymtok.load(tmp_path / "tokenizer.txt")
+    assert mismatches(txt, oracle("botchan_en_bpe_1000.model"), chunks(DEFAULT_CHUNKS))
+
+
+# -- Hypothesis strings ----------------------------------------------------------------------
+
+# whitespace of every kind, NFKC-sensitive characters (ligatures, full-width, compatibility
+# forms, combining marks), text of control pieces, ▁ itself, and characters only byte
+# fallback can encode
+_ALPHABET = list(" \t\n\r\u3000\u00a0\u2581\u200b") + list("ﬁﬂ①Ａｂ㌔ｶﾞ\u0301e\u0308Å") + list("ab-.,'") + [
+    "<s>", "</s>", "<unk>", "<pad>", "\U0001f600", "\u4e0d", "\ud55c", "\u0e01", "\x00", "\x7f",
+]
+
+
+def _texts() -> st.SearchStrategy[str]:
+    return st.lists(st.sampled_from(_ALPHABET) | st.text(max_size=3), max_size=24).map("".join)
+
+
+@functools.lru_cache(maxsize=None)
+def loaded(name: str) -> pymtok.Tokenizer:
+    return pymtok.load(model_path(name))
+
+
+@pytest.mark.parametrize("name", MODELS)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_texts())
+def test_hypothesis_strings(name: str, text: str) -> None:
+    tok, sp = loaded(name), oracle(name)
+    ids = sp.encode(text)
+    assert tok.encode(text, add_special_tokens=False) == ids
+    assert tok.decode(ids) == sp.decode(ids)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_decode_of_arbitrary_ids(name: str) -> None:
+    """Control, unknown and byte pieces (invalid UTF-8 included) anywhere, as sentencepiece decodes them."""
+    tok, sp = pymtok.load(model_path(name)), oracle(name)
+    rng = random.Random(7)
+    n = sp.get_piece_size()
+    special = [i for i in range(n) if sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i)]
+    for _ in range(300):
+        ids = [rng.choice(special) if rng.random() < 0.4 else rng.randrange(n) for _ in range(rng.randrange(12))]
+        assert tok.decode(ids) == sp.decode(ids), ids
+
+
+# -- models with the other spec fields, edited from the fixtures ------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def trained_charsmap(rule: str) -> bytes:
+    """The precompiled charsmap sentencepiece's trainer writes for ``rule``."""
+    f = io.BytesIO()
+    lines = corpus_files()[0][1].splitlines()[:500]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines), model_writer=f, vocab_size=120, normalization_rule_name=rule,
+        minloglevel=3, hard_vocab_limit=False,
+    )
+    proto = model_pb2.ModelProto()
+    proto.ParseFromString(f.getvalue())
+    return bytes(proto.normalizer_spec.precompiled_charsmap)
+
+
+def _spec(field: str, value: Any) -> Callable[[Any], None]:
+    def edit(proto: Any) -> None:
+        target = proto.trainer_spec if field == "treat_whitespace_as_suffix" else proto.normalizer_spec
+        setattr(target, field, value)
+
+    return edit
+
+
+def _charsmap(rule: str) -> Callable[[Any], None]:
+    def edit(proto: Any) -> None:
+        proto.normalizer_spec.name = rule
+        proto.normalizer_spec.precompiled_charsmap = trained_charsmap(rule) if rule != "identity" else b""
+
+    return edit
+
+
+def _retype(kind: int, pieces: list[str]) -> Callable[[Any], None]:
+    def edit(proto: Any) -> None:
+        by_text = {p.piece: p for p in proto.pieces}
+        for text in pieces:
+            if text in by_text:
+                by_text[text].type = kind
+            else:
+                proto.pieces.add(piece=text, score=0.0, type=kind)
+
+    return edit
+
+
+def _unused_frequent(proto: Any) -> None:
+    """Mark some multi-character pieces UNUSED: BPE merges into them and splits them back."""
+    normal = [p for p in proto.pieces if p.type == 1 and len(p.piece) > 2]
+    for p in normal[:40:3]:
+        p.type = 5
+
+
+USER = _retype(4, ["\u2581the", "ing", "<tag>", "a b", "\U0001f600", "12"])
+EDITS: dict[str, list[Callable[[Any], None]]] = {
+    "suffix": [_spec("treat_whitespace_as_suffix", True)],
+    "suffix_no_prefix": [_spec("treat_whitespace_as_suffix", True), _spec("add_dummy_prefix", False)],
+    "no_escape": [_spec("escape_whitespaces", False)],
+    "no_escape_keep_spaces": [_spec("escape_whitespaces", False), _spec("remove_extra_whitespaces", False)],
+    "keep_spaces": [_spec("remove_extra_whitespaces", False)],
+    "no_dummy_prefix": [_spec("add_dummy_prefix", False)],
+    "no_prefix_keep_spaces": [_spec("add_dummy_prefix", False), _spec("remove_extra_whitespaces", False)],
+    "user_defined": [USER],
+    "user_defined_keep_spaces": [USER, _spec("remove_extra_whitespaces", False)],
+    "unused": [_unused_frequent],
+    "nfkc_cf": [_charsmap("nfkc_cf")],
+    "nfkc": [_charsmap("nfkc")],
+    "identity": [_charsmap("identity")],
+    "control_text": [_retype(3, ["<ctl>", "\u2581a"])],
+    "unk_surface": [lambda p: setattr(p.trainer_spec, "unk_surface", "[?]")],
+    "denormalizer": [lambda p: _denormalizer(p, "nfkc_cf")],
+}
+
+
+def _denormalizer(proto: Any, rule: str) -> None:
+    """A denormalizer spec as the trainer writes one (its rules, no whitespace handling)."""
+    spec = proto.denormalizer_spec
+    spec.name, spec.precompiled_charsmap = rule, trained_charsmap(rule)
+    spec.add_dummy_prefix = spec.remove_extra_whitespaces = spec.escape_whitespaces = False
+
+
+@functools.lru_cache(maxsize=None)
+def edited(base: str, edit: str) -> bytes:
+    proto = proto_of(base)
+    for step in EDITS[edit]:
+        step(proto)
+    return proto.SerializeToString()
+
+
+_EDIT_TEXTS = (
+    "Hello  world ", "  the thing is\tthat ", "a b", "x<tag>y the<tag>", "ﬁne Ｆｕｌｌ　ｗｉｄｔｈ ＡＢＣ",
+    "Straße ΣΑΣ İstanbul", "\U0001f600 12 ing", "▁lead ▁▁ trail▁", "", " ", "<ctl> <s> </s> <unk>",
+    "e\u0301 \u00e9", "\u4e0d\u662f 한국어 \u0e01", "tab\tand\nnew\r\nline",
+)
+
+
+@pytest.mark.parametrize("base", ["botchan_en_bpe_1000.model", "test_model.model"])
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_edited_models(base: str, edit: str, tmp_path: Path) -> None:
+    data = edited(base, edit)
+    path = tmp_path / "edited.model"
+    path.write_bytes(data)
+    sp = spm.SentencePieceProcessor(model_proto=data)
+    texts = _EDIT_TEXTS + chunks(DEFAULT_CHUNKS)[:60]
+    tok = pymtok.load(path)
+    check_model(tok, sp, texts)
+    exported = pymtok.load(export_report(path, tmp_path / "out")[0])
+    check_model(exported, sp, texts)
+    rng = random.Random(edit)
+    n = sp.get_piece_size()
+    for _ in range(100):
+        ids = [rng.randrange(n) for _ in range(rng.randrange(8))]
+        assert tok.decode(ids) == sp.decode(ids), ids
+
+
+@pytest.mark.parametrize("edit", ["suffix", "keep_spaces", "user_defined", "nfkc_cf", "no_escape", "unused"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=_texts())
+def test_edited_models_hypothesis(edit: str, text: str) -> None:
+    for base in ("botchan_en_bpe_1000.model", "test_model.model"):
+        data = edited(base, edit)
+        tok, sp = _loaded(data), _sp(data)
+        assert tok.encode(text, add_special_tokens=False) == sp.encode(text), (base, text)
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded(data: bytes) -> pymtok.Tokenizer:
+    from pymtok.sentencepiece import tokenizer_config
+
+    return pymtok.Tokenizer.from_config(tokenizer_config(parse_model(data)))
+
+
+@functools.lru_cache(maxsize=None)
+def _sp(data: bytes) -> Any:
+    return spm.SentencePieceProcessor(model_proto=data)
+
+
+def test_byte_fallback_user_defined_model(tmp_path: Path) -> None:
+    """Mistral (byte fallback, identity) with user-defined pieces and whitespace collapsing."""
+    proto = proto_of("mistral-7b-v0.1.model")
+    USER(proto)
+    proto.normalizer_spec.remove_extra_whitespaces = True
+    data = proto.SerializeToString()
+    path = tmp_path / "m.model"
+    path.write_bytes(data)
+    check_model(pymtok.load(path), spm.SentencePieceProcessor(model_proto=data), _EDIT_TEXTS + chunks(DEFAULT_CHUNKS)[:100])
+
+
+# -- the wire-format reader ------------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not out[-1] & 0x80:
+            return bytes(out)
+
+
+def test_reader_matches_protobuf() -> None:
+    for name in MODELS:
+        ours, theirs = parse_model(model_path(name).read_bytes()), proto_of(name)
+        assert [(p.piece, p.score, p.type) for p in ours.pieces] == [(p.piece, p.score, p.type) for p in theirs.pieces]
+        for field in ("model_type", "unk_id", "bos_id", "eos_id", "pad_id", "byte_fallback", "treat_whitespace_as_suffix",
+                      "unk_piece", "bos_piece", "eos_piece", "unk_surface"):
+            assert getattr(ours.trainer_spec, field) == getattr(theirs.trainer_spec, field), field
+        for field in ("name", "precompiled_charsmap", "add_dummy_prefix", "remove_extra_whitespaces", "escape_whitespaces"):
+            assert getattr(ours.normalizer_spec, field) == getattr(theirs.normalizer_spec, field), field
+
+
+def _top_level_boundaries(data: bytes) -> list[int]:
+    """The offset after each top-level field and after each field inside the first pieces."""
+    out, pos = [], 0
+    while pos < len(data):
+        tag_end = pos
+        while data[tag_end] & 0x80:
+            tag_end += 1
+        pos = tag_end + 1
+        length, shift = 0, 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        out += [tag_end + 1, pos, pos + length // 2]
+        pos += length
+        out.append(pos)
+    return out
+
+
+@pytest.mark.parametrize("name", ["test_model.model", "botchan_en_bpe_1000.model"])
+def test_truncations(name: str) -> None:
+    """A truncated file is a FormatError, or (cut between fields) a smaller valid model read as
+    sentencepiece reads it."""
+    data = model_path(name).read_bytes()
+    rng = random.Random(1)
+    cuts = sorted(set(_top_level_boundaries(data)[:400] + _top_level_boundaries(data)[-40:]
+                      + [rng.randrange(len(data)) for _ in range(200)] + list(range(0, 40))))
+    for cut in cuts:
+        piece = data[:cut]
+        try:
+            config = parse_model(piece)
+            tok = _config_or_error(piece)
+        except FormatError:
+            continue
+        assert config is not None
+        if tok is None:
+            continue
+        try:
+            sp = spm.SentencePieceProcessor(model_proto=piece)
+        except (RuntimeError, OSError):
+            continue  # sentencepiece refuses what pymtok accepts: only a smaller model, checked above
+        for text in ("Hello  world", " a-b ", "ﬁ ①"):
+            assert tok.encode(text, add_special_tokens=False) == sp.encode(text), (cut, text)
+
+
+def _config_or_error(data: bytes) -> pymtok.Tokenizer | None:
+    from pymtok.sentencepiece import tokenizer_config
+
+    try:
+        return pymtok.Tokenizer.from_config(tokenizer_config(parse_model(data)))
+    except FormatError:
+        return None
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_bit_flips_never_crash(name: str) -> None:
+    data = bytearray(model_path(name).read_bytes())
+    rng = random.Random(name)
+    # flips in the pieces, the specs and the charsmap alike; every tenth file is also built
+    # and run. Reading Mistral's 32k pieces is what costs: fewer rounds there, same structure.
+    rounds = 40 if len(data) > 300_000 else 300
+    for round in range(rounds):
+        flipped = bytearray(data)
+        for _ in range(rng.randrange(1, 4)):
+            at = rng.randrange(len(flipped)) if rng.random() < 0.5 else rng.randrange(min(len(flipped), 4000))
+            flipped[at] ^= 1 << rng.randrange(8)
+        try:
+            config = _config(bytes(flipped))
+            if round % 10:
+                continue
+            tok = pymtok.Tokenizer.from_config(config)
+            for text in ("Hello  world", "ﬁ ① 한국어 \U0001f600", ""):
+                tok.decode(tok.encode(text))
+        except FormatError:
+            pass
+
+
+def _config(data: bytes) -> dict[str, Any]:
+    from pymtok.sentencepiece import tokenizer_config
+
+    return tokenizer_config(parse_model(data))
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\x0a" + _varint(1 << 40), "runs past the end"),
+        (b"\x0a\x05\x0a\x03ab", "runs past the end"),
+        (b"\x0a" + b"\xff" * 11, "longer than 64 bits"),
+        (b"\x0a\x80", "runs past the end"),
+        (b"\x00\x00", "not a protobuf field number"),
+        (b"\x0b", "wire type 3"),
+        (b"\x0a\x02\x15\x00", "4-byte float"),
+        (b"\x0a\x03\x0a\x01\xff", "not UTF-8"),
+        (b"\x0a\x02\x18\x09", "not a SentencePiece type"),
+        (b"\x0a\x02\x10\x01", "wire type varint, expected 32-bit"),
+        (b"\x12\x02\x18\x80", "TrainerSpec.model_type: varint runs past the end of its message"),
+        (b"\x1a" + _varint(1 << 62), "runs past the end"),
+    ],
+)
+def test_corrupt_bytes_name_field_and_offset(data: bytes, message: str) -> None:
+    with pytest.raises(FormatError, match=message) as info:
+        parse_model(data, "bad.model")
+    assert "bad.model: byte " in str(info.value)
+
+
+def test_models_sentencepiece_refuses_are_refused(tmp_path: Path) -> None:
+    proto = proto_of("botchan_en_bpe_1000.model")
+    proto.pieces[0].type = 1  # no UNKNOWN piece left
+    with pytest.raises(FormatError, match="UNKNOWN"):
+        _config(proto.SerializeToString())
+    proto = proto_of("botchan_en_bpe_1000.model")
+    proto.pieces.add(piece=proto.pieces[10].piece, score=0.0, type=1)
+    with pytest.raises(FormatError, match="already defined"):
+        _config(proto.SerializeToString())
+    proto = proto_of("mistral-7b-v0.1.model")
+    proto.pieces[3].type = 1
+    with pytest.raises(FormatError, match="256 byte pieces"):
+        _config(proto.SerializeToString())
+    proto = proto_of("botchan_en_bpe_1000.model")
+    proto.trainer_spec.model_type = 3
+    with pytest.raises(FormatError, match="WORD"):
+        _config(proto.SerializeToString())
+    path = tmp_path / "x.model"
+    path.write_bytes(b"\x0a\x05\x0a\x03ab")
+    with pytest.raises(FormatError, match="x.model"):
+        pymtok.load(path)
+
+
+def test_folder_files_beside_the_model(tmp_path: Path) -> None:
+    """tokenizer_config.json, special_tokens_map.json and generation_config.json beside tokenizer.model."""
+    shutil.copy(model_path("mistral-7b-v0.1.model"), tmp_path / "tokenizer.model")
+    bare = pymtok.load(tmp_path)
+    assert bare.encode("Hi") == oracle("mistral-7b-v0.1.model").encode("Hi")  # no config: neither BOS nor EOS
+    assert (bare.special_ids, bare.stop_ids, bare.prefix_ids) == ([0, 1, 2], [2], [])
+    (tmp_path / "tokenizer_config.json").write_text(
+        '{"add_bos_token": true, "add_eos_token": false, "chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"}'
+    )
+    (tmp_path / "special_tokens_map.json").write_text('{"pad_token": "<unk>", "bos_token": "<s>"}')
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": [2, 13]}')
+    tok = pymtok.load(tmp_path)
+    assert tok.encode("Hi") == oracle("mistral-7b-v0.1.model").encode("Hi", add_bos=True)
+    assert (tok.prefix_ids, tok.stop_ids) == ([1], [2, 13])
+    assert tok.meta.special_tokens["pad_token"] == "<unk>" and tok.meta.special_tokens["eos_token"] == "</s>"
+    assert tok.apply_chat_template([{"role": "user", "content": "Hi"}]) == "<s>Hi"
