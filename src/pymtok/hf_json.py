@@ -172,6 +172,9 @@ def derive_meta(
         special_tokens=special_tokens_from_config(tokenizer_config),
         clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
         decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
+        extra_special_tokens=[text for text in (token_text(t) for t in extra) if text is not None],
+        model_max_length=max_length if type(max_length := tokenizer_config.get("model_max_length")) is int else None,
+        split_special_tokens=tokenizer_config.get("split_special_tokens") is True,
     )
 
 
