@@ -80,7 +80,9 @@ def tokenizer_config(tokenizer: Tokenizer) -> dict[str, Any]:
     """``tokenizer_config.json`` for ``tokenizer``: what transformers needs beside the pipeline
     to give the same prompts and decoded text (its class reads ``tokenizer.json`` as it is)."""
     meta = tokenizer.meta
-    out: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast"}
+    # CLIP's decode turns the end-of-word suffix into spaces in transformers' class only
+    klass = "CLIPTokenizer" if meta.decode_suffix_as_space else "PreTrainedTokenizerFast"
+    out: dict[str, Any] = {"tokenizer_class": klass}
     for key, text in meta.special_tokens.items():
         if key.endswith("_token"):
             out[key] = text

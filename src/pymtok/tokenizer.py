@@ -503,7 +503,8 @@ class Tokenizer:
     def token_byte_values(self) -> list[bytes]:
         """The bytes of every model token (added tokens left out), sorted, as tiktoken gives them."""
         self._need_byte_level("token_byte_values")
-        return sorted(_token_bytes(token) for token in self.model.get_vocab())
+        added = self.added.by_id
+        return sorted(_token_bytes(token) for token, id in self.model.get_vocab().items() if id not in added)
 
     @property
     def n_vocab(self) -> int:
