@@ -669,14 +669,23 @@ def _unpickle_config(config: dict[str, Any], meta: TokenizerMeta) -> Tokenizer:
     return Tokenizer.from_config(config, meta)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
     """``value`` with every Mapping a dict and every sequence (a ``.mtok``'s merges) a list."""
-    if isinstance(value, (str, bytes, int, float)) or value is None:
+    if type(value) in _SCALARS:
         return value
+    # scalars are taken inline and plain containers tested by type first: a vocabulary and its
+    # merges are hundreds of thousands of them, and the ABC checks below cost more than the copy
+    if type(value) is list or type(value) is tuple:
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (Sequence, models.IndexedMerges)):
-        return [_plain(v) for v in value]
+        return {k: v if type(v) in _SCALARS else _plain(v) for k, v in value.items()}
+    if isinstance(value, models.IndexedMerges):
+        value = value[:]  # one list, not an indexing call per merge
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
     raise TypeError(f"config holds a {type(value).__name__}, which has no JSON form")
 
 
