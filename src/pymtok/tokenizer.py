@@ -6,6 +6,7 @@ here by ``Tokenizer.from_config``; nothing else constructs a pipeline.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import operator
 import os
@@ -113,8 +114,11 @@ def _file_digest(path: str, size: int) -> bytes | None:
     try:
         if not os.path.isfile(path) or os.path.getsize(path) != size:
             return None
+        digest = hashlib.sha256()
         with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").digest()
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        return digest.digest()
     except OSError:
         return None
 
@@ -273,7 +277,7 @@ class Tokenizer:
             raise ValueError(f"{what}: {unknown[:5]!r} are not added tokens of this tokenizer")
         return out
 
-    @property
+    @functools.cached_property
     def _special_id_set(self) -> frozenset[int]:
         return frozenset(self.added.ids[t] for t in self.added.special)
 
