@@ -23,7 +23,7 @@ from pymtok import legacy
 from pymtok.cli import main as cli_main
 from pymtok.errors import FormatError
 
-CHUNKS = 60
+CHUNKS = 40
 TEMPLATED = {"chatglm3-6b", "deepseek-v3", "gemma-v1", "llama3", "phi-3-mini", "qwen3"}
 REMOTE_CODE = {"chatglm3-6b"}  # AutoTokenizer needs remote code the fixture lacks
 CONVERSATIONS: list[list[dict[str, str]]] = [
@@ -71,7 +71,7 @@ def ids_of(tok: Any, texts: tuple[str, ...] | list[str]) -> list[list[int]]:
 # -- pickle, deepcopy, spawn -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["qwen3", "t5-small", "all-minilm-l6-v2", "mistral-7b-v0.1"])
+@pytest.mark.parametrize("name", ["t5-small", "all-minilm-l6-v2", "mistral-7b-v0.1"])
 def test_pickle_and_deepcopy_keep_the_ids(name: str, exported: Any) -> None:
     expected = [hf_tokenizer(name).encode(t).ids for t in chunks()]
     for tok in (pymtok.load(fixture_path("tokenizers", name)), pymtok.load(exported(name))):
@@ -90,22 +90,23 @@ def test_legacy_txt_pickles() -> None:
 
 
 def test_meta_changes_after_load_come_along(tmp_path: Path) -> None:
-    tok = pymtok.load(fixture_path("tokenizers", "qwen3"))
+    tok = pymtok.load(fixture_path("tokenizers", "phi-3-mini"))
     tok.set_chat_template("{{ messages[0]['content'] }}!")
     tok.split_special_tokens = True
     again = pickle.loads(pickle.dumps(tok))
     assert again.apply_chat_template([{"role": "user", "content": "hi"}]) == "hi!"
-    assert again.encode("<|im_end|>") == tok.encode("<|im_end|>") != [151645]
+    assert again.encode("<|end|>", add_special_tokens=False) == tok.encode("<|end|>", add_special_tokens=False)
+    assert len(again.encode("<|end|>", add_special_tokens=False)) > 1
 
 
 def test_a_mtok_pickles_as_its_path_while_the_file_holds_its_bytes(exported: Any, tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.mtok"
-    shutil.copyfile(exported("qwen3"), path)
+    shutil.copyfile(exported("all-minilm-l6-v2"), path)
     size = path.stat().st_size
     tok = pymtok.load(path)
     ids = ids_of(tok, chunks()[:30])
     by_path = pickle.dumps(tok)
-    assert len(by_path) < 20_000  # a path, a digest and the meta (chat template) ...
+    assert len(by_path) < 2_000  # a path, a digest and the meta ...
     assert ids_of(pickle.loads(by_path), chunks()[:30]) == ids
     # ... until the file changes: then the tokenizer pickles as the bytes it was read from
     moved = tmp_path / "moved.mtok"
@@ -170,7 +171,7 @@ def test_mnn_exported_files_go_back_to_tokenizer_json(name: str) -> None:
         assert hf.encode(text).ids == tok.encode(text)
 
 
-@pytest.mark.parametrize("name", ["llama3", "t5-small", "all-minilm-l6-v2"])
+@pytest.mark.parametrize("name", ["roberta-base", "t5-small", "all-minilm-l6-v2"])
 def test_save_mtok_round_trips(name: str, exported: Any, tmp_path: Path) -> None:
     tok = pymtok.load(exported(name))
     again = pymtok.load(tok.save(tmp_path / "tokenizer.mtok"))
@@ -205,7 +206,7 @@ def test_save_pretrained_loads_in_transformers(name: str, exported: Any, tmp_pat
         assert saved.encode(text) == expected
         assert saved.encode(text, add_special_tokens=False) == oracle.encode(text, add_special_tokens=False).ids
     original = transformers_from(fixture_path("tokenizers", name), remote_code=name in REMOTE_CODE)
-    for text in chunks()[:30]:
+    for text in chunks()[:15]:
         ids = oracle.encode(text).ids
         assert saved.decode(ids) == tok.decode(ids)
         assert saved.decode(ids, skip_special_tokens=True) == tok.decode(ids, skip_special_tokens=True)

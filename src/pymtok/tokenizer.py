@@ -418,6 +418,9 @@ class Tokenizer:
         """The vocabulary with the added tokens, as ``len()`` of a transformers tokenizer."""
         return self.vocab_size
 
+    def __bool__(self) -> bool:
+        return True  # a tokenizer is never falsy for having an empty vocabulary (``__len__``)
+
     def convert_ids_to_tokens(self, ids: Any, skip_special_tokens: bool = False) -> Any:
         """transformers' ``convert_ids_to_tokens``: one id gives its token (or None), a sequence a
         list; ``skip_special_tokens`` leaves out ``all_special_ids``."""
