@@ -160,7 +160,7 @@ def cl100k_texts() -> list[str]:
         {"disallowed_special": "all"},
         {"allowed_special": {"<|endoftext|>"}},
     ],
-    ids=repr,
+    ids=lambda kwargs: ",".join(f"{k}={sorted(v) if isinstance(v, set) else v}" for k, v in kwargs.items()),
 )
 def test_allowed_and_disallowed_special_match_tiktoken(cl100k_pair: tuple[pymtok.Tokenizer, Any], kwargs: dict[str, Any]) -> None:
     tok, enc = cl100k_pair
