@@ -175,15 +175,22 @@ class AddedVocabulary:
             return None
         return self._normalized_form.get(id, token.content)
 
-    def split(self, text: str, normalizer: Callable[[str], str] | None) -> list[Segment]:
-        """Cut ``text`` into added tokens and normalized text segments for the model."""
+    def split(
+        self, text: str, normalizer: Callable[[str], str] | None, skip: frozenset[int] = frozenset()
+    ) -> list[Segment]:
+        """Cut ``text`` into added tokens and normalized text segments for the model.
+
+        Tokens whose id is in ``skip`` are still matched but then left in the text, as HF's
+        ``encode_special_tokens`` leaves them: a shorter token inside a skipped match does not
+        match there either.
+        """
         out: list[Segment] = []
-        for piece, offset, id in self._find(text, 0, self._raw):
+        for piece, offset, id in self._find(text, 0, self._raw, skip):
             if id is not None:
                 out.append((piece, offset, id))
                 continue
             normalized = normalizer(piece) if normalizer is not None else piece
-            out.extend(self._find(normalized, offset, self._norm))
+            out.extend(self._find(normalized, offset, self._norm, skip))
         return out
 
     def split_aligned(
@@ -205,11 +212,17 @@ class AddedVocabulary:
                 out.append((sub, sub_offset, spans[at : at + len(sub)], sub_id))
         return out
 
+    def find_special(self, text: str, contents: frozenset[str]) -> str | None:
+        """The leftmost (then longest) of ``contents`` that occurs in ``text``, or None."""
+        found = _literal_matcher(contents).search(text) if contents else None
+        return found.group() if found is not None else None
+
     def _find(
         self,
         text: str,
         base: int,
         matcher: tuple[regex.Pattern[str], dict[str, int]] | None,
+        skip: frozenset[int] = frozenset(),
     ) -> list[Segment]:
         if matcher is None or not text:
             return [(text, base, None)]
@@ -219,6 +232,8 @@ class AddedVocabulary:
         for m in pattern.finditer(text):
             start, stop = m.span()
             id = table[m.group()]
+            if id in skip:
+                continue
             token = self.by_id[id]
             if token.single_word and (
                 (start > 0 and _word_char().match(text, start - 1))
@@ -237,3 +252,8 @@ class AddedVocabulary:
         if done < len(text):
             out.append((text[done:], base + done, None))
         return out
+
+
+@functools.lru_cache(maxsize=16)
+def _literal_matcher(contents: frozenset[str]) -> regex.Pattern[str]:
+    return regex.compile(_trie_pattern(contents))

@@ -340,6 +340,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from .legacy import convert_txt_to_mtok
 
+    if args.to == "json":
+        for written in _load(args.file).save_pretrained(Path(args.output)):
+            print(f"wrote {written}")
+        return 0
     path = convert_txt_to_mtok(Path(args.file), Path(args.output))
     print(f"wrote {path}")
     return 0
@@ -413,9 +417,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode (one text per line)")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("convert", help="turn a legacy tokenizer.txt into tokenizer.mtok")
-    p.add_argument("file", help="a legacy tokenizer.txt")
+    p = sub.add_parser(
+        "convert", help="turn a legacy tokenizer.txt into tokenizer.mtok, or any tokenizer file into a HF folder"
+    )
+    p.add_argument("file", help="a legacy tokenizer.txt (--to mtok), or " + _FILE_HELP + " (--to json)")
     p.add_argument("-o", "--output", required=True, metavar="OUT_DIR")
+    p.add_argument(
+        "--to", choices=["mtok", "json"], default="mtok",
+        help="mtok: tokenizer.mtok from a tokenizer.txt; json: tokenizer.json + tokenizer_config.json for transformers",
+    )
     p.set_defaults(func=cmd_convert)
     return parser
 

@@ -22,10 +22,12 @@ import json
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 from .hf_json import load_folder
 from .models import Unigram
 from .mtok import dumps_mtok
+from .tokenizer import Tokenizer
 
 
 def export(
@@ -105,3 +107,59 @@ def _write(target: Path, data: bytes) -> Path:
     out = target / "tokenizer.mtok"
     out.write_bytes(data)
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# Back to HF: tokenizer.json and tokenizer_config.json
+# ------------------------------------------------------------------------------------------
+
+
+def tokenizer_json(tokenizer: Tokenizer) -> str:
+    """``tokenizer.json`` text for ``tokenizer``'s pipeline: its config with every table in
+    plain JSON (a ``.mtok``'s vocabulary and merges read out of the file), which HF
+    ``tokenizers`` builds into the same pipeline."""
+    config = tokenizer.to_dict()
+    doc = {
+        "version": "1.0",
+        "truncation": config.get("truncation"),
+        "padding": config.get("padding"),
+        "added_tokens": config.get("added_tokens") or [],
+        **{key: config.get(key) for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder")},
+        "model": config["model"],
+    }
+    return json.dumps(doc, ensure_ascii=False, indent=2)
+
+
+def tokenizer_config(tokenizer: Tokenizer) -> dict[str, Any]:
+    """``tokenizer_config.json`` for ``tokenizer``: what transformers needs beside the pipeline
+    to give the same prompts and decoded text (its class reads ``tokenizer.json`` as it is)."""
+    meta = tokenizer.meta
+    # CLIP's decode turns the end-of-word suffix into spaces in transformers' class only
+    klass = "CLIPTokenizer" if meta.decode_suffix_as_space else "PreTrainedTokenizerFast"
+    out: dict[str, Any] = {"tokenizer_class": klass}
+    for key, text in meta.special_tokens.items():
+        if key.endswith("_token"):
+            out[key] = text
+    if meta.extra_special_tokens:
+        out["extra_special_tokens"] = list(meta.extra_special_tokens)
+    out["clean_up_tokenization_spaces"] = meta.clean_up_tokenization_spaces
+    if meta.model_max_length is not None:
+        out["model_max_length"] = meta.model_max_length
+    if meta.split_special_tokens:
+        out["split_special_tokens"] = True
+    template = meta.chat_template
+    if isinstance(template, str):
+        out["chat_template"] = template
+    elif isinstance(template, dict):
+        out["chat_template"] = [{"name": name, "template": text} for name, text in template.items()]
+    return out
+
+
+def save_pretrained(tokenizer: Tokenizer, directory: Path) -> tuple[Path, Path]:
+    """Write ``directory/tokenizer.json`` and ``directory/tokenizer_config.json``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    main = directory / "tokenizer.json"
+    main.write_text(tokenizer_json(tokenizer), encoding="utf-8")
+    side = directory / "tokenizer_config.json"
+    side.write_text(json.dumps(tokenizer_config(tokenizer), ensure_ascii=False, indent=2), encoding="utf-8")
+    return main, side

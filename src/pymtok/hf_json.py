@@ -251,6 +251,9 @@ def derive_meta(
                         "add_bos_token", "add_eos_token")
             if tokenizer_config.get(key) is not None
         },
+        extra_special_tokens=[text for text in (token_text(t) for t in extra) if text is not None],
+        model_max_length=max_length if type(max_length := tokenizer_config.get("model_max_length")) is int else None,
+        split_special_tokens=tokenizer_config.get("split_special_tokens") is True,
     )
 
 

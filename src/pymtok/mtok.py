@@ -35,7 +35,7 @@ from typing import Any
 from . import models, native
 from .errors import FormatError
 from .paths import regular_file
-from .tokenizer import Tokenizer, TokenizerMeta
+from .tokenizer import FileSource, Tokenizer, TokenizerMeta
 
 MAGIC_NUMBER = 430
 PIPELINE_TYPE = 4
@@ -79,6 +79,8 @@ _EXTENSION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "chat_template": ((str, dict, _NONE), True), "special_tokens": ((dict,), True),
     "clean_up_tokenization_spaces": ((bool,), True), "decode_suffix_as_space": ((str, _NONE), False),
     "unigram_scores": ((list,), False),
+    "extra_special_tokens": ((list,), False), "model_max_length": ((int, _NONE), False),
+    "split_special_tokens": ((bool,), False),
 }
 _META_FIELDS = [f.name for f in dataclasses.fields(TokenizerMeta) if f.name not in ("special_ids", "stop_ids", "prefix_ids", "extension_version")]
 _UNIGRAM_TAIL = struct.Struct("<Id")
@@ -181,19 +183,24 @@ def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> To
         raise FormatError(f"{name}: header at byte 0: the file is empty")
     config, meta = _parse(data, name, use_extension)
     try:
-        return Tokenizer.from_config(config, meta)
+        tok = Tokenizer.from_config(config, meta)
     except FormatError as exc:
         raise FormatError(f"{name}: {exc}") from None
+    tok.source = FileSource("mtok", data, name, use_extension)
+    return tok
 
 
-def loads_mtok(data: bytes, name: str = "<bytes>") -> Tokenizer:
+def loads_mtok(data: bytes, name: str = "<bytes>", *, use_extension: bool = True) -> Tokenizer:
     """``read_mtok`` for a file already in memory."""
     # the tokenizer keeps what it reads: a caller's bytearray changed afterwards must not change it
-    config, meta = _parse(bytes(data), name)
+    data = bytes(data)
+    config, meta = _parse(data, name, use_extension)
     try:
-        return Tokenizer.from_config(config, meta)
+        tok = Tokenizer.from_config(config, meta)
     except FormatError as exc:
         raise FormatError(f"{name}: {exc}") from None
+    tok.source = FileSource("mtok", data, None, use_extension)
+    return tok
 
 
 def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str, Any], TokenizerMeta]:

@@ -53,7 +53,8 @@ def _token_pair(component: str, field: str, value: object) -> tuple[str, int]:
 
 
 def _is_id(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    # HF reads ids as u32: a larger one is a malformed file there, and no id decode takes
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
 
 
 class BertProcessing(PostProcessor):

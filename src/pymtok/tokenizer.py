@@ -6,21 +6,31 @@ here by ``Tokenizer.from_config``; nothing else constructs a pipeline.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import operator
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import decoders, models, native, normalizers, pre_tokenizers, processors
 from .added_tokens import AddedToken, AddedVocabulary
+from .byte_level import CHAR_TO_BYTE
 from .errors import FormatError
 
 if TYPE_CHECKING:
     from .encoding import BatchEncoding
 
 T = TypeVar("T")
+AbstractSpecials = str | Iterable[str]
+"""tiktoken's ``allowed_special`` / ``disallowed_special``: ``"all"`` or a set of token strings."""
+
+NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_U32 = 2**32
 
 
 @dataclass
@@ -43,6 +53,82 @@ class TokenizerMeta:
     # padding_side, truncation_side, model_input_names, add_bos_token, add_eos_token), as the
     # file has them
     call_settings: dict[str, Any] = field(default_factory=dict)
+    # transformers' extra special tokens (tokenizer_config.json's additional_special_tokens)
+    extra_special_tokens: list[str] = field(default_factory=list)
+    model_max_length: int | None = None
+    # the default of encode's split_special_tokens (tokenizer_config.json can set it)
+    split_special_tokens: bool = False
+
+
+class _NamedToken:
+    """A transformers special-token attribute: ``bos_token`` is the text tokenizer_config.json
+    names (None if none), ``bos_token_id`` its id (``unk_token_id`` when the vocabulary lacks it)."""
+
+    def __init__(self, *, id: bool = False) -> None:
+        self._id = id
+        self._key = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = name.removesuffix("_id")
+
+    def __get__(self, tok: Tokenizer | None, owner: type | None = None) -> Any:
+        if tok is None:
+            return self
+        text = tok.meta.special_tokens.get(self._key)
+        if not self._id or text is None:
+            return text
+        return tok.convert_tokens_to_ids(text)
+
+    def __set__(self, tok: Tokenizer, value: str | None) -> None:
+        if self._id:
+            raise AttributeError(f"{self._key}_id is read-only: set {self._key} to the token's text")
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{self._key} must be a str or None, got {type(value).__name__}")
+        if value is None:
+            tok.meta.special_tokens.pop(self._key, None)
+        else:
+            tok.meta.special_tokens[self._key] = value
+        tok._chat = None  # the chat template sees the special tokens
+
+
+@dataclass
+class FileSource:
+    """The file a tokenizer was read from, which pickling sends instead of the tables built from it.
+
+    ``data`` is what the reader parsed; ``path`` (when it read a file) is sent instead while the
+    file still holds those bytes (size and SHA-256 compared), so that a pickle is a path.
+    """
+
+    kind: str  # "mtok"
+    data: Any  # bytes-like
+    path: str | None = None
+    use_extension: bool = True
+    _digest: bytes | None = None
+
+    def digest(self) -> bytes:
+        if self._digest is None:
+            self._digest = hashlib.sha256(self.data).digest()
+        return self._digest
+
+    def state(self) -> tuple[Any, ...]:
+        """What a pickle holds: the path with size and digest, or else the bytes."""
+        if self.path is not None and _file_digest(self.path, len(self.data)) == self.digest():
+            return (self.kind, self.path, len(self.data), self.digest(), self.use_extension)
+        return (self.kind, bytes(self.data), None, None, self.use_extension)
+
+
+def _file_digest(path: str, size: int) -> bytes | None:
+    """SHA-256 of the file at ``path`` if it is a regular file of ``size`` bytes, else None."""
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) != size:
+            return None
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        return digest.digest()
+    except OSError:
+        return None
 
 
 class Tokenizer:
@@ -81,6 +167,8 @@ class Tokenizer:
         # The HF-shaped configuration this pipeline was built from (what .mtok's extension stores)
         self.config: Mapping[str, Any] = config if config is not None else {}
         self._chat: Any = None
+        # the file a reader loaded this from, so that pickling sends the file, not the tables
+        self.source: FileSource | None = None
         self._native_segment = native.accelerate(self)
         self._native_text = native.accelerate_text(self)
         # encode_batch in one native call, on the native core's own threads (the encoder
@@ -111,13 +199,30 @@ class Tokenizer:
 
     # -- encoding -------------------------------------------------------------------------
 
-    def encode(self, text: str, pair: str | None = None, *, add_special_tokens: bool = True) -> list[int]:
+    def encode(
+        self,
+        text: str,
+        pair: str | None = None,
+        *,
+        add_special_tokens: bool = True,
+        split_special_tokens: bool | None = None,
+        allowed_special: AbstractSpecials | None = None,
+        disallowed_special: AbstractSpecials | None = None,
+    ) -> list[int]:
         """Token ids of ``text`` (and of ``pair`` after it, as HF ``tokenizers`` lays a pair out).
 
         ``add_special_tokens`` (keyword only) applies the post-processor (BOS, CLS, SEP, ...).
+        Text spelling a special token becomes that token, as in HF. ``split_special_tokens=True``
+        (transformers' keyword; ``meta.split_special_tokens`` is its default) encodes such text as
+        ordinary text instead. tiktoken's ``allowed_special`` / ``disallowed_special`` take over
+        when either is given, with tiktoken's defaults for the other (``set()`` and ``"all"``):
+        allowed special tokens are matched, a disallowed one in the text raises ValueError, the
+        rest are ordinary text.
 
         >>> tok.encode("Hello world")                           # doctest: +SKIP
         [9707, 1879]
+        >>> tok.encode("<|im_end|>", split_special_tokens=True)       # doctest: +SKIP
+        [27, 91, 318, 6213, 91, 29]
         """
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
@@ -127,13 +232,14 @@ class Tokenizer:
                 + ("; add_special_tokens is keyword-only" if isinstance(pair, bool) else "")
             )
         _check_flag("encode", "add_special_tokens", add_special_tokens)
+        specials = (split_special_tokens, allowed_special, disallowed_special)
         if pair is None:
-            return self._encode_ids(text, add_special_tokens)
-        ids, pair_ids = self._encode_ids(text, False), self._encode_ids(pair, False)
+            return self._encode_ids(text, add_special_tokens, self._skipped_specials(text, *specials))
+        ids = self._encode_ids(text, False, self._skipped_specials(text, *specials))
+        pair_ids = self._encode_ids(pair, False, self._skipped_specials(pair, *specials))
         if add_special_tokens and self.post_processor is not None:
             return self.post_processor(ids, pair_ids)
         return ids + pair_ids
-
     def __call__(self, text: Any = None, text_pair: Any = None, **kwargs: Any) -> BatchEncoding:
         """transformers' ``__call__``: a ``BatchEncoding`` of ``input_ids``, ``attention_mask``, ...
 
@@ -161,12 +267,12 @@ class Tokenizer:
         value = self.config.get("padding")
         return dict(value) if isinstance(value, Mapping) else None
 
-    def _encode_ids(self, text: str, add_special_tokens: bool) -> list[int]:
-        if self._native_text is not None:
+    def _encode_ids(self, text: str, add_special_tokens: bool, skip: frozenset[int] = frozenset()) -> list[int]:
+        if self._native_text is not None and not skip:
             return self._native_text(text, add_special_tokens)  # checks for lone surrogates itself
         _check_encodable(text)
         ids: list[int] = []
-        for piece, offset, added_id in self.added.split(text, self.normalizer):
+        for piece, offset, added_id in self.added.split(text, self.normalizer, skip):
             if added_id is not None:
                 ids.append(added_id)
             elif piece:
@@ -220,6 +326,60 @@ class Tokenizer:
                 word += 1
         return out
 
+    def _skipped_specials(
+        self,
+        text: str,
+        split: bool | None,
+        allowed: AbstractSpecials | None,
+        disallowed: AbstractSpecials | None,
+    ) -> frozenset[int]:
+        """The ids of the special tokens to leave as text in ``text`` (see ``encode``).
+
+        The native text encoder matches every added token, so a call skipping some is split in
+        Python (the segments still encode natively): one matcher, the same ids on both paths.
+        """
+        if allowed is None and disallowed is None:
+            if split is None:
+                split = self.meta.split_special_tokens
+            if not isinstance(split, bool):
+                raise TypeError(f"split_special_tokens must be a bool, got {type(split).__name__}")
+            return self._special_id_set if split else frozenset()
+        if split is not None:
+            raise TypeError("give split_special_tokens= or allowed_special=/disallowed_special=, not both")
+        specials = frozenset(self.added.special)
+        allowed_set = specials if allowed == "all" else self._token_set(allowed, "allowed_special")
+        if disallowed is None or disallowed == "all":
+            disallowed_set = specials - allowed_set
+        else:
+            disallowed_set = self._token_set(disallowed, "disallowed_special")
+        found = self.added.find_special(text, disallowed_set)
+        if found is not None:
+            # tiktoken's words, so that code written against tiktoken reads the same error
+            raise ValueError(
+                f"Encountered text corresponding to disallowed special token {found!r}.\n"
+                "If you want this text to be encoded as a special token, "
+                f"pass it to `allowed_special`, e.g. `allowed_special={{{found!r}, ...}}`.\n"
+                "If you want this text to be encoded as normal text, disable the check for this token "
+                f"by passing `disallowed_special=(enc.special_tokens_set - {{{found!r}}})`.\n"
+                "To disable this check for all special tokens, pass `disallowed_special=()`.\n"
+            )
+        return frozenset(self.added.ids[t] for t in specials - allowed_set)
+
+    def _token_set(self, tokens: AbstractSpecials | None, what: str) -> frozenset[str]:
+        if tokens is None:
+            return frozenset()
+        if isinstance(tokens, str) or not isinstance(tokens, Iterable):
+            raise TypeError(f'{what} must be "all" or a collection of token strings, got {tokens!r}')
+        out = frozenset(tokens)
+        unknown = sorted(t for t in out if not isinstance(t, str) or t not in self.added.ids)
+        if unknown:
+            raise ValueError(f"{what}: {unknown[:5]!r} are not added tokens of this tokenizer")
+        return out
+
+    @functools.cached_property
+    def _special_id_set(self) -> frozenset[int]:
+        return frozenset(self.added.ids[t] for t in self.added.special)
+
     def _encode_segment(self, normalized: str, offset: int) -> list[int]:
         if self._native_segment is not None:
             return self._native_segment(normalized, offset)
@@ -234,26 +394,36 @@ class Tokenizer:
         *,
         add_special_tokens: bool = True,
         num_threads: int | None = None,
+        **special: Any,
     ) -> list[list[int]]:
         """``encode`` each text, or each ``(text, pair)`` tuple, spread over ``num_threads`` threads.
 
         By default one thread per CPU when the native core runs (it releases the GIL), else one:
-        pure-Python encoding gains nothing from threads.
+        pure-Python encoding gains nothing from threads. ``special`` takes ``encode``'s
+        special-token keywords. ``texts`` is a list or tuple (a sequence), as HF takes it: a
+        generator is a TypeError.
         """
         if isinstance(texts, str):
             raise TypeError("encode_batch() takes a list of str; use encode() for one string")
+        if not isinstance(texts, Sequence):
+            raise TypeError(f"encode_batch() takes a list or tuple of str, got {type(texts).__name__}")
+        unknown = set(special) - {"split_special_tokens", "allowed_special", "disallowed_special"}
+        if unknown:
+            raise TypeError(f"encode_batch() got unexpected keyword arguments {sorted(unknown)}")
         _check_flag("encode_batch", "add_special_tokens", add_special_tokens)
         if any(isinstance(t, tuple) for t in texts):
             for t in texts:
                 if isinstance(t, tuple) and len(t) != 2:
                     raise TypeError(f"encode_batch(): a pair must be a (text, pair) tuple, got {len(t)} items")
             return [
-                self.encode(*t, add_special_tokens=add_special_tokens) if isinstance(t, tuple)
-                else self.encode(t, add_special_tokens=add_special_tokens)
+                self.encode(*t, add_special_tokens=add_special_tokens, **special) if isinstance(t, tuple)
+                else self.encode(t, add_special_tokens=add_special_tokens, **special)
                 for t in texts
             ]
         if num_threads is None:
             num_threads = (os.cpu_count() or 1) if self._native_segment is not None else 1
+        if special or self.meta.split_special_tokens:
+            return [self.encode(t, add_special_tokens=add_special_tokens, **special) for t in texts]
         if self._native_batch is not None:
             # the native core runs its own threads: no pool to start, texts handed out as they finish
             lists: list[list[int]] = self._native_batch(texts, self.normalizer, add_special_tokens, num_threads)
@@ -278,16 +448,19 @@ class Tokenizer:
 
     def decode(
         self,
-        ids: Iterable[int],
+        ids: Any,
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
     ) -> str:
         """The text of ``ids``, as ``transformers``' ``decode`` gives it for the same folder.
 
+        ``ids`` is one id or a sequence of them: ints or anything with ``__index__`` (numpy
+        integers), a numpy array or a torch tensor. Ids are u32 as in HF (others raise
+        OverflowError); ids the vocabulary lacks are skipped, as HF skips them.
         ``clean_up_tokenization_spaces`` overrides the folder's setting; ``False`` turns off every
         transformers text fix-up, giving exactly HF ``tokenizers``' decode.
         """
-        text = self._decode_tokens(ids, skip_special_tokens)
+        text = self._decode_tokens(_token_ids(ids), skip_special_tokens)
         if clean_up_tokenization_spaces is False:
             return text
         if self.meta.decode_suffix_as_space:
@@ -299,14 +472,10 @@ class Tokenizer:
             text = decoders.clean_up_tokenization(text)
         return text
 
-    def _decode_tokens(self, ids: Iterable[int], skip_special_tokens: bool) -> str:
+    def _decode_tokens(self, ids: list[int], skip_special_tokens: bool) -> str:
         tokens: list[str] = []
         special = self.added.special
         for id in ids:
-            if not isinstance(id, int) or isinstance(id, bool):
-                raise TypeError(f"token ids must be int, got {type(id).__name__}")
-            if id < 0:
-                raise ValueError(f"token id {id} is negative")
             token = self.added.token_for_decode(id)
             if token is None:
                 token = self.model.id_to_token(id)
@@ -315,9 +484,19 @@ class Tokenizer:
             if skip_special_tokens and token in special:
                 continue
             tokens.append(token)
-        if self.decoder is not None:
-            return "".join(self.decoder(tokens))
-        return " ".join(tokens)
+        return self.convert_tokens_to_string(tokens)
+
+    def batch_decode(
+        self,
+        sequences: Any,
+        skip_special_tokens: bool = False,
+        clean_up_tokenization_spaces: bool | None = None,
+    ) -> list[str]:
+        """``decode`` of each sequence (a list of id lists, a 2-D array or tensor)."""
+        tolist = getattr(sequences, "tolist", None)
+        if tolist is not None:
+            sequences = tolist()
+        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
     def decode_stream(self, skip_special_tokens: bool = False) -> DecodeStream:
         """An incremental decoder: feed ids one by one, get text as soon as it is complete."""
@@ -326,17 +505,144 @@ class Tokenizer:
     # -- vocabulary -----------------------------------------------------------------------
 
     def token_to_id(self, token: str) -> int | None:
+        if not isinstance(token, str):
+            raise TypeError(f"token_to_id() takes a str, got {type(token).__name__}")
         id = self.added.ids.get(token)
         return id if id is not None else self.model.token_to_id(token)
 
     def id_to_token(self, id: int) -> str | None:
+        """The token of ``id``, None for an id the vocabulary lacks (u32 ids as in HF: an int
+        outside that range is OverflowError, anything not an int TypeError)."""
+        id = _token_id(id)
         token = self.added.by_id.get(id)
         return token.content if token is not None else self.model.id_to_token(id)
 
-    def get_vocab(self) -> dict[str, int]:
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
         vocab = self.model.get_vocab()
-        vocab.update(self.added.ids)
+        if with_added_tokens:
+            vocab.update(self.added.ids)
         return vocab
+
+    def __len__(self) -> int:
+        """The vocabulary with the added tokens, as ``len()`` of a transformers tokenizer."""
+        return self.vocab_size
+
+    def __bool__(self) -> bool:
+        return True  # a tokenizer is never falsy for having an empty vocabulary (``__len__``)
+
+    def convert_ids_to_tokens(self, ids: Any, skip_special_tokens: bool = False) -> Any:
+        """transformers' ``convert_ids_to_tokens``: one id gives its token (or None), a sequence a
+        list; ``skip_special_tokens`` leaves out ``all_special_ids``."""
+        if _is_one_id(ids):
+            return self.id_to_token(ids)
+        skip = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self.id_to_token(id) for id in _token_ids(ids) if id not in skip]
+
+    def convert_tokens_to_ids(self, tokens: str | Iterable[str]) -> Any:
+        """transformers' ``convert_tokens_to_ids``: a token the vocabulary lacks gives ``unk_token_id``."""
+        if isinstance(tokens, str):
+            id = self.token_to_id(tokens)
+            return id if id is not None else self.unk_token_id
+        return [self.convert_tokens_to_ids(token) for token in tokens]
+
+    def convert_tokens_to_string(self, tokens: Sequence[str]) -> str:
+        """The decoder's text for ``tokens`` (joined by spaces without a decoder), as transformers."""
+        if self.decoder is not None:
+            return "".join(self.decoder(list(tokens)))
+        return " ".join(tokens)
+
+    def num_special_tokens_to_add(self, pair: bool = False) -> int:
+        """How many ids the post-processor adds to one sequence (or a pair)."""
+        return self.post_processor.added_tokens(pair) if self.post_processor is not None else 0
+
+    # -- special tokens (transformers' attributes, from tokenizer_config.json) ------------
+
+    bos_token = _NamedToken()
+    eos_token = _NamedToken()
+    unk_token = _NamedToken()
+    sep_token = _NamedToken()
+    pad_token = _NamedToken()
+    cls_token = _NamedToken()
+    mask_token = _NamedToken()
+    bos_token_id = _NamedToken(id=True)
+    eos_token_id = _NamedToken(id=True)
+    unk_token_id = _NamedToken(id=True)
+    sep_token_id = _NamedToken(id=True)
+    pad_token_id = _NamedToken(id=True)
+    cls_token_id = _NamedToken(id=True)
+    mask_token_id = _NamedToken(id=True)
+
+    @property
+    def split_special_tokens(self) -> bool:
+        """``encode``'s default for ``split_special_tokens`` (transformers' attribute)."""
+        return self.meta.split_special_tokens
+
+    @split_special_tokens.setter
+    def split_special_tokens(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"split_special_tokens must be a bool, got {type(value).__name__}")
+        self.meta.split_special_tokens = value
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        """The named special tokens (bos, eos, unk, sep, pad, cls, mask) then the extra ones, once each."""
+        named = (self.meta.special_tokens.get(key) for key in NAMED_SPECIAL_TOKENS)
+        tokens = [t for t in named if t is not None]
+        return list(dict.fromkeys([*tokens, *self.meta.extra_special_tokens]))
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        ids: list[int] = self.convert_tokens_to_ids(self.all_special_tokens)
+        return ids
+
+    # -- tiktoken's byte-level view -------------------------------------------------------
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        """The bytes of one token, as tiktoken's ``decode_single_token_bytes`` (byte-level BPE only).
+
+        A token with a character outside GPT-2's byte alphabet (an added token such as
+        ``<|endoftext|>`` with a space, ...) is its UTF-8 text, as HF's ByteLevel decoder takes it.
+        """
+        self._need_byte_level("decode_single_token_bytes")
+        id = _token_id(token)
+        text = self.added.token_for_decode(id)
+        if text is None:
+            text = self.model.id_to_token(id)
+        if text is None:
+            raise KeyError(f"token id {id} is not in the vocabulary")
+        return _token_bytes(text)
+
+    def decode_bytes(self, tokens: Any) -> bytes:
+        """The bytes of ``tokens`` joined, as tiktoken's ``decode_bytes`` (byte-level BPE only)."""
+        return b"".join(self.decode_single_token_bytes(id) for id in _token_ids(tokens))
+
+    def token_byte_values(self) -> list[bytes]:
+        """The bytes of every model token (added tokens left out), sorted, as tiktoken gives them."""
+        self._need_byte_level("token_byte_values")
+        added = self.added.by_id
+        return sorted(_token_bytes(token) for token, id in self.model.get_vocab().items() if id not in added)
+
+    @property
+    def n_vocab(self) -> int:
+        """One more than the largest id (tiktoken's ``n_vocab``)."""
+        return max((*self.added.by_id, self.model.vocab_size - 1)) + 1
+
+    @property
+    def eot_token(self) -> int:
+        """The id of ``<|endoftext|>`` (tiktoken's ``eot_token``), else of the eos token."""
+        id = self.token_to_id("<|endoftext|>")
+        if id is None:
+            id = self.eos_token_id
+        if id is None:
+            raise ValueError("this tokenizer has no <|endoftext|> and no eos token")
+        return id
+
+    def _need_byte_level(self, what: str) -> None:
+        if not isinstance(self.decoder, decoders.ByteLevel):
+            raise ValueError(
+                f"{what}() needs a byte-level tokenizer (decoder ByteLevel); this one's decoder is "
+                f"{type(self.decoder).__name__ if self.decoder is not None else 'none'}, whose tokens are not bytes"
+            )
 
     @property
     def vocab_size(self) -> int:
@@ -398,6 +704,150 @@ class Tokenizer:
             **template_kwargs,
         )
         return self.encode(prompt, add_special_tokens=False) if tokenize else prompt
+
+    # -- pickling and saving --------------------------------------------------------------
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """A ``.mtok`` tokenizer pickles as its file (the path while the file still holds the
+        bytes it was read from, else the bytes), any other as its config; either way unpickling
+        is one load, and the meta (template, special tokens, ...) comes along as it is now."""
+        if self.source is not None:
+            return (_unpickle_file, (self.source.state(), self.meta))
+        if not self.config:
+            raise TypeError("cannot pickle a Tokenizer built from components: it has no config to rebuild it from")
+        return (_unpickle_config, (self.to_dict(), self.meta))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The pipeline's configuration (``tokenizer.json``'s shape) as plain, JSON-able dicts and
+        lists: ``config`` itself may hold a ``.mtok``'s tables, read lazily from the file."""
+        plain: dict[str, Any] = _plain(self.config)
+        return plain
+
+    def to_json(self) -> str:
+        """``tokenizer.json`` for this pipeline, which HF ``tokenizers`` loads to the same ids."""
+        from .export import tokenizer_json
+
+        return tokenizer_json(self)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write ``tokenizer.json`` (a ``.json`` path) or ``.mtok`` (a ``.mtok`` path).
+
+        MNN's legacy ``.txt`` holds only a few fixed pipelines, not this one's config: export it
+        from the model folder (``pymtok export --format txt``).
+        """
+        from .mtok import dumps_mtok
+
+        out = Path(path)
+        if out.suffix == ".json":
+            out.write_text(self.to_json(), encoding="utf-8")
+        elif out.suffix == ".mtok":
+            out.write_bytes(dumps_mtok(self.to_dict(), self.meta))
+        elif out.suffix == ".txt":
+            raise ValueError(
+                f"{out}: a Tokenizer is not saved as MNN's legacy tokenizer.txt, whose fixed types "
+                "cannot hold its pipeline; use `pymtok export --format txt` on the model folder"
+            )
+        else:
+            raise ValueError(f"{out}: save() writes a .json or .mtok path, got suffix {out.suffix!r}")
+        return out
+
+    def save_pretrained(self, directory: str | os.PathLike[str]) -> tuple[Path, Path]:
+        """Write ``tokenizer.json`` and ``tokenizer_config.json`` (chat template, special tokens,
+        clean-up flag, ``model_max_length``) that ``transformers.AutoTokenizer`` loads to the same
+        ids and prompts. Returns the two paths."""
+        from .export import save_pretrained
+
+        return save_pretrained(self, Path(directory))
+
+
+def _unpickle_file(state: tuple[Any, ...], meta: TokenizerMeta) -> Tokenizer:
+    from .mtok import loads_mtok
+
+    kind, where, size, digest, use_extension = state
+    if kind != "mtok":
+        raise ValueError(f"cannot unpickle a tokenizer read from a {kind!r} file")
+    path = None
+    if size is None:
+        data = where
+    else:
+        path = where
+        data = Path(path).read_bytes()
+        if len(data) != size or hashlib.sha256(data).digest() != digest:
+            raise FormatError(f"{path}: the file changed since this tokenizer was pickled (the pickle holds its path)")
+    tok = loads_mtok(data, path or "<pickle>", use_extension=use_extension)
+    if tok.source is not None:
+        tok.source.path = path
+    tok.meta = meta
+    return tok
+
+
+def _unpickle_config(config: dict[str, Any], meta: TokenizerMeta) -> Tokenizer:
+    return Tokenizer.from_config(config, meta)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every Mapping a dict and every sequence (a ``.mtok``'s merges) a list."""
+    if type(value) in _SCALARS:
+        return value
+    # scalars are taken inline and plain containers tested by type first: a vocabulary and its
+    # merges are hundreds of thousands of them, and the ABC checks below cost more than the copy
+    if type(value) is list or type(value) is tuple:
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: v if type(v) in _SCALARS else _plain(v) for k, v in value.items()}
+    if isinstance(value, models.IndexedMerges):
+        value = value[:]  # one list, not an indexing call per merge
+    if isinstance(value, Sequence) and not isinstance(value, (bytes, bytearray)):
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
+    raise TypeError(f"config holds a {type(value).__name__}, which has no JSON form")
+
+
+def _token_bytes(token: str) -> bytes:
+    """A byte-level token's bytes, as HF's ByteLevel decoder reads it: through GPT-2's byte map,
+    or as UTF-8 text when any character is outside that alphabet."""
+    try:
+        return bytes(CHAR_TO_BYTE[c] for c in token)
+    except KeyError:
+        return token.encode("utf-8")
+
+
+def _token_id(value: Any) -> int:
+    """An id as HF's bindings take one: an int (or ``__index__``) that fits u32."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"token ids must be int, got {type(value).__name__}")
+    try:
+        id = operator.index(value)
+    except TypeError:  # an array of more than one element has __index__ and refuses it
+        raise TypeError(f"token ids must be int, got {type(value).__name__}") from None
+    if not 0 <= id < _U32:
+        raise OverflowError(f"token id {id} is out of range: ids are unsigned 32-bit, as in HF")
+    return id
+
+
+def _is_one_id(ids: Any) -> bool:
+    """Whether ``ids`` is a single id (an int, a numpy integer or a 0-d array) rather than many."""
+    if isinstance(ids, int) and not isinstance(ids, bool):
+        return True
+    return hasattr(type(ids), "__index__") and getattr(ids, "ndim", 0) == 0 and not isinstance(ids, Iterable)
+
+
+def _token_ids(ids: Any) -> list[int]:
+    """``ids`` (one id, a sequence, a numpy array or a torch tensor) as a list of checked ids."""
+    tolist = getattr(ids, "tolist", None)
+    if tolist is not None and not isinstance(ids, (list, tuple)):
+        ids = tolist()  # numpy and torch: their own integers become ints at C speed
+    if isinstance(ids, int) and not isinstance(ids, bool):
+        ids = [ids]
+    elif isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        if not _is_one_id(ids):
+            raise TypeError(f"token ids must be an int or a sequence of ints, got {type(ids).__name__}")
+        ids = [ids]
+    if type(ids) is list and all(type(id) is int and 0 <= id < _U32 for id in ids):
+        return ids
+    return [_token_id(id) for id in ids]
 
 
 _SHARES_PER_THREAD = 8

@@ -1,0 +1,370 @@
+"""The surface users of transformers, tokenizers and tiktoken call: special-token text, decoding
+inputs, vocabulary and special-token attributes, tiktoken's byte view. Each against its library.
+
+The suite runs on both paths (``PYMTOK_PURE=1`` in CI), so every comparison holds on both.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+
+import pymtok
+from pymtok import legacy
+
+np = pytest.importorskip("numpy")
+
+CHUNKS = 120
+# AutoTokenizer needs remote code for chatglm3-6b; PreTrainedTokenizerFast reads the same files
+REMOTE_CODE = {"chatglm3-6b"}
+
+
+@functools.lru_cache(maxsize=None)
+def chunks() -> tuple[str, ...]:
+    return tuple(corpus_chunks(CHUNKS, seed=13))
+
+
+@functools.lru_cache(maxsize=None)
+def ours(name: str) -> pymtok.Tokenizer:
+    return pymtok.load(fixture_path("tokenizers", name))
+
+
+@functools.lru_cache(maxsize=None)
+def transformers_tokenizer(name: str) -> Any:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    folder = str(fixture_path("tokenizers", name))
+    if name in REMOTE_CODE:
+        return transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+    return transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def special_texts(tok: pymtok.Tokenizer, limit: int = 40) -> list[str]:
+    """Texts spelling the tokenizer's special tokens among ordinary words."""
+    specials = sorted(tok.added.special)[:limit]
+    return [f"a{t}b {t}{t} x\n{t} end" for t in specials] + [" ".join(specials)]
+
+
+# -- special-token text ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_split_special_tokens_matches_hf(name: str) -> None:
+    """split_special_tokens=True is HF's encode_special_tokens (what transformers sets for it)."""
+    hf = hf_tokenizer(name)
+    tok = ours(name)
+    texts = [*special_texts(tok), *chunks()[:40]]
+    try:
+        hf.encode_special_tokens = True
+        split = [hf.encode(t, add_special_tokens=False).ids for t in texts]
+        split_with = [hf.encode(t).ids for t in texts]
+    finally:
+        hf.encode_special_tokens = False
+    default = [hf.encode(t).ids for t in texts]
+    assert [tok.encode(t, add_special_tokens=False, split_special_tokens=True) for t in texts] == split
+    assert [tok.encode(t, split_special_tokens=True) for t in texts] == split_with
+    assert [tok.encode(t, split_special_tokens=False) for t in texts] == default
+    assert [tok.encode(t) for t in texts] == default
+    # the tokenizer-level default, for encode and encode_batch alike
+    tok.split_special_tokens = True
+    try:
+        assert [tok.encode(t, add_special_tokens=False) for t in texts] == split
+        assert tok.encode_batch(texts, add_special_tokens=False) == split
+        assert [tok.encode(t, split_special_tokens=False) for t in texts] == default
+    finally:
+        tok.split_special_tokens = False
+    assert tok.encode_batch(texts, split_special_tokens=True) == split_with
+    assert tok.encode_batch(texts) == default
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama3", "gemma-v1", "all-minilm-l6-v2", "t5-small"])
+def test_split_special_tokens_matches_transformers(name: str) -> None:
+    """transformers' keyword itself, on the texts where its tokenizer class agrees with the file."""
+    hf = transformers_tokenizer(name)
+    tok = ours(name)
+    texts = [t for t in special_texts(tok) if hf.encode(t) == tok.encode(t)]
+    assert texts
+    for text in texts:
+        assert tok.encode(text, split_special_tokens=True) == hf.encode(text, split_special_tokens=True)
+
+
+def test_a_skipped_special_token_hides_tokens_inside_it_as_in_hf() -> None:
+    """HF matches every added token, then leaves skipped special ones as text: a shorter added
+    token inside a skipped match does not match there, but does elsewhere."""
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer(tokenizers.models.BPE({c: i for i, c in enumerate("<>abx ")}, [], unk_token="x"))
+    hf.add_tokens([tokenizers.AddedToken("ab", special=False, normalized=False)])
+    hf.add_special_tokens([tokenizers.AddedToken("<ab>", special=True, normalized=False)])
+    tok = pymtok.Tokenizer.from_config(json.loads(hf.to_str()))
+    for text in ["x<ab>x<ab", "<ab><ab>ab", "a<ab"]:
+        assert tok.encode(text) == hf.encode(text).ids
+        hf.encode_special_tokens = True
+        assert tok.encode(text, split_special_tokens=True) == hf.encode(text).ids
+        assert tok.encode(text, disallowed_special=()) == hf.encode(text).ids
+        hf.encode_special_tokens = False
+
+
+CL100K_SPECIALS = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|endofprompt|>"]
+
+
+@functools.lru_cache(maxsize=None)
+def cl100k(tmp: str) -> tuple[pymtok.Tokenizer, Any]:
+    """cl100k as a legacy tokenizer.txt with its special tokens after the ranks, and the
+    tiktoken.Encoding with the same specials at the same ids."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    file = fixture_path("legacy", "tiktoken", "cl100k_base.tiktoken")
+    src = legacy.from_tiktoken(file)
+    first = len(src.tokens)
+    src.tokens.extend(t.encode() for t in CL100K_SPECIALS)
+    src.special_ids = list(range(first, first + len(CL100K_SPECIALS)))
+    path = src.write(Path(tmp) / "tokenizer.txt")
+    tok = legacy.read_txt(path, pattern=legacy.CL100K_PATTERN)
+    enc = tiktoken.Encoding(
+        name="pymtok-cl100k", pat_str=legacy.CL100K_PATTERN, mergeable_ranks=load_tiktoken_bpe(str(file)),
+        special_tokens={t: first + k for k, t in enumerate(CL100K_SPECIALS)},
+    )
+    return tok, enc
+
+
+@pytest.fixture(scope="module")
+def cl100k_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[pymtok.Tokenizer, Any]:
+    return cl100k(str(tmp_path_factory.mktemp("cl100k")))
+
+
+def cl100k_texts() -> list[str]:
+    texts = list(chunks()[:60])
+    for k, special in enumerate(CL100K_SPECIALS):
+        texts.append(f"{texts[k][:50]}{special} and {special}{CL100K_SPECIALS[k - 1]}")
+    texts.append("<|endoftext|")  # a prefix of a special token is text
+    return texts
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"allowed_special": "all"},
+        {"disallowed_special": ()},
+        {"allowed_special": {"<|endoftext|>"}, "disallowed_special": ()},
+        {"allowed_special": {"<|fim_prefix|>", "<|fim_suffix|>"}, "disallowed_special": ["<|endofprompt|>"]},
+        {"allowed_special": "all", "disallowed_special": "all"},
+        {"allowed_special": set()},
+        {"disallowed_special": "all"},
+        {"allowed_special": {"<|endoftext|>"}},
+    ],
+    ids=lambda kwargs: ",".join(f"{k}={sorted(v) if isinstance(v, set) else v}" for k, v in kwargs.items()),
+)
+def test_allowed_and_disallowed_special_match_tiktoken(cl100k_pair: tuple[pymtok.Tokenizer, Any], kwargs: dict[str, Any]) -> None:
+    tok, enc = cl100k_pair
+    for text in cl100k_texts():
+        try:
+            expected: Any = enc.encode(text, **kwargs)
+        except ValueError as exc:
+            with pytest.raises(ValueError) as ours_exc:
+                tok.encode(text, **kwargs)
+            assert str(ours_exc.value) == str(exc)  # the same words, naming the same token
+            continue
+        assert tok.encode(text, **kwargs) == expected, text
+    batch = [t for t in cl100k_texts() if "<|" not in t]
+    assert tok.encode_batch(batch, **kwargs) == enc.encode_batch(batch, **kwargs)
+
+
+def test_special_keywords_refuse_what_they_cannot_mean(cl100k_pair: tuple[pymtok.Tokenizer, Any]) -> None:
+    tok, _ = cl100k_pair
+    with pytest.raises(TypeError, match="not both"):
+        tok.encode("a", split_special_tokens=True, allowed_special="all")
+    with pytest.raises(TypeError, match="collection"):
+        tok.encode("a", allowed_special="<|endoftext|>")  # a str that is not "all" would be its characters
+    with pytest.raises(ValueError, match="not added tokens"):
+        tok.encode("a", allowed_special={"<|no such token|>"})
+    with pytest.raises(TypeError, match="bool"):
+        tok.encode("a", split_special_tokens=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        tok.encode_batch(["a"], allowed_specials="all")
+
+
+# -- tiktoken's byte view ----------------------------------------------------------------------
+
+
+def test_byte_view_matches_tiktoken(cl100k_pair: tuple[pymtok.Tokenizer, Any]) -> None:
+    tok, enc = cl100k_pair
+    for text in cl100k_texts():
+        ids = enc.encode(text, allowed_special="all")
+        assert tok.decode_bytes(ids) == enc.decode_bytes(ids)
+        assert tok.decode_bytes(np.array(ids, dtype=np.uint32)) == enc.decode_bytes(ids)
+    for id in [0, 1, 255, 256, 1000, 50000, 100255, *enc._special_tokens.values()]:
+        assert tok.decode_single_token_bytes(id) == enc.decode_single_token_bytes(id)
+    assert tok.token_byte_values() == enc.token_byte_values()
+    assert tok.n_vocab == enc.n_vocab
+    assert tok.eot_token == enc.eot_token
+    with pytest.raises(KeyError):
+        enc.decode_single_token_bytes(100270)
+    with pytest.raises(KeyError):
+        tok.decode_single_token_bytes(100270)
+
+
+def test_byte_view_needs_a_byte_level_tokenizer() -> None:
+    with pytest.raises(ValueError, match="byte-level"):
+        ours("t5-small").decode_bytes([5])
+    # HF byte-level files have the view too: the bytes are what decode reads as UTF-8
+    tok = ours("llama3")
+    for text in chunks()[:20]:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert tok.decode_bytes(ids).decode("utf-8", errors="replace") == tok.decode(ids)
+
+
+# -- decoding inputs ---------------------------------------------------------------------------
+
+
+class Index:
+    """An integer-like that is not an int (as torch's and numpy's scalars are)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+class FakeTensor:
+    """What decode may rely on of a torch tensor: ``tolist()``."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = data
+
+    def tolist(self) -> Any:
+        return self.data
+
+
+@pytest.mark.parametrize("name", ["qwen3", "all-minilm-l6-v2", "t5-small"])
+def test_decode_takes_integer_likes_like_transformers(name: str) -> None:
+    hf = transformers_tokenizer(name)
+    tok = ours(name)
+    rows = [tok.encode(t) for t in chunks()[:8]]
+    for ids in rows:
+        expected = hf.decode(ids)
+        assert tok.decode(ids) == expected
+        for form in (np.array(ids), np.array(ids, dtype=np.int32), np.array(ids, dtype=np.uint64), tuple(ids)):
+            assert tok.decode(form) == expected == hf.decode(form)
+        assert tok.decode([np.int64(i) for i in ids]) == expected
+        assert tok.decode([Index(i) for i in ids]) == expected
+        assert tok.decode(FakeTensor(ids)) == expected
+        assert tok.decode(iter(ids)) == expected
+        assert tok.decode(ids, skip_special_tokens=True) == hf.decode(ids, skip_special_tokens=True)
+    assert tok.decode(np.int64(rows[0][1])) == hf.decode(int(rows[0][1]))
+    assert tok.decode(rows[0][1]) == hf.decode(rows[0][1])
+    width = min(map(len, rows))
+    square = np.array([r[:width] for r in rows])
+    assert tok.batch_decode(square) == hf.batch_decode(square)
+    assert tok.batch_decode(rows, skip_special_tokens=True) == hf.batch_decode(rows, skip_special_tokens=True)
+    assert tok.batch_decode(FakeTensor([r[:width] for r in rows])) == hf.batch_decode(square)
+    with pytest.raises(TypeError):
+        tok.decode("12")
+    with pytest.raises(TypeError):
+        tok.decode([1.0])
+    with pytest.raises(TypeError):
+        tok.decode(np.array([[1, 2]], dtype=object))
+
+
+@pytest.fixture(scope="module")
+def qwen3_mtok(tmp_path_factory: pytest.TempPathFactory) -> pymtok.Tokenizer:
+    return pymtok.load(pymtok.export(fixture_path("tokenizers", "qwen3"), tmp_path_factory.mktemp("qwen3")))
+
+
+# Issue 11: the answers HF's bindings give, on both paths
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: t.decode([2**64]),
+        lambda t: t.decode([-1]),
+        lambda t: t.decode([2**32 - 1]),
+        lambda t: t.decode([2**32]),
+        lambda t: t.id_to_token(2**70),
+        lambda t: t.id_to_token(-1),
+        lambda t: t.id_to_token("a"),
+        lambda t: t.id_to_token(2**32 - 1),
+        lambda t: t.id_to_token(5),
+        lambda t: t.encode_batch(x for x in ["a", "b"]),
+        lambda t: t.encode_batch(["a", "b"]),
+        lambda t: t.token_to_id(5),
+        lambda t: t.token_to_id("<|im_end|>"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["json", "mtok"])
+def test_edge_answers_are_hf_answers(call: Any, kind: str, qwen3_mtok: pymtok.Tokenizer) -> None:
+    hf = hf_tokenizer("qwen3")
+    tok = ours("qwen3") if kind == "json" else qwen3_mtok
+
+    def outcome(t: Any) -> Any:
+        try:
+            value = call(t)
+        except (TypeError, OverflowError, ValueError) as exc:
+            return type(exc)
+        return [e.ids for e in value] if isinstance(value, list) and value and hasattr(value[0], "ids") else value
+
+    assert outcome(tok) == outcome(hf)
+
+
+# -- vocabulary and special tokens -------------------------------------------------------------
+
+# GemmaTokenizer fills in mask_token as a class default; tokenizer_config.json does not name it
+CLASS_DEFAULT_TOKENS = {"gemma-v1": {"mask_token"}}
+
+
+# chatglm3-6b's real class is remote code the fixture lacks: PreTrainedTokenizerFast stands in for
+# chat templates, but it adds tokenizer_config.json's extra tokens to the vocabulary, which that
+# class does not
+@pytest.mark.parametrize("name", [n for n in TOKENIZER_NAMES if n not in REMOTE_CODE])
+def test_vocabulary_and_special_tokens_match_transformers(name: str) -> None:
+    hf = transformers_tokenizer(name)
+    backend = hf_tokenizer(name)
+    tok = ours(name)
+    skipped = CLASS_DEFAULT_TOKENS.get(name, set())
+    for key in pymtok.tokenizer.NAMED_SPECIAL_TOKENS:
+        if key in skipped:
+            continue
+        assert getattr(tok, key) == getattr(hf, key), key
+        assert getattr(tok, key + "_id") == getattr(hf, key + "_id"), key
+    if not skipped:
+        assert tok.all_special_tokens == hf.all_special_tokens
+        assert tok.all_special_ids == hf.all_special_ids
+    assert tok.get_vocab() == hf.get_vocab()
+    assert tok.get_vocab(with_added_tokens=False) == backend.get_vocab(with_added_tokens=False)
+    assert len(tok) == len(hf)
+    for pair in (False, True):
+        assert tok.num_special_tokens_to_add(pair) == hf.num_special_tokens_to_add(pair)
+    for text in chunks()[:10]:
+        ids = tok.encode(text)
+        assert tok.convert_ids_to_tokens(ids) == hf.convert_ids_to_tokens(ids)
+        if not skipped:
+            assert tok.convert_ids_to_tokens(ids, skip_special_tokens=True) == hf.convert_ids_to_tokens(
+                ids, skip_special_tokens=True
+            )
+        tokens = tok.convert_ids_to_tokens(ids)
+        assert tok.convert_tokens_to_ids(tokens) == hf.convert_tokens_to_ids(tokens)
+        assert tok.convert_tokens_to_string(tokens) == hf.convert_tokens_to_string(tokens)
+    assert tok.convert_ids_to_tokens(3) == hf.convert_ids_to_tokens(3)
+    assert tok.convert_ids_to_tokens(np.array([3, 4])) == hf.convert_ids_to_tokens([3, 4])
+    assert tok.convert_ids_to_tokens([10**9]) == hf.convert_ids_to_tokens([10**9])
+    assert tok.convert_tokens_to_ids("\u0000no such token") == hf.convert_tokens_to_ids("\u0000no such token")
+
+
+def test_special_token_attributes_are_settable_and_reach_the_template() -> None:
+    tok = pymtok.load(fixture_path("tokenizers", "qwen3"))
+    tok.eos_token = "<|endoftext|>"
+    assert tok.eos_token_id == tok.token_to_id("<|endoftext|>")
+    assert tok.meta.special_tokens["eos_token"] == "<|endoftext|>"
+    with pytest.raises(AttributeError):
+        tok.eos_token_id = 5
+    with pytest.raises(TypeError):
+        tok.eos_token = 5  # type: ignore[assignment]
+    tok.bos_token = None
+    assert tok.bos_token is None and tok.bos_token_id is None
