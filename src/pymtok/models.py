@@ -477,7 +477,7 @@ class WordPiece(_VocabModel):
         if not piece:
             return []
         n = len(piece)
-        whole = [(self._unk()[0], 0, n)]
+        whole = [(self._unk_id, 0, n)]
         if n > self.max_input_chars_per_word:
             return _byte_spans(piece, whole)
         vocab, prefix = self._lookup, self.continuing_subword_prefix
