@@ -263,6 +263,9 @@ ENV_TEMPLATES = {
     "{{ 'a\tb'.expandtabs(4) }}{{ 'abc'.replace('b', '') }}{{ 'l1\nl2'.splitlines() }}{{ 'a'.ljust(3) }}|",
     "slices": "{{ messages[::-1]|map(attribute='role')|list }}{{ 'hello'[1:3] }}{{ messages[-1].content }}",
     "reasoning_alias": "{% for m in messages %}{{ m }}{% endfor %}",
+    "comparisons": "{{ 1 < 2 < 3 }}{{ 3 > 2 > 2 }}{{ 'a' in 'cat' }}{{ 'z' not in messages[0] }}"
+    "{{ messages[0] == messages[0] }}{{ [1, 2] != [1, 2] }}{{ 2 >= 2 <= 1 }}{{ none == undefined_var }}"
+    "{% for m in messages if m.role != 'system' and m.content|length % 2 == 0 %}{{ m.role }}{% endfor %}",
 }
 
 
@@ -490,6 +493,13 @@ HOSTILE.update({
     "min_big_strings": "{{ (['a' * 1000000] * 10000)|min|length }}",
     "dictsort_big": "{{ dict.fromkeys(range(100000)|map('string'), 'a' * 1000000)|dictsort|length }}",
     "groupby_big": "{{ ([{'k': 'a' * 1000000}] * 10000)|groupby('k')|length }}",
+    # two equal values sharing their parts: comparing walks 2**60 paths
+    "compare_shared": "{% set ns = namespace(a=['x'], b=['x']) %}{% for i in range(60) %}"
+    "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}{{ ns.a == ns.b }}",
+    "in_shared": "{% set ns = namespace(a=['x'], b=['x']) %}{% for i in range(60) %}"
+    "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}{{ ns.a in [ns.b] }}",
+    "chained_compare_shared": "{% set ns = namespace(a=['x'], b=['x']) %}{% for i in range(60) %}"
+    "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}{{ 1 < 2 < ns.a > ns.b }}",
 })
 # Templates too big to compile, refused before their cost grows: 2 MB of {{ 1 }}, a list literal
 # of 2M elements, and the same under the character limit (tokens counted, then nodes).

@@ -9,11 +9,16 @@ strings, extra keyword arguments), so the prompt is byte-identical.
 
 On top of the sandbox, every render runs under a budget so that a hostile template raises
 :class:`~pymtok.errors.TemplateError` instead of hanging or exhausting memory, without threads or
-signals: the deadline is checked in the sandbox's hooks (calls, attribute and item access,
-operators, filters, printing, ``~``, and every loop iteration, which we route through a hook by
-rewriting the parsed template), and every operation that could build a big value in one step
-(``*``, ``**``, ``%``, ``~``, ``+``, widths and fill arguments, ``replace``, ``join``, ``tojson``,
-turning containers into text) has its result size checked *before* it is built.
+signals. The bounds are counted, so they trip the same way on any machine: the sandbox's hooks
+(calls, attribute and item access, operators, filters, printing, and ``~``, comparisons and
+every loop iteration, which we route through hooks by rewriting the parsed template) count
+operations and loop steps; every operation that could build a big value in one step (``*``,
+``**``, ``%``, ``~``, ``+``, widths and fill arguments, ``replace``, ``join``, ``tojson``, turning
+containers into text) has its result size checked *before* it is built, and those whose time is
+not bounded by their result (sorting, ``wordwrap``, comparing) have their work estimated first;
+a template's source is measured (characters, tokens, nodes) before each stage of compiling it,
+and its inputs' nesting and size before they are copied for it. A wall-clock deadline, checked
+in the same hooks, is only the backstop.
 
 >>> ChatTemplate("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}").render(
 ...     [{"role": "user", "content": "hi"}], add_generation_prompt=False)
@@ -27,6 +32,7 @@ import functools
 import inspect
 import itertools
 import json
+import operator
 import re
 import sys
 import time
@@ -415,7 +421,9 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
             bound.apply_defaults()
             if work is not None:
                 cost = work(bound.arguments)
-                _check(cost, f"the work of |{name}", MAX_WORK)
+                _tick()
+                if cost > MAX_WORK:
+                    raise TemplateError(f"|{name} would take {cost} steps of work (limit {MAX_WORK})")
                 _spend(cost)
             if estimate is not None:
                 _check(estimate(bound.arguments), f"the result of |{name}", limit)
@@ -486,6 +494,31 @@ def _guarded_concat(*parts: Any) -> str:
     return "".join([str(p) for p in parts])
 
 
+_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "lteq": operator.le,
+    "gt": operator.gt, "gteq": operator.ge,
+    "in": lambda a, b: a in b, "notin": lambda a, b: a not in b,
+}
+
+
+def _guarded_compare(left: Any, *rest: Any) -> Any:
+    """``a == b``, ``a in b``, ``a < b < c`` …: comparing nested values walks them all, which for
+    values sharing parts (``[l, l]`` doubled 60 times) never ends, so each operand must be no
+    bigger than a value the template may build. Operands of a chain are all evaluated (jinja2 would
+    skip those after a false link); the comparisons still stop at the first false one."""
+    operands = [left, *rest[1::2]]
+    sizes = [_text_size(x) for x in operands]
+    if max(sizes) > MAX_CHARS:
+        raise TemplateError(f"would compare a value of size {max(sizes)} (limit {MAX_CHARS})")
+    _spend(sum(sizes))
+    result: Any = True
+    for i, op in enumerate(rest[::2]):
+        result = _COMPARISONS[op](operands[i], operands[i + 1])
+        if not result:
+            break
+    return result
+
+
 def _finalize(value: Any) -> Any:
     """Called on every ``{{ … }}`` value before jinja2 prints it with str(); returns it unchanged."""
     size = _text_size(value)
@@ -494,8 +527,9 @@ def _finalize(value: Any) -> Any:
     return value
 
 
-class _GuardLoopsAndConcat(NodeTransformer):
-    """Rewrites a parsed template so that loops and ``~`` go through the environment's hooks."""
+class _RouteThroughHooks(NodeTransformer):
+    """Rewrites a parsed template so that loops, ``~`` and comparisons go through the
+    environment's hooks."""
 
     def __init__(self, environment: jinja2.Environment) -> None:
         self.environment = environment
@@ -514,6 +548,13 @@ class _GuardLoopsAndConcat(NodeTransformer):
     def visit_Concat(self, node: jinja2.nodes.Concat) -> jinja2.nodes.Node:
         self.generic_visit(node)
         return self._hook("pymtok_concat", node.nodes, node.lineno)
+
+    def visit_Compare(self, node: jinja2.nodes.Compare) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        args: list[jinja2.nodes.Node] = [node.expr]
+        for operand in node.ops:
+            args += [jinja2.nodes.Const(operand.op), operand.expr]
+        return self._hook("pymtok_compare", args, node.lineno)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -660,9 +701,10 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
             raise_exception=_raise_exception, strftime_now=_strftime_now, dict=_TemplateDict(),
             namespace=_TemplateNamespace, lipsum=_lipsum,
         )
-        # targets of the calls _GuardLoopsAndConcat writes into templates
+        # targets of the calls _RouteThroughHooks writes into templates
         self.pymtok_loop = _guarded_loop
         self.pymtok_concat = _guarded_concat
+        self.pymtok_compare = _guarded_compare
 
     def concat(self, parts: Iterable[str]) -> str:
         """Joins the output of macros, ``{% set %}`` blocks and ``caller()``."""
@@ -935,7 +977,7 @@ class ChatTemplate:
                 nodes = sum(1 for _ in itertools.islice(tree.find_all(jinja2.nodes.Node), MAX_TEMPLATE_NODES))
                 if nodes >= MAX_TEMPLATE_NODES:
                     raise TemplateError(f"source parses to more than {MAX_TEMPLATE_NODES} nodes")
-                template = env.from_string(_GuardLoopsAndConcat(env).visit(tree))
+                template = env.from_string(_RouteThroughHooks(env).visit(tree))
             if len(self._compiled) >= _COMPILED_KEPT:  # templates passed per call must not pile up
                 self._compiled.clear()
             self._compiled[source] = template
