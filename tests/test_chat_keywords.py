@@ -18,6 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from conftest import fixture_path
 from test_chat import ASSISTANT_LAST, MULTI, NO_SYSTEM, SINGLE, TEMPLATED, WEATHER_TOOL, hf, outcome
 
@@ -313,3 +315,17 @@ def test_tool_schema_docstrings_match_transformers(index: int) -> None:
 def test_tool_schema_of_methods_and_examples() -> None:
     for function in (get_weather, Shop().buy, Shop.buy):
         _same_schema(function)
+
+
+# Docstrings assembled from the pieces the parser keys on, in any order: whatever transformers
+# makes of them (or refuses), so must we.
+DOC_PIECES = [
+    "Args:", "Returns:", "Raises:", "\n", "\n\n", "    ", "  ", "\t", "x", "y", "x:", "y:", " (int)", "(str):",
+    " (choices: [\"a\", \"b \"])", " (choices: [1, 2])", "(choices: nope)", "Some text.", "more text", ":", "-",
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(DOC_PIECES), max_size=24))
+def test_tool_schema_of_any_docstring_matches_transformers(pieces: list[str]) -> None:
+    _same_schema(_function(" -> int", "".join(pieces), "x: str, y: int = 1"))
