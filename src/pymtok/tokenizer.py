@@ -278,7 +278,7 @@ class Tokenizer:
 
         >>> tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
         ...                         add_generation_prompt=True)            # doctest: +SKIP
-        '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n'
+        '<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
 
         ``tokenize=False`` gives the prompt text (a list of them for a batch). Otherwise the prompt
         is encoded without adding special tokens (the template holds them) and, with
