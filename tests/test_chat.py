@@ -124,6 +124,13 @@ def _load_hf(folder: Path) -> Any:
 _HF: dict[str, Any] = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _release_tokenizers() -> Any:
+    """Loaded tokenizers take hundreds of MB: keep them for this module only."""
+    yield
+    _HF.clear()
+
+
 def hf(name: str) -> Any:
     if name not in _HF:
         _HF[name] = _load_hf(fixture_path("tokenizers", name))

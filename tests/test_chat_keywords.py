@@ -21,25 +21,44 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from conftest import fixture_path
-from test_chat import ASSISTANT_LAST, MULTI, NO_SYSTEM, SINGLE, TEMPLATED, WEATHER_TOOL, hf, outcome
+from test_chat import ASSISTANT_LAST, MULTI, NO_SYSTEM, SINGLE, TEMPLATED, WEATHER_TOOL, _load_hf, outcome
 
 import pymtok
 from pymtok.chat import ChatTemplate, get_json_schema
 from pymtok.errors import TemplateError
 
+# One fixture's tokenizers at a time (each takes up to 200 MB); tests run fixture by fixture.
 _OURS: dict[str, Any] = {}
 _FAST: dict[str, Any] = {}
+_TRANSFORMERS: dict[str, Any] = {}
+
+
+def _one(cache: dict[str, Any], name: str, load: Callable[[], Any]) -> Any:
+    if name not in cache:
+        cache.clear()
+        cache[name] = load()
+    return cache[name]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_tokenizers() -> Any:
+    yield
+    for cache in (_OURS, _FAST, _TRANSFORMERS):
+        cache.clear()
 
 
 def ours(name: str) -> Any:
-    if name not in _OURS:
-        _OURS[name] = pymtok.load(fixture_path("tokenizers", name))
-    return _OURS[name]
+    return _one(_OURS, name, lambda: pymtok.load(fixture_path("tokenizers", name)))
+
+
+def hf(name: str) -> Any:
+    return _one(_TRANSFORMERS, name, lambda: _load_hf(fixture_path("tokenizers", name)))
 
 
 def fast(name: str) -> Any:
     """transformers over the folder's tokenizer.json, with the folder's template and tokens."""
-    if name not in _FAST:
+
+    def load() -> Any:
         from transformers import PreTrainedTokenizerFast
 
         loaded = hf(name)
@@ -48,8 +67,11 @@ def fast(name: str) -> Any:
             if key != "mask_token":  # GemmaTokenizer's class default, not the folder's
                 setattr(tok, key, value)
         tok.chat_template = loaded.chat_template
-        _FAST[name] = tok
-    return _FAST[name]
+        for setting in ("padding_side", "truncation_side", "model_max_length"):
+            setattr(tok, setting, getattr(loaded, setting))
+        return tok
+
+    return _one(_FAST, name, load)
 
 
 def get_weather(city: str, unit: typing.Literal["c", "f"] = "c") -> dict[str, float]:
@@ -130,8 +152,8 @@ def run(tokenizer: Any, conversation: Any, kwargs: dict[str, Any]) -> tuple[str,
     return outcome(lambda: tokenizer.apply_chat_template(copy.deepcopy(conversation), **copy.deepcopy(kwargs)))
 
 
-@pytest.mark.parametrize("name", TEMPLATED)
 @pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("name", TEMPLATED)
 def test_keywords_match_transformers(name: str, case: str) -> None:
     kwargs, conversation = CASES[case]
     tokenized = kwargs.get("tokenize", True)
@@ -155,8 +177,8 @@ class Conversation:
         self.messages = messages
 
 
-@pytest.mark.parametrize("name", TEMPLATED)
 @pytest.mark.parametrize("case", sorted(BATCH_CASES))
+@pytest.mark.parametrize("name", TEMPLATED)
 def test_batched_conversations_match_transformers(name: str, case: str) -> None:
     kwargs = BATCH_CASES[case]
     oracle = fast(name) if kwargs.get("tokenize", True) else hf(name)
