@@ -9,11 +9,16 @@ strings, extra keyword arguments), so the prompt is byte-identical.
 
 On top of the sandbox, every render runs under a budget so that a hostile template raises
 :class:`~pymtok.errors.TemplateError` instead of hanging or exhausting memory, without threads or
-signals: the deadline is checked in the sandbox's hooks (calls, attribute and item access,
-operators, filters, printing, ``~``, and every loop iteration, which we route through a hook by
-rewriting the parsed template), and every operation that could build a big value in one step
-(``*``, ``**``, ``%``, ``~``, ``+``, widths and fill arguments, ``replace``, ``join``, ``tojson``,
-turning containers into text) has its result size checked *before* it is built.
+signals. The bounds are counted, so they trip the same way on any machine: the sandbox's hooks
+(calls, attribute and item access, operators, filters, printing, and ``~``, comparisons and
+every loop iteration, which we route through hooks by rewriting the parsed template) count
+operations and loop steps; every operation that could build a big value in one step (``*``,
+``**``, ``%``, ``~``, ``+``, widths and fill arguments, ``replace``, ``join``, ``tojson``, turning
+containers into text) has its result size checked *before* it is built, and those whose time is
+not bounded by their result (sorting, ``wordwrap``, comparing) have their work estimated first;
+a template's source is measured (characters, tokens, nodes) before each stage of compiling it,
+and its inputs' nesting and size before they are copied for it. A wall-clock deadline, checked
+in the same hooks, is only the backstop.
 
 >>> ChatTemplate("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}").render(
 ...     [{"role": "user", "content": "hi"}], add_generation_prompt=False)
@@ -27,7 +32,9 @@ import functools
 import inspect
 import itertools
 import json
+import operator
 import re
+import sys
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -48,28 +55,47 @@ from .errors import TemplateError
 # Finding a folder's template is part of reading the folder, which must not import jinja2; the
 # finders are re-exported here, beside the renderer their results go to.
 from .hf_json import find_chat_template, special_tokens_from_config, template_from_llm_config, token_text
+from .tool_schema import get_json_schema
 
 __all__ = [
-    "MAX_CHARS", "MAX_INT_BITS", "MAX_ITEMS", "MAX_ITERATIONS", "MAX_WORK", "TIME_LIMIT",
-    "TIME_PER_MESSAGE", "ChatTemplate", "find_chat_template", "special_tokens_from_config",
+    "MAX_CHARS", "MAX_DEPTH", "MAX_INPUT_VALUES", "MAX_INT_BITS", "MAX_ITEMS", "MAX_ITERATIONS", "MAX_STEPS",
+    "MAX_TEMPLATE_CHARS", "MAX_TEMPLATE_NODES", "MAX_TEMPLATE_TOKENS", "MAX_WORK",
+    "STEPS_PER_MESSAGE", "TIME_LIMIT", "TIME_PER_MESSAGE", "ChatTemplate", "get_json_schema", "find_chat_template", "special_tokens_from_config",
     "template_from_llm_config",
 ]
 
-#: Wall-clock seconds one compilation, or one render of a short chat, may take.
+#: Wall-clock seconds one compilation, or one render of a short chat, may take. The clock is a
+#: backstop: the counted bounds below stop every hostile template we know of first, whatever the
+#: machine's speed.
 TIME_LIMIT = 1.0
-#: Extra seconds a render may take per message (real templates need ~35 µs per message).
-TIME_PER_MESSAGE = 1e-4
+#: Extra seconds a render may take per message, tool and document (real templates need 35-200 µs
+#: per message, more on a loaded machine).
+TIME_PER_MESSAGE = 1e-3
 #: Characters in any one string the template builds, and in the rendered prompt (~4M tokens).
 MAX_CHARS = 1 << 24
 #: Items in any one list or tuple the template builds.
 MAX_ITEMS = 1 << 20
-#: Characters and items built in one render, all values together; bounds what a template can
-#: hold. Real templates build 2-4 times the text of the chat.
+#: Characters and items built (or copied, sorted, compared) in one render, all values together;
+#: bounds what a template can hold and do. Real templates build 2-4 times the text of the chat.
 MAX_WORK = 1 << 27
 #: Loop iterations in one render (a chat of N messages needs a small multiple of N).
 MAX_ITERATIONS = 1 << 20
+#: Sandbox operations (calls, attribute and item reads, operators, filters, loop steps) in one
+#: render of a short chat; real templates take 10-20 per message.
+MAX_STEPS = 1 << 18
+#: Extra operations a render may take per message, tool and document it is given.
+STEPS_PER_MESSAGE = 256
 #: Bits of an integer the template builds; larger ones make arithmetic itself slow.
 MAX_INT_BITS = 1 << 16
+#: Characters and lexer tokens of a template's source, and nodes of its parsed form, checked
+#: before the next (costlier) stage of compiling it. Real templates have a few thousand tokens.
+MAX_TEMPLATE_CHARS = 1 << 20
+MAX_TEMPLATE_TOKENS = 1 << 16
+MAX_TEMPLATE_NODES = 1 << 16
+#: Nesting depth of the messages, tools, documents and keyword values a template is given, and
+#: their number of values in all (a value shared by several containers counts each time).
+MAX_DEPTH = 200
+MAX_INPUT_VALUES = 1 << 18
 
 # Names a message's reasoning is passed under; transformers copies the first one found to
 # "reasoning_content" (what templates read) and "thinking" (what gpt-oss templates read).
@@ -81,13 +107,18 @@ _REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
 
 
 class _Budget:
-    __slots__ = ("deadline", "iterations", "seconds", "work")
+    __slots__ = ("deadline", "iterations", "max_steps", "output", "seconds", "spans", "steps", "work")
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, max_steps: int) -> None:
         self.seconds = seconds
         self.deadline = time.monotonic() + seconds
+        self.max_steps = max_steps
         self.work = 0
         self.iterations = 0
+        self.steps = 0
+        # characters of the prompt yielded so far, and where {% generation %} blocks put theirs
+        self.output = 0
+        self.spans: list[tuple[int, int]] = []
 
 
 # A context variable rather than an attribute of the environment, so that renders running at the
@@ -96,8 +127,9 @@ _BUDGET: ContextVar[_Budget | None] = ContextVar("pymtok_chat_budget", default=N
 
 
 @contextmanager
-def _budgeted(seconds: float = TIME_LIMIT) -> Iterator[None]:
-    token = _BUDGET.set(_Budget(seconds))
+def _budgeted(messages: int = 0) -> Iterator[None]:
+    budget = _Budget(TIME_LIMIT + TIME_PER_MESSAGE * messages, MAX_STEPS + STEPS_PER_MESSAGE * messages)
+    token = _BUDGET.set(budget)
     try:
         yield
     finally:
@@ -106,8 +138,16 @@ def _budgeted(seconds: float = TIME_LIMIT) -> Iterator[None]:
 
 def _tick() -> None:
     budget = _BUDGET.get()
-    if budget is not None and time.monotonic() > budget.deadline:
-        raise TemplateError(f"ran longer than {budget.seconds:g} s")
+    if budget is not None:
+        budget.steps += 1
+        if budget.steps > budget.max_steps:
+            raise TemplateError(f"ran more than {budget.max_steps} operations")
+        # every operation is bounded by the counted limits; the clock need not be read for each
+        if not budget.steps % _STEPS_PER_CLOCK_READ and time.monotonic() > budget.deadline:
+            raise TemplateError(f"ran longer than {budget.seconds:g} s")
+
+
+_STEPS_PER_CLOCK_READ = 16
 
 
 def _check(size: int, what: str, limit: int = MAX_CHARS) -> None:
@@ -290,6 +330,38 @@ def _wordwrap_size(arguments: dict[str, Any]) -> int:
     return text + (text + 1) * (len(wrap) if isinstance(wrap, str) else 1)
 
 
+# textwrap cuts a word longer than the width one piece at a time, copying the rest each time, and
+# handles every piece in Python: the work, not the result, is what grows out of bounds.
+_PIECE_WORK = 64
+_LONG_WORDS_SEEN = 4096
+
+
+def _wordwrap_work(arguments: dict[str, Any]) -> int:
+    s, width = arguments["s"], arguments["width"]
+    if not isinstance(s, str) or not isinstance(width, int) or width < 1:
+        return _text_size(s)  # textwrap refuses these itself
+    pieces = 2 * sum(s.count(c) for c in " \t\n\r\f\v-") + 1
+    work = len(s)
+    if arguments["break_long_words"] and width < len(s):
+        longest = 0
+        long_words = re.finditer(rf"\S{{{width + 1},}}", s)
+        for n, match in enumerate(itertools.islice(long_words, _LONG_WORDS_SEEN + 1)):
+            longest = len(s) if n == _LONG_WORDS_SEEN else max(longest, match.end() - match.start())
+        if longest:
+            pieces += len(s) // width
+            work += longest * (len(s) // width + 1)
+    return work + _PIECE_WORK * pieces
+
+
+def _ordering_work(arguments: dict[str, Any]) -> int:
+    """Sorting, de-duplicating or finding the least or greatest item compares items about log2(n)
+    times each (and without case_sensitive lower-cases a copy of each): text × log2(n)."""
+    value = arguments["value"]
+    if not isinstance(value, Collection):
+        value = _materialize(arguments, "value")
+    return _text_size(value) * (len(value).bit_length() + 1)
+
+
 def _join_filter_size(arguments: dict[str, Any]) -> int:
     return _join_size(arguments["d"], _materialize(arguments, "value"))
 
@@ -316,6 +388,12 @@ _FILTER_SIZES: dict[str, Callable[[dict[str, Any]], int]] = {
     "pprint": lambda a: _text_size(a["value"], indent=1),
 }
 _ITEM_FILTERS = frozenset({"batch", "slice", "list"})
+# Filters whose running time is not bounded by the size of their result: their work, estimated
+# before they run, counts against the render's MAX_WORK.
+_FILTER_WORK: dict[str, Callable[[dict[str, Any]], int]] = {
+    "wordwrap": _wordwrap_work,
+    **dict.fromkeys(("sort", "unique", "min", "max", "dictsort", "groupby"), _ordering_work),
+}
 # Filters that write some characters as entities or %XX sequences: at most this many times longer.
 _ESCAPING_FILTERS = {"escape": 6, "e": 6, "forceescape": 6, "urlencode": 9, "xmlattr": 6}
 # Filters that look at a value's items or number rather than turning it into text.
@@ -332,7 +410,8 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     # so they receive one leading argument more than their (unwrapped) signature shows
     hidden = int(hasattr(func, "jinja_pass_arg") and not hasattr(inspect.unwrap(func), "jinja_pass_arg"))
     estimate = _FILTER_SIZES.get(name)
-    signature = inspect.signature(func) if estimate is not None else None
+    work = _FILTER_WORK.get(name)
+    signature = inspect.signature(func) if estimate is not None or work is not None else None
     limit = MAX_ITEMS if name in _ITEM_FILTERS else MAX_CHARS
     factor = 0 if name in _SHAPE_FILTERS else _ESCAPING_FILTERS.get(name, 1)
 
@@ -341,10 +420,17 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(func)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         head, args = args[:hidden], args[hidden:]
-        if signature is not None and estimate is not None:
+        if signature is not None:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            _check(estimate(bound.arguments), f"the result of |{name}", limit)
+            if work is not None:
+                cost = work(bound.arguments)
+                _tick()
+                if cost > MAX_WORK:
+                    raise TemplateError(f"|{name} would take {cost} steps of work (limit {MAX_WORK})")
+                _spend(cost)
+            if estimate is not None:
+                _check(estimate(bound.arguments), f"the result of |{name}", limit)
             args, kwargs = bound.args, bound.kwargs
         elif factor:
             texts = sum(map(_text_size, args)) + sum(map(_text_size, kwargs.values()))
@@ -412,6 +498,40 @@ def _guarded_concat(*parts: Any) -> str:
     return "".join([str(p) for p in parts])
 
 
+_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "lteq": operator.le,
+    "gt": operator.gt, "gteq": operator.ge,
+    "in": lambda a, b: a in b, "notin": lambda a, b: a not in b,
+}
+
+
+def _compare_work(op: str, a: Any, b: Any) -> int:
+    if isinstance(a, str) and isinstance(b, str):
+        if op in ("eq", "ne"):  # strings of different lengths differ at once
+            return len(a) if len(a) == len(b) else 1
+        return len(b) if op in ("in", "notin") else min(len(a), len(b))
+    size = max(_text_size(a), _text_size(b))
+    if size > MAX_CHARS:
+        raise TemplateError(f"would compare a value of size {size} (limit {MAX_CHARS})")
+    return size
+
+
+def _guarded_compare(left: Any, *rest: Any) -> Any:
+    """``a == b``, ``a in b``, ``a < b < c`` …: comparing nested values walks them all, which for
+    values sharing parts (``[l, l]`` doubled 60 times) never ends, so an operand may be no bigger
+    than a value the template may build, and the walk counts as work. The operands of a chain are
+    all evaluated (jinja2 skips those after a false link); the comparisons stop at the first false
+    one, as in jinja2."""
+    result: Any = True
+    for op, right in zip(rest[::2], rest[1::2]):
+        _spend(_compare_work(op, left, right))
+        result = _COMPARISONS[op](left, right)
+        if not result:
+            break
+        left = right
+    return result
+
+
 def _finalize(value: Any) -> Any:
     """Called on every ``{{ … }}`` value before jinja2 prints it with str(); returns it unchanged."""
     size = _text_size(value)
@@ -420,8 +540,9 @@ def _finalize(value: Any) -> Any:
     return value
 
 
-class _GuardLoopsAndConcat(NodeTransformer):
-    """Rewrites a parsed template so that loops and ``~`` go through the environment's hooks."""
+class _RouteThroughHooks(NodeTransformer):
+    """Rewrites a parsed template so that loops, ``~`` and comparisons go through the
+    environment's hooks."""
 
     def __init__(self, environment: jinja2.Environment) -> None:
         self.environment = environment
@@ -441,6 +562,13 @@ class _GuardLoopsAndConcat(NodeTransformer):
         self.generic_visit(node)
         return self._hook("pymtok_concat", node.nodes, node.lineno)
 
+    def visit_Compare(self, node: jinja2.nodes.Compare) -> jinja2.nodes.Node:
+        self.generic_visit(node)
+        args: list[jinja2.nodes.Node] = [node.expr]
+        for operand in node.ops:
+            args += [jinja2.nodes.Const(operand.op), operand.expr]
+        return self._hook("pymtok_compare", args, node.lineno)
+
 
 # ---------------------------------------------------------------------------------------------
 # The environment: transformers' options and globals, plus the budget hooks
@@ -450,7 +578,7 @@ class _GenerationTag(jinja2.ext.Extension):
     """``{% generation %}…{% endgeneration %}`` marks assistant text for training masks.
 
     transformers only records where the block's output lands (for return_assistant_tokens_mask);
-    the rendered text is the block's body either way, which is all we produce.
+    the rendered text is the block's body either way.
     """
 
     tags = {"generation"}
@@ -462,7 +590,11 @@ class _GenerationTag(jinja2.ext.Extension):
         return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
 
     def _body(self, caller: Callable[[], str]) -> str:
-        return caller()
+        text = caller()
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.spans.append((budget.output, budget.output + len(text)))
+        return text
 
 
 def _raise_exception(message: Any) -> None:
@@ -582,9 +714,10 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
             raise_exception=_raise_exception, strftime_now=_strftime_now, dict=_TemplateDict(),
             namespace=_TemplateNamespace, lipsum=_lipsum,
         )
-        # targets of the calls _GuardLoopsAndConcat writes into templates
+        # targets of the calls _RouteThroughHooks writes into templates
         self.pymtok_loop = _guarded_loop
         self.pymtok_concat = _guarded_concat
+        self.pymtok_compare = _guarded_compare
 
     def concat(self, parts: Iterable[str]) -> str:
         """Joins the output of macros, ``{% set %}`` blocks and ``caller()``."""
@@ -638,28 +771,53 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
 # The context transformers builds
 
 
-def _plain(value: Any) -> Any:
+class _Plain:
     """Rebuild a value out of plain JSON-like types, as transformers does for everything a
-    template sees: rich objects carry methods the sandbox does not know are dangerous."""
-    if value is None or type(value) in (str, int, float, bool):
-        return value
-    if isinstance(value, str):  # subclasses (enums, ...) may carry extra methods
-        return str.__str__(value)
-    if isinstance(value, int):
-        return int.__int__(value)
-    if isinstance(value, float):
-        return float.__float__(value)
-    if isinstance(value, Mapping):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if callable(getattr(value, "model_dump", None)):  # pydantic models
-        return _plain(value.model_dump())
-    return f"<{type(value).__name__}>"
+    template sees: rich objects carry methods the sandbox does not know are dangerous.
+
+    Unlike transformers (which recurses until Python's stack runs out), the walk refuses values
+    nested deeper than MAX_DEPTH (a value holding itself is one) and more than MAX_INPUT_VALUES
+    values in all, counting a shared value each time it is reached, as the copy holds it each time.
+    """
+
+    def __init__(self) -> None:
+        self.values = 0
+
+    def __call__(self, value: Any, depth: int = 0) -> Any:
+        self.values += 1
+        if self.values > MAX_INPUT_VALUES:
+            raise TemplateError(f"chat template inputs hold more than {MAX_INPUT_VALUES} values")
+        if depth > MAX_DEPTH:
+            raise TemplateError(
+                f"chat template inputs are nested more than {MAX_DEPTH} deep (or hold themselves)"
+            )
+        if value is None or type(value) in (str, int, float, bool):
+            return value
+        if isinstance(value, str):  # subclasses (enums, ...) may carry extra methods
+            return str.__str__(value)
+        if isinstance(value, int):
+            return int.__int__(value)
+        if isinstance(value, float):
+            return float.__float__(value)
+        depth += 1
+        if isinstance(value, Mapping):
+            return {self(k, depth): self(v, depth) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self(v, depth) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self(v, depth) for v in value)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and isinstance(value, numpy.generic):  # np.bool_(False) stays falsy
+            return self(value.item(), depth)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: self(getattr(value, f.name), depth) for f in dataclasses.fields(value)}
+        if callable(getattr(value, "model_dump", None)):  # pydantic models
+            return self(value.model_dump(), depth)
+        return f"<{type(value).__name__}>"
+
+
+def _plain(value: Any) -> Any:
+    return _Plain()(value)
 
 
 def _message_dict(message: Any) -> dict[str, Any]:
@@ -691,6 +849,75 @@ def _list_of_dicts(values: Any, what: str) -> list[Any]:
     return items
 
 
+def _tool_schemas(tools: Any) -> list[Any]:
+    """Tools as transformers takes them: JSON-schema dicts as they are, functions and methods
+    turned into their schema."""
+    if isinstance(tools, (str, Mapping)) or not isinstance(tools, Iterable):
+        raise TemplateError(f"chat template tools must be a list, got {tools!r:.80}")
+    schemas: list[Any] = []
+    for tool in tools:
+        if isinstance(tool, Mapping):
+            schemas.append(tool)
+        elif inspect.isfunction(tool) or inspect.ismethod(tool):
+            schemas.append(get_json_schema(tool))
+        else:
+            raise TemplateError(
+                "chat template tools must be JSON-schema dicts or functions with type hints and a "
+                f"docstring, got {tool!r:.80}"
+            )
+    return schemas
+
+
+# transformers appends this to the text to continue, renders, and cuts the prompt where it lands
+_CONTINUE_TAG = "CONTINUE_FINAL_MESSAGE_TAG "
+
+
+def _tag_final_message(chat: list[dict[str, Any]], field: bool | str, source: str) -> str:
+    """Mark the end of the final message's text (``field``: True for "content") as transformers
+    does for continue_final_message; returns the text that was marked."""
+    name = field if isinstance(field, str) else "content"
+    last = chat[-1]
+    final = last.get(name)
+    if final is None:
+        raise TemplateError(f"continue_final_message is set but the final message has no {name!r} to continue")
+    # reasoning is copied under several names: tag each copy, whichever the template reads
+    fields = [f for f in _REASONING_FIELDS if last.get(f) == final] if name in _REASONING_FIELDS else [name]
+    if not any(f in source for f in fields):
+        raise TemplateError(f"continue_final_message is set to {name!r}, which the chat template never reads")
+    if isinstance(final, (list, tuple)):
+        for block in reversed(final):
+            if not isinstance(block, Mapping):
+                if isinstance(block, Collection) and "text" not in block:
+                    continue
+                raise TemplateError(f"continue_final_message: a content block is not a dict: {block!r:.80}")
+            if "text" in block:
+                # the last text block; the copies under several names are the same list
+                text = block["text"]
+                if not isinstance(text, str):
+                    raise TemplateError(f"continue_final_message: the text to continue is not a string: {text!r:.80}")
+                block["text"] = text + _CONTINUE_TAG
+                return text
+        raise TemplateError("continue_final_message is set but the final message has no text to continue")
+    if not isinstance(final, str):
+        raise TemplateError(f"continue_final_message: the final {name!r} is not a string: {final!r:.80}")
+    for f in fields:
+        last[f] = last[f] + _CONTINUE_TAG
+    return final
+
+
+def _cut_at_final_message(text: str, final: str) -> str:
+    tag = _CONTINUE_TAG.strip()
+    if final.strip() not in text or tag not in text:
+        raise TemplateError(
+            "continue_final_message is set but the final message does not appear in the prompt: "
+            "the chat template drops part of it"
+        )
+    at = text.rindex(tag)
+    if text[at : at + len(_CONTINUE_TAG)] == _CONTINUE_TAG:
+        return text[:at]
+    return text[:at].rstrip()  # the template trimmed the message's trailing space
+
+
 def _template_line(tb: TracebackType | None) -> int | None:
     """The template line of the innermost template frame (jinja2 rewrites tracebacks so)."""
     line = None
@@ -699,6 +926,10 @@ def _template_line(tb: TracebackType | None) -> int | None:
             line = tb.tb_lineno
         tb = tb.tb_next
     return line
+
+
+# compiled templates one ChatTemplate keeps (templates passed per call are compiled too)
+_COMPILED_KEPT = 16
 
 
 class ChatTemplate:
@@ -722,30 +953,46 @@ class ChatTemplate:
         self._environment = _ChatEnvironment()
         self._compiled: dict[str, jinja2.Template] = {}
 
-    def _select(self, name: str | None, tools: Any) -> tuple[str, str]:
-        """(label, source) of the template to use, picked as transformers' get_chat_template."""
-        if isinstance(self.source, str):
-            if name not in (None, "default"):
-                raise TemplateError(f"no chat template named {name!r}: this model has a single one")
+    def _select(self, chat_template: str | None, tools: Any) -> tuple[str, str]:
+        """(label, source) of the template to use, by transformers' get_chat_template rule: a
+        ``chat_template`` naming one of several templates picks it; any other string is itself
+        the template; ``None`` takes the model's ("tool_use" when tools are given and it has one)."""
+        if chat_template is not None and not isinstance(chat_template, str):
+            raise TypeError(f"chat_template must be a str, got {type(chat_template).__name__}")
+        if isinstance(self.source, dict):
+            if chat_template is not None and chat_template in self.source:
+                return f" {chat_template!r}", self.source[chat_template]
+            if chat_template is None:
+                name = "tool_use" if tools is not None and "tool_use" in self.source else "default"
+                if name not in self.source:
+                    raise TemplateError(
+                        "this model has several chat templates and no 'default': name one of "
+                        f"{sorted(self.source)}, or pass a template"
+                    )
+                return f" {name!r}", self.source[name]
+        elif chat_template is None:
             return "", self.source
-        if name is None:
-            name = "tool_use" if tools is not None and "tool_use" in self.source else "default"
-            if name not in self.source:
-                raise TemplateError(
-                    "this model has several chat templates and no 'default': name one of "
-                    f"{sorted(self.source)}"
-                )
-        if name not in self.source:
-            raise TemplateError(f"no chat template named {name!r}; there are {sorted(self.source)}")
-        return f" {name!r}", self.source[name]
+        return " (given)", chat_template
 
     def _compile(self, label: str, source: str) -> jinja2.Template:
         template = self._compiled.get(source)
         if template is None:
             env = self._environment
             with self._errors(label), _budgeted():
-                tree = _GuardLoopsAndConcat(env).visit(env.parse(source))
-                template = env.from_string(tree)
+                # each stage of compiling costs more per character than the one before, and
+                # Python's compile() of the generated code is superlinear: refuse by size first
+                if len(source) > MAX_TEMPLATE_CHARS:
+                    raise TemplateError(f"source is {len(source)} characters (limit {MAX_TEMPLATE_CHARS})")
+                tokens = sum(1 for _ in itertools.islice(env.lex(source), MAX_TEMPLATE_TOKENS + 1))
+                if tokens > MAX_TEMPLATE_TOKENS:
+                    raise TemplateError(f"source has more than {MAX_TEMPLATE_TOKENS} tokens")
+                tree = env.parse(source)
+                nodes = sum(1 for _ in itertools.islice(tree.find_all(jinja2.nodes.Node), MAX_TEMPLATE_NODES))
+                if nodes >= MAX_TEMPLATE_NODES:
+                    raise TemplateError(f"source parses to more than {MAX_TEMPLATE_NODES} nodes")
+                template = env.from_string(_RouteThroughHooks(env).visit(tree))
+            if len(self._compiled) >= _COMPILED_KEPT:  # templates passed per call must not pile up
+                self._compiled.clear()
             self._compiled[source] = template
         return template
 
@@ -766,39 +1013,85 @@ class ChatTemplate:
 
     def render(
         self,
-        messages: Sequence[Any],
+        messages: Any,
         *,
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, Any] | Callable[..., Any]] | None = None,
         documents: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = True,
+        continue_final_message: bool | str = False,
         chat_template: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Render a conversation to the prompt text, byte-identical to transformers'
         ``apply_chat_template(messages, tokenize=False, ...)``.
 
-        ``tools`` are JSON-schema dicts; ``documents`` dicts (usually "title" and "text");
-        ``chat_template`` names one of several templates; ``kwargs`` become template variables
-        (e.g. ``enable_thinking=False``) and override special tokens of the same name.
+        ``tools`` are JSON-schema dicts or Python functions (turned into their schema as
+        transformers' ``get_json_schema`` does); ``documents`` dicts (usually "title" and "text");
+        ``continue_final_message`` leaves the last message open for the model to continue (a
+        string names the field to continue, e.g. "reasoning_content"); ``chat_template`` names one
+        of several templates or is a template itself; ``kwargs`` become template variables (e.g.
+        ``enable_thinking=False``) and override special tokens of the same name.
         """
+        return self._render(
+            messages, tools, documents, add_generation_prompt, continue_final_message, chat_template, kwargs
+        )[0]
+
+    def render_with_spans(
+        self,
+        messages: Any,
+        *,
+        tools: Sequence[Mapping[str, Any] | Callable[..., Any]] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        chat_template: str | None = None,
+        **kwargs: Any,
+    ) -> tuple[str, list[tuple[int, int]]]:
+        """``render``, and the (start, end) character span of each ``{% generation %}`` block's
+        output in the prompt, as transformers records them for ``return_assistant_tokens_mask``
+        (the position is the text yielded so far, so a block inside a macro is placed as
+        transformers places it)."""
+        return self._render(messages, tools, documents, add_generation_prompt, False, chat_template, kwargs)
+
+    def _render(
+        self,
+        messages: Any,
+        tools: Any,
+        documents: Any,
+        add_generation_prompt: bool,
+        continue_final_message: bool | str,
+        chat_template: str | None,
+        kwargs: dict[str, Any],
+    ) -> tuple[str, list[tuple[int, int]]]:
+        if continue_final_message and add_generation_prompt:
+            raise ValueError(
+                "continue_final_message and add_generation_prompt are not compatible: the first "
+                "continues the final message, the second starts a new assistant message"
+            )
         label, source = self._select(chat_template, tools)
-        chat = [_message_dict(m) for m in messages]
+        chat = [_message_dict(m) for m in getattr(messages, "messages", messages)]
         if not chat:
             raise TemplateError("cannot apply a chat template to an empty conversation")
         chat = [_with_reasoning_aliases(m) for m in _plain(chat)]
+        final = _tag_final_message(chat, continue_final_message, source) if continue_final_message else None
         context = _plain({**self.special_tokens, **kwargs})
         context.update(
             messages=chat,
-            tools=None if tools is None else _plain(_list_of_dicts(tools, "tools")),
+            tools=None if tools is None else _plain(_tool_schemas(tools)),
             documents=None if documents is None else _plain(_list_of_dicts(documents, "documents")),
             add_generation_prompt=add_generation_prompt,
         )
         template = self._compile(label, source)
         pieces: list[str] = []
-        length = 0
-        with self._errors(label), _budgeted(TIME_LIMIT + TIME_PER_MESSAGE * len(chat)):
+        inputs = len(chat) + len(context["tools"] or ()) + len(context["documents"] or ())
+        with self._errors(label), _budgeted(inputs):
+            budget = _BUDGET.get()
+            assert budget is not None
             for piece in template.generate(context):
-                length += len(piece)
-                _check(length, "a prompt")
+                budget.output += len(piece)
+                _check(budget.output, "a prompt")
                 pieces.append(piece)
-        return "".join(pieces)
+            spans = budget.spans
+        text = "".join(pieces)
+        if final is not None:
+            text = _cut_at_final_message(text, final)
+        return text, spans

@@ -257,7 +257,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     messages = _read_json_file(args.messages, "messages")
     tools = _read_json_file(args.tools, "tools") if args.tools else None
     out = tok.apply_chat_template(
-        messages, tools=tools, add_generation_prompt=not args.no_generation_prompt, tokenize=args.tokenize
+        messages, tools=tools, add_generation_prompt=not args.no_generation_prompt, tokenize=args.tokenize,
+        return_dict=False,
     )
     if args.tokenize:
         print(" ".join(map(str, out)))

@@ -677,33 +677,87 @@ class Tokenizer:
 
     def apply_chat_template(
         self,
-        messages: Sequence[Mapping[str, Any]],
-        tools: Sequence[Mapping[str, Any]] | None = None,
+        conversation: Any,
+        tools: Sequence[Mapping[str, Any] | Callable[..., Any]] | None = None,
         documents: Sequence[Mapping[str, Any]] | None = None,
-        add_generation_prompt: bool = True,
-        tokenize: bool = False,
-        **template_kwargs: Any,
-    ) -> str | list[int]:
-        """Render ``messages`` with the model's chat template, as ``transformers`` does.
+        chat_template: str | None = None,
+        add_generation_prompt: bool = False,
+        continue_final_message: bool | str = False,
+        tokenize: bool = True,
+        sanitize_control_tokens: bool = False,
+        padding: bool | str = False,
+        truncation: bool = False,
+        max_length: int | None = None,
+        return_tensors: str | None = None,
+        return_dict: bool = True,
+        return_assistant_tokens_mask: bool = False,
+        tokenizer_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Render a conversation (or a batch of them) with the chat template, as transformers 5's
+        ``apply_chat_template`` does, with the same keywords and defaults.
 
-        With ``tokenize=True`` the prompt is encoded without adding special tokens (the
-        template already holds them).
+        >>> tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
+        ...                         add_generation_prompt=True)            # doctest: +SKIP
+        '<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
+
+        ``tokenize=False`` gives the prompt text (a list of them for a batch). Otherwise the prompt
+        is encoded without adding special tokens (the template holds them) and, with
+        ``return_dict`` (the default), returned as ``{"input_ids": ..., "attention_mask": ...}``,
+        else as the ids alone; ``truncation=True`` keeps the first ``max_length`` ids (which must
+        be given: the model's maximum length is not part of its tokenizer files).
+        ``chat_template`` names one of the model's templates or is a template itself; ``tools``
+        are JSON-schema dicts or Python functions; other keywords become template variables.
+        Keywords that need what this tokenizer cannot do yet raise TypeError naming them:
+        ``padding``, ``return_tensors``, ``return_assistant_tokens_mask`` (which needs token
+        offsets), ``sanitize_control_tokens`` and ``tokenizer_kwargs``.
         """
         from .chat import ChatTemplate
         from .errors import TemplateError
 
-        if self.meta.chat_template is None:
-            raise TemplateError("this tokenizer has no chat template")
+        if return_assistant_tokens_mask and not (tokenize and return_dict):
+            raise ValueError("return_assistant_tokens_mask=True needs return_dict=True and tokenize=True")
+        # padding, tensors and truncation only act on tokenized output, as in transformers
+        unsupported = {
+            "padding": tokenize and padding not in (False, "do_not_pad"),
+            "return_tensors": tokenize and return_tensors is not None,
+            "return_assistant_tokens_mask": bool(return_assistant_tokens_mask),
+            "sanitize_control_tokens": bool(sanitize_control_tokens),
+            "tokenizer_kwargs": bool(tokenizer_kwargs),
+            "truncation": tokenize and truncation not in _TRUNCATIONS,
+        }
+        refused = [name for name, given in unsupported.items() if given]
+        if refused:
+            raise TypeError(f"apply_chat_template() does not support {', '.join(refused)} (as given) yet")
+        truncate = tokenize and _TRUNCATIONS.get(truncation, False)
+        if truncate and max_length is None:
+            raise TypeError("apply_chat_template(truncation=...) needs max_length: the model's maximum "
+                            "length is not part of its tokenizer files")
+        if self.meta.chat_template is None and chat_template is None:
+            raise TemplateError("this tokenizer has no chat template and none was passed")
         if self._chat is None:
-            self._chat = ChatTemplate(self.meta.chat_template, special_tokens=self.meta.special_tokens)
-        prompt = self._chat.render(
-            messages,
-            tools=tools,
-            documents=documents,
-            add_generation_prompt=add_generation_prompt,
-            **template_kwargs,
+            self._chat = ChatTemplate(self.meta.chat_template or "", special_tokens=self.meta.special_tokens)
+        if isinstance(conversation, (list, tuple)) and not conversation:
+            raise TemplateError("cannot apply a chat template to an empty conversation")
+        batched = isinstance(conversation, (list, tuple)) and (
+            isinstance(conversation[0], (list, tuple)) or hasattr(conversation[0], "messages")
         )
-        return self.encode(prompt, add_special_tokens=False) if tokenize else prompt
+        prompts = [
+            self._chat.render(
+                chat, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt,
+                continue_final_message=continue_final_message, chat_template=chat_template, **kwargs,
+            )
+            for chat in (conversation if batched else [conversation])
+        ]
+        if not tokenize:
+            return prompts if batched else prompts[0]
+        ids = [self.encode(prompt, add_special_tokens=False) for prompt in prompts]
+        if truncate and max_length is not None:
+            ids = [row[:max_length] for row in ids]
+        if not return_dict:
+            return ids if batched else ids[0]
+        masks = [[1] * len(row) for row in ids]
+        return {"input_ids": ids, "attention_mask": masks} if batched else {"input_ids": ids[0], "attention_mask": masks[0]}
 
     # -- pickling and saving --------------------------------------------------------------
 
@@ -851,6 +905,10 @@ def _token_ids(ids: Any) -> list[int]:
 
 
 _SHARES_PER_THREAD = 8
+# truncation= values a single sequence takes, and whether they cut it
+_TRUNCATIONS: dict[Any, bool] = {
+    False: False, "do_not_truncate": False, True: True, "longest_first": True, "only_first": True,
+}
 
 
 _BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")
