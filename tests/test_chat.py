@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import threading
-import time
 from pathlib import Path
 from typing import Any
 

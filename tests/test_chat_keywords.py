@@ -189,28 +189,50 @@ def test_batched_conversations_match_transformers(name: str, case: str) -> None:
                         outcome(lambda: ours(name).apply_chat_template(objects, **kwargs)))
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "named"),
-    [
-        ({"padding": True}, "padding"),
-        ({"padding": "max_length", "max_length": 9}, "padding"),
-        ({"return_tensors": "np"}, "return_tensors"),
-        ({"return_assistant_tokens_mask": True}, "return_assistant_tokens_mask"),
-        ({"sanitize_control_tokens": True}, "sanitize_control_tokens"),
-        ({"tokenizer_kwargs": {"stride": 2}}, "tokenizer_kwargs"),
-        ({"truncation": "only_second", "max_length": 3}, "truncation"),
-        ({"truncation": True}, "max_length"),
-    ],
+GENERATION_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m.role }}|>\n{% if m.role == 'assistant' %}{% generation %}"
+    "{{ m.content }}{{ eos_token }}{% endgeneration %}{% else %}{{ m.content }}{% endif %}\n{% endfor %}"
 )
-def test_keywords_not_supported_yet_raise_type_error_naming_them(kwargs: dict[str, Any], named: str) -> None:
-    with pytest.raises(TypeError, match=named):
-        ours("qwen3").apply_chat_template(SINGLE, **kwargs)
+# keywords for __call__, and the assistant mask, each tried on a single and a batched conversation
+TOKENIZER_CASES: dict[str, dict[str, Any]] = {
+    "padding_longest": {"padding": True},
+    "padding_max_length": {"padding": "max_length", "max_length": 40},
+    "padding_tensors": {"padding": True, "return_tensors": "np"},
+    "truncation_to_model_max_length": {"truncation": True},
+    "truncation_tensors": {"truncation": True, "max_length": 4, "return_tensors": "np"},
+    "tokenizer_kwargs": {"tokenizer_kwargs": {"return_offsets_mapping": True, "return_length": True}},
+    "assistant_mask": {"return_assistant_tokens_mask": True, "chat_template": GENERATION_CHAT_TEMPLATE},
+    "assistant_mask_truncated": {"return_assistant_tokens_mask": True, "truncation": True, "max_length": 12,
+                                 "chat_template": GENERATION_CHAT_TEMPLATE},
+    "assistant_mask_padded_tensors": {"return_assistant_tokens_mask": True, "padding": True,
+                                      "return_tensors": "np", "chat_template": GENERATION_CHAT_TEMPLATE},
+    "assistant_mask_no_blocks": {"return_assistant_tokens_mask": True},
+    "assistant_mask_text": {"return_assistant_tokens_mask": True, "tokenize": False},
+    "assistant_mask_continue": {"return_assistant_tokens_mask": True, "continue_final_message": True},
+}
 
 
-def test_assistant_mask_needs_tokenized_dict_output() -> None:
-    for kwargs in ({"tokenize": False}, {"return_dict": False}):
-        with pytest.raises(ValueError, match="return_assistant_tokens_mask"):
-            ours("qwen3").apply_chat_template(SINGLE, return_assistant_tokens_mask=True, **kwargs)
+def plain(result: tuple[str, Any]) -> tuple[str, Any]:
+    """Arrays as (dtype kind, shape, nested lists): transformers and pymtok build them alike."""
+    if result[0] != "ok" or not hasattr(result[1], "keys"):
+        return result
+    return "ok", {k: (v.dtype.kind, v.shape, v.tolist()) if hasattr(v, "tolist") else v for k, v in result[1].items()}
+
+
+@pytest.mark.parametrize("case", sorted(TOKENIZER_CASES))
+@pytest.mark.parametrize("name", TEMPLATED)
+def test_tokenizer_keywords_match_transformers(name: str, case: str) -> None:
+    kwargs = TOKENIZER_CASES[case]
+    if name == "gemma-v1" and "padding" in kwargs:
+        pytest.xfail("GemmaTokenizer pads on the left by its class default, which the folder does not say "
+                     "and __call__ does not know")
+    for conversation in (ASSISTANT_LAST, [ASSISTANT_LAST, NO_SYSTEM[:3]]):
+        assert_same_outcome(plain(run(fast(name), conversation, kwargs)), plain(run(ours(name), conversation, kwargs)))
+
+
+def test_sanitize_control_tokens_is_refused_naming_it() -> None:
+    with pytest.raises(TypeError, match="sanitize_control_tokens"):
+        ours("qwen3").apply_chat_template(SINGLE, sanitize_control_tokens=True)
 
 
 def test_template_string_without_a_model_template() -> None:

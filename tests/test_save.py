@@ -94,7 +94,7 @@ def test_meta_changes_after_load_come_along(tmp_path: Path) -> None:
     tok.set_chat_template("{{ messages[0]['content'] }}!")
     tok.split_special_tokens = True
     again = pickle.loads(pickle.dumps(tok))
-    assert again.apply_chat_template([{"role": "user", "content": "hi"}]) == "hi!"
+    assert again.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "hi!"
     assert again.encode("<|end|>", add_special_tokens=False) == tok.encode("<|end|>", add_special_tokens=False)
     assert len(again.encode("<|end|>", add_special_tokens=False)) > 1
 

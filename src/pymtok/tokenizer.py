@@ -702,37 +702,25 @@ class Tokenizer:
         '<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
 
         ``tokenize=False`` gives the prompt text (a list of them for a batch). Otherwise the prompt
-        is encoded without adding special tokens (the template holds them) and, with
-        ``return_dict`` (the default), returned as ``{"input_ids": ..., "attention_mask": ...}``,
-        else as the ids alone; ``truncation=True`` keeps the first ``max_length`` ids (which must
-        be given: the model's maximum length is not part of its tokenizer files).
-        ``chat_template`` names one of the model's templates or is a template itself; ``tools``
-        are JSON-schema dicts or Python functions; other keywords become template variables.
-        Keywords that need what this tokenizer cannot do yet raise TypeError naming them:
-        ``padding``, ``return_tensors``, ``return_assistant_tokens_mask`` (which needs token
-        offsets), ``sanitize_control_tokens`` and ``tokenizer_kwargs``.
+        is encoded by ``__call__`` without adding special tokens (the template holds them), with
+        ``padding``, ``truncation``, ``max_length``, ``return_tensors`` and ``tokenizer_kwargs``,
+        and returned as its ``BatchEncoding`` (``return_dict``, the default) or its ``input_ids``.
+        ``return_assistant_tokens_mask`` adds ``assistant_masks``: 1 for each token that overlaps
+        the output of a ``{% generation %}`` block. ``chat_template`` names one of the model's
+        templates or is a template itself; ``tools`` are JSON-schema dicts or Python functions;
+        other keywords become template variables. ``sanitize_control_tokens=True`` is not
+        supported and raises TypeError.
         """
         from .chat import ChatTemplate
+        from .encoding import _tensor
         from .errors import TemplateError
 
         if return_assistant_tokens_mask and not (tokenize and return_dict):
             raise ValueError("return_assistant_tokens_mask=True needs return_dict=True and tokenize=True")
-        # padding, tensors and truncation only act on tokenized output, as in transformers
-        unsupported = {
-            "padding": tokenize and padding not in (False, "do_not_pad"),
-            "return_tensors": tokenize and return_tensors is not None,
-            "return_assistant_tokens_mask": bool(return_assistant_tokens_mask),
-            "sanitize_control_tokens": bool(sanitize_control_tokens),
-            "tokenizer_kwargs": bool(tokenizer_kwargs),
-            "truncation": tokenize and truncation not in _TRUNCATIONS,
-        }
-        refused = [name for name, given in unsupported.items() if given]
-        if refused:
-            raise TypeError(f"apply_chat_template() does not support {', '.join(refused)} (as given) yet")
-        truncate = tokenize and _TRUNCATIONS.get(truncation, False)
-        if truncate and max_length is None:
-            raise TypeError("apply_chat_template(truncation=...) needs max_length: the model's maximum "
-                            "length is not part of its tokenizer files")
+        if continue_final_message and return_assistant_tokens_mask:
+            raise ValueError("continue_final_message is not compatible with return_assistant_tokens_mask")
+        if sanitize_control_tokens:
+            raise TypeError("apply_chat_template(): sanitize_control_tokens=True is not supported by pymtok")
         if self.meta.chat_template is None and chat_template is None:
             raise TemplateError("this tokenizer has no chat template and none was passed")
         if self._chat is None:
@@ -742,22 +730,37 @@ class Tokenizer:
         batched = isinstance(conversation, (list, tuple)) and (
             isinstance(conversation[0], (list, tuple)) or hasattr(conversation[0], "messages")
         )
-        prompts = [
-            self._chat.render(
-                chat, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt,
-                continue_final_message=continue_final_message, chat_template=chat_template, **kwargs,
-            )
-            for chat in (conversation if batched else [conversation])
-        ]
+        prompts: list[str] = []
+        spans: list[list[tuple[int, int]]] = []
+        for chat in conversation if batched else [conversation]:
+            if return_assistant_tokens_mask:
+                prompt, chat_spans = self._chat.render_with_spans(
+                    chat, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt,
+                    chat_template=chat_template, **kwargs,
+                )
+                spans.append(chat_spans)
+            else:
+                prompt = self._chat.render(
+                    chat, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt,
+                    continue_final_message=continue_final_message, chat_template=chat_template, **kwargs,
+                )
+            prompts.append(prompt)
         if not tokenize:
             return prompts if batched else prompts[0]
-        ids = [self.encode(prompt, add_special_tokens=False) for prompt in prompts]
-        if truncate and max_length is not None:
-            ids = [row[:max_length] for row in ids]
+        out = self(
+            prompts if batched else prompts[0], padding=padding, truncation=truncation, max_length=max_length,
+            add_special_tokens=False, return_tensors=return_tensors, **(tokenizer_kwargs or {}),
+        )
         if not return_dict:
-            return ids if batched else ids[0]
-        masks = [[1] * len(row) for row in ids]
-        return {"input_ids": ids, "attention_mask": masks} if batched else {"input_ids": ids[0], "attention_mask": masks[0]}
+            return out["input_ids"]
+        if return_assistant_tokens_mask:
+            masks = [_assistant_mask(e.offsets, s) for e, s in zip(out.encodings, spans)]
+            if return_tensors is not None:
+                out["assistant_masks"] = _tensor("assistant_masks", masks, return_tensors)
+            else:
+                out["assistant_masks"] = masks if batched else masks[0]
+        return out
+
 
     # -- pickling and saving --------------------------------------------------------------
 
@@ -813,6 +816,20 @@ class Tokenizer:
 
         return save_pretrained(self, Path(directory))
 
+
+def _assistant_mask(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> list[int]:
+    """1 for each token whose characters overlap a generation span, as transformers marks them (so a
+    span cut by truncation keeps its remaining tokens); spans and offsets both run in order."""
+    mask = [0] * len(offsets)
+    span = 0
+    for i, (start, end) in enumerate(offsets):
+        while span < len(spans) and start >= spans[span][1]:
+            span += 1
+        if span == len(spans):
+            break
+        if end > spans[span][0]:
+            mask[i] = 1
+    return mask
 
 def _unpickle_file(state: tuple[Any, ...], meta: TokenizerMeta) -> Tokenizer:
     from .mtok import loads_mtok
@@ -905,10 +922,6 @@ def _token_ids(ids: Any) -> list[int]:
 
 
 _SHARES_PER_THREAD = 8
-# truncation= values a single sequence takes, and whether they cut it
-_TRUNCATIONS: dict[Any, bool] = {
-    False: False, "do_not_truncate": False, True: True, "longest_first": True, "only_first": True,
-}
 
 
 _BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")
