@@ -35,6 +35,9 @@ class TokenizerMeta:
     decode_suffix_as_space: str | None = None
     # version of pymtok's exactness extension the .mtok file carried (None: MNN's layout only)
     extension_version: int | None = None
+    # what a reader recognised or assumed about a source that does not say everything itself
+    # (the tiktoken encoding, a BERT vocabulary's casing); shown by ``pymtok info``
+    source_notes: list[str] = field(default_factory=list)
 
 
 class Tokenizer:
