@@ -15,6 +15,7 @@ from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases,
 from test_mtok import MNN_ONLY_EXACT, reading_is_exact
 
 import pymtok
+from pymtok.errors import FormatError
 from pymtok.export import export
 from pymtok.mtok import EXTENSION_MAGIC, EXTENSION_VERSION, loads_mtok, read_mtok, write_mtok
 
@@ -119,7 +120,7 @@ def test_export_writes_to_a_new_folder_and_file_loads(tmp_path: Path) -> None:
     assert pymtok.load(out.parent).encode("你好") == read_mtok(out).encode("你好")
 
 
-def test_txt_format_and_folders_without_json_go_to_legacy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_txt_format_goes_to_legacy_and_bare_folders_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Path, Path]] = []
 
     def export_txt(model_dir: Path, out_dir: Path) -> Path:
@@ -129,11 +130,12 @@ def test_txt_format_and_folders_without_json_go_to_legacy(tmp_path: Path, monkey
     monkeypatch.setitem(sys.modules, "pymtok.legacy", types.SimpleNamespace(export_txt=export_txt))
     source = fixture_path("tokenizers", "qwen3")
     assert export(source, tmp_path, format="txt") == tmp_path / "tokenizer.txt"
+    assert calls == [(source, tmp_path)]
+    assert not (tmp_path / "tokenizer.mtok").exists()
     bare = tmp_path / "bare"
     bare.mkdir()
-    export(bare, tmp_path / "out")
-    assert calls == [(source, tmp_path), (bare, tmp_path / "out")]
-    assert not (tmp_path / "tokenizer.mtok").exists()
+    with pytest.raises(FormatError, match="no tokenizer"):
+        export(bare, tmp_path / "out")  # format="mtok" is honoured: no tokenizer.txt instead
 
 
 def test_bad_arguments(tmp_path: Path) -> None:

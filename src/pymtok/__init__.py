@@ -77,7 +77,7 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
 
 # A folder's tokenizer files, in the order they are preferred
 _FOLDER_FILES = ("tokenizer.json", "tokenizer.mtok", "tokenizer.txt")
-_FOLDER_SOURCES = ("*.tiktoken", "vocab.json", "vocab.txt", "*.gguf")
+_FOLDER_SOURCES = ("*.tiktoken", "vocab.json", "*vocab.txt", "*.gguf")
 
 
 def _find_source(folder: Path) -> Path:

@@ -180,6 +180,8 @@ class PreTokenizer:
     """
 
     steps: tuple[Mapping[str, Any], ...]
+    # the normalizer of the tokenizer.json the name was given for, which llama.cpp does not apply
+    normalizer: Mapping[str, Any] | None = None
     ignore_merges: bool = False
     add_bos: bool = False
     byte_level_regex: bool = False  # the GPT-2 split done by ByteLevel(use_regex=True) itself
@@ -222,9 +224,11 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     "smaug-bpe": PreTokenizer(steps=(_split(_LLAMA3),)),
     "chatglm-bpe": PreTokenizer(steps=(_split(_LLAMA3),)),
     "glm4": PreTokenizer(steps=(_split(_LLAMA3),)),
+    # llama.cpp's converter names a vocabulary "qwen2" by the hash of Qwen's own tokenizer.json
+    # (and "deepseek-r1-qwen" of the distilled models' copy of it), which normalizes to NFC
+    **dict.fromkeys(("qwen2", "deepseek-r1-qwen"), PreTokenizer(steps=(_split(_QWEN2),), normalizer={"type": "NFC"})),
     **dict.fromkeys(
-        ("qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2"),
-        _QWEN2_FAMILY,
+        ("kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open", "grok-2"), _QWEN2_FAMILY
     ),
     "qwen35": PreTokenizer(
         steps=(_split(_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),)
@@ -313,14 +317,17 @@ class _Fields:
             raise self.fail(key, f"expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
         return value
 
-    def array(self, key: str, item: type, length: int | None, required: bool = False) -> list[Any] | None:
+    def array(
+        self, key: str, item: type | tuple[type, ...], length: int | None, required: bool = False
+    ) -> list[Any] | None:
         value = self.meta.values.get(key)
         if value is None:
             if required:
                 raise self.fail(key, "missing")
             return None
         if not isinstance(value, list) or not all(isinstance(v, item) and not isinstance(v, bool) for v in value):
-            raise self.fail(key, f"expected an array of {item.__name__}")
+            names = " or ".join(t.__name__ for t in (item if isinstance(item, tuple) else (item,)))
+            raise self.fail(key, f"expected an array of {names}")
         if length is not None and len(value) < length:
             raise self.fail(key, f"has {len(value)} entries for {length} tokens")
         return value[:length] if length is not None else value
@@ -349,13 +356,29 @@ def _template(prefix: Sequence[int], suffix: Sequence[int], tokens: Sequence[str
     return {"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": special}
 
 
-def _added(tokens: Sequence[str], types: Sequence[int], special_ids: set[int]) -> list[dict[str, Any]]:
+def _added(f: _Fields, tokens: Sequence[str], types: Sequence[int], special_ids: set[int]) -> list[dict[str, Any]]:
+    """CONTROL, USER_DEFINED and UNKNOWN tokens (llama.cpp's special-token cache) as added tokens.
+
+    llama.cpp gives some of them lstrip/rstrip by the model's name, not by anything in the
+    vocabulary (``llama_vocab::load``): that is what the model's tokenizer.json says, so it is done
+    here too.
+    """
+    name = (f.get("general.name", str) or "").lower()
+    pre = f.get("tokenizer.ggml.pre", str) or ""
+    lstrip: set[str] = set()
+    rstrip: set[str] = set()
+    if pre in ("jina-v2-de", "jina-v2-es", "jina-v2-code"):
+        lstrip.add("<mask>")
+    elif "phi-3" in name or "phi3" in name:
+        rstrip.update(tokens[i] for i, kind in enumerate(types) if kind in (_CONTROL, _USER_DEFINED, _UNKNOWN))
+        rstrip.add("</s>")
+        rstrip -= {"<unk>", "<s>", "<|endoftext|>"}
     added = []
     for i, kind in enumerate(types):
-        if kind in (_CONTROL, _USER_DEFINED) or i in special_ids:
+        if kind in (_CONTROL, _USER_DEFINED, _UNKNOWN) or i in special_ids:
             added.append(
                 {"id": i, "content": tokens[i], "special": kind != _USER_DEFINED, "single_word": False,
-                 "lstrip": False, "rstrip": False, "normalized": False}
+                 "lstrip": tokens[i] in lstrip, "rstrip": tokens[i] in rstrip, "normalized": False}
             )
     return added
 
@@ -379,7 +402,7 @@ def _bpe_configs(f: _Fields, tokens: list[str], types: list[int]) -> tuple[dict[
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": pre.byte_level_regex}
     steps = [*pre.steps, byte_level] if not any(s.get("type") == "ByteLevel" for s in pre.steps) else list(pre.steps)
     config = {
-        "normalizer": None,
+        "normalizer": dict(pre.normalizer) if pre.normalizer is not None else None,
         "pre_tokenizer": steps[0] if len(steps) == 1 else {"type": "Sequence", "pretokenizers": steps},
         "model": {
             "type": "BPE", "vocab": _vocab(f, tokens), "merges": merges, "dropout": None, "unk_token": None,
@@ -447,7 +470,7 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
     if n == 0:
         raise f.fail("tokenizer.ggml.tokens", "is empty")
     types = f.array("tokenizer.ggml.token_type", int, n) or [_NORMAL] * n
-    scores_raw = f.array("tokenizer.ggml.scores", (int, float), n)  # type: ignore[arg-type]
+    scores_raw = f.array("tokenizer.ggml.scores", (int, float), n)
     add_bos = add_eos = False
     bos_default = eos_default = None
     if model_name == "llama":
@@ -499,7 +522,7 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
         for key in ("unknown", "padding", "mask", "eot", "eom", "cls")
     }
     specials = {i for i in (bos, eos, sep, *named.values()) if i is not None}
-    config["added_tokens"] = _added(tokens, types, specials)
+    config["added_tokens"] = _added(f, tokens, types, specials)
     config["post_processor"] = _template(prefix, suffix, tokens)
     config.setdefault("truncation", None)
     config.setdefault("padding", None)
@@ -556,17 +579,20 @@ def _sentencepiece_configs(
             precompiled_charsmap=b"", add_dummy_prefix=add_space_prefix, remove_extra_whitespaces=False,
             escape_whitespaces=True,
         )
+    unk = f.token_id("tokenizer.ggml.unknown_token_id", len(tokens), 0)
+    if unk is None:
+        raise f.fail("tokenizer.ggml.unknown_token_id", "missing, and the vocabulary has no id 0")
+    # the unknown token is the one the key names (Phi-3's files also type their padding UNKNOWN);
+    # other UNKNOWN-typed tokens are whole tokens, like CONTROL ones
+    piece_types = [t if 1 <= t <= 6 else legacy.NORMAL for t in types]
+    piece_types = [legacy.CONTROL if t == legacy.UNKNOWN else t for t in piece_types]
+    piece_types[unk] = legacy.UNKNOWN
     src = legacy.LegacyTxt(
         type=legacy.SENTENCEPIECE,
         tokens=[t.encode("utf-8") for t in tokens],
         scores=[float(s) for s in scores],
-        piece_types=[t if 1 <= t <= 6 else legacy.NORMAL for t in types],
+        piece_types=piece_types,
     )
-    if legacy.UNKNOWN not in src.piece_types:
-        unk = f.token_id("tokenizer.ggml.unknown_token_id", len(tokens), 0)
-        if unk is None:
-            raise f.fail("tokenizer.ggml.unknown_token_id", "no UNKNOWN token in the vocabulary")
-        src.piece_types[unk] = legacy.UNKNOWN
     try:
         tok = legacy.build_tokenizer(
             src, model_kind="unigram" if kind == "ugm" else "bpe", normalizer=normalizer
