@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import pymtok
 from pymtok.errors import FormatError
-from pymtok.gguf import read_gguf, read_metadata
+from pymtok.gguf import PRE_TOKENIZERS, read_gguf, read_metadata
 from pymtok.mtok import read_mtok
 
 WITH_PAIRS = ["bert-bge", "deepseek-llm", "falcon", "gpt-2", "llama-bpe", "llama-spm", "phi-3", "qwen2", "starcoder"]
@@ -170,7 +170,7 @@ def _gguf(values: dict[str, object]) -> bytes:
     return out
 
 
-SMALL = _gguf({
+_SMALL_VALUES: dict[str, object] = {
     "general.architecture": "llama",
     "tokenizer.ggml.model": "gpt2",
     "tokenizer.ggml.pre": "qwen2",
@@ -179,7 +179,8 @@ SMALL = _gguf({
     "tokenizer.ggml.merges": ["a b", "Ġ ab"],
     "tokenizer.ggml.eos_token_id": 5,
     "tokenizer.ggml.add_bos_token": False,
-})
+}
+SMALL = _gguf(_SMALL_VALUES)
 
 
 def test_synthetic_file_reads() -> None:
@@ -248,3 +249,19 @@ def test_truncated_real_file_is_a_format_error(tmp_path: Path) -> None:
         path.write_bytes(data[:cut])
         with pytest.raises(FormatError, match="at byte"):
             pymtok.load(path)
+
+
+@pytest.mark.parametrize("pre", sorted(PRE_TOKENIZERS))
+def test_every_pre_tokenizer_name_builds_and_native_declines_what_it_does_not_know(pre: str, tmp_path: Path) -> None:
+    """The native core runs a Split only with a scanner written for exactly that pattern."""
+    from pymtok import native
+
+    values = dict(_SMALL_VALUES, **{"tokenizer.ggml.pre": pre})
+    path = tmp_path / "p.gguf"
+    path.write_bytes(_gguf(values))
+    tok = pymtok.load(path)
+    steps = tok.config["pre_tokenizer"].get("pretokenizers") or [tok.config["pre_tokenizer"]]
+    patterns = [s["pattern"]["Regex"] for s in steps if s["type"] == "Split"]
+    if tok._native_segment is not None:
+        assert all(p in native.SCANNERS for p in patterns)
+    assert tok.encode("ab ab", add_special_tokens=False)[-1] == 4
