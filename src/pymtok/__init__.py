@@ -27,10 +27,10 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
     """Load a tokenizer from any file a model ships it in, or a folder holding one.
 
     Files: ``tokenizer.json``, ``tokenizer.mtok``, ``tokenizer.txt`` (MNN's legacy format), a
-    ``.tiktoken`` file, a BERT ``vocab.txt``, GPT-2's ``vocab.json`` (with ``merges.txt`` beside
-    it) and a ``.gguf`` file. A folder is searched in that order (``*.gguf`` last, when there is
-    exactly one); ``tokenizer_config.json``, ``special_tokens_map.json`` and
-    ``generation_config.json`` beside the file are read where they apply.
+    SentencePiece ``.model``, a ``.tiktoken`` file, GPT-2's ``vocab.json`` (with ``merges.txt``
+    beside it), a BERT ``vocab.txt`` and a ``.gguf`` file. A folder is searched in that order
+    (each pattern must match one file); ``tokenizer_config.json``, ``special_tokens_map.json``
+    and ``generation_config.json`` beside the file are read where they apply.
     """
     p = Path(path)
     if p.is_dir():
@@ -77,7 +77,8 @@ def load(path: str | os.PathLike[str]) -> Tokenizer:
 
 # A folder's tokenizer files, in the order they are preferred
 _FOLDER_FILES = ("tokenizer.json", "tokenizer.mtok", "tokenizer.txt")
-_FOLDER_SOURCES = ("*.tiktoken", "vocab.json", "*vocab.txt", "*.gguf")
+# after MNN's exporter's order (FORMAT.md §6): SentencePiece, tiktoken, GPT-2, BERT; GGUF last
+_FOLDER_SOURCES = ("tokenizer.model", "ice_text.model", "*.tiktoken", "vocab.json", "*vocab.txt", "*.gguf")
 
 
 def _find_source(folder: Path) -> Path:

@@ -290,7 +290,7 @@ def _oracle(against: Path) -> tuple[str, Any]:
     exact = load(file)
     library: str | None = None
     try:
-        if file.name == "tokenizer.json" or file.suffix == ".json" and file.name != "vocab.json":
+        if file.suffix == ".json" and file.name != "vocab.json":
             library = "tokenizers"
             from tokenizers import Tokenizer as HFTokenizer
 

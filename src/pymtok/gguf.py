@@ -130,7 +130,7 @@ def read_metadata(path: str | os.PathLike[str]) -> GGUFMetadata:
         raise cur.fail("not a GGUF file (expected the magic 'GGUF')", 0)
     version = cur.scalar(_UINT32)
     if version not in _VERSIONS:
-        hint = " (a big-endian file?)" if version.to_bytes(4, "little")[::-1] in (b"\0\0\0\2", b"\0\0\0\3") else ""
+        hint = " (a big-endian file? only little-endian GGUF is read)" if version in (2 << 24, 3 << 24) else ""
         raise cur.fail(f"GGUF version {version} is not supported (expected 2 or 3){hint}", 4)
     cur.scalar(_UINT64)  # tensor count: the tensors are not read
     n_kv = cur.scalar(_UINT64)

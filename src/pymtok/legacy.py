@@ -993,9 +993,9 @@ def load_tiktoken(
         "post_processor": None,
     }
     tok = _from_source_config(config, p)
-    tok.meta.stop_ids = [special_tokens[t] for t in stops if t in special_tokens] + [
-        i for i in tok.meta.stop_ids if i not in (special_tokens.get(t) for t in stops)
-    ]
+    # the encoding's own end-of-text tokens first, then any the configs beside the file name
+    own_stops = [special_tokens[t] for t in stops if t in special_tokens]
+    tok.meta.stop_ids = list(dict.fromkeys([*own_stops, *tok.meta.stop_ids]))
     tok.meta.source_notes = notes
     return tok
 
