@@ -103,14 +103,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"{key:15s} {value}")
     for note in reference.meta.source_notes:
         print(f"{'source':15s} {note}")
-    same = sum(
-        tok.encode(t, add_special_tokens=s) == reference.encode(t, add_special_tokens=s)
+    differ = [
+        (t, s)
         for t in SAMPLE_TEXTS
         for s in (False, True)
-    )
+        if tok.encode(t, add_special_tokens=s) != reference.encode(t, add_special_tokens=s)
+    ]
     total = 2 * len(SAMPLE_TEXTS)
-    print(f"{'self-check':15s} {same}/{total} sample encodings match pymtok's reading of {source.name}")
-    return 0 if same == total else 1
+    print(f"{'self-check':15s} {total - len(differ)}/{total} sample encodings match pymtok's reading of {source.name}")
+    if not differ:
+        return 0
+    for text, special in differ[:5]:
+        print(f"  differs ({'with' if special else 'without'} special tokens): {text[:60]!r}")
+    if args.format == "txt":
+        # MNN's text format cannot hold every pipeline: said, not failed, since txt was asked for
+        print("  lost: tokenizer.txt cannot express this source exactly; export --format mtok keeps it")
+        return 0
+    return 1
 
 
 def _tree(cfg: Any, indent: str = "") -> Iterator[str]:
