@@ -383,7 +383,7 @@ def _added(f: _Fields, tokens: Sequence[str], types: Sequence[int], special_ids:
     return added
 
 
-def _bpe_configs(f: _Fields, tokens: list[str], types: list[int]) -> tuple[dict[str, Any], bool]:
+def _bpe_configs(f: _Fields, tokens: list[str]) -> tuple[dict[str, Any], bool]:
     pre_name = f.get("tokenizer.ggml.pre", str)
     if pre_name is None:
         raise f.fail("tokenizer.ggml.pre", "missing: llama.cpp would fall back to a default split no model uses")
@@ -400,7 +400,9 @@ def _bpe_configs(f: _Fields, tokens: list[str], types: list[int]) -> tuple[dict[
             raise f.fail("tokenizer.ggml.merges", f"entry {i} {line[:40]!r} is not 'left right'")
         merges.append([line[:cut], line[cut + 1 :]])
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": pre.byte_level_regex}
-    steps = [*pre.steps, byte_level] if not any(s.get("type") == "ByteLevel" for s in pre.steps) else list(pre.steps)
+    steps = [dict(s) for s in pre.steps]
+    if not any(s["type"] == "ByteLevel" for s in steps):
+        steps.append(byte_level)
     config = {
         "normalizer": dict(pre.normalizer) if pre.normalizer is not None else None,
         "pre_tokenizer": steps[0] if len(steps) == 1 else {"type": "Sequence", "pretokenizers": steps},
@@ -426,7 +428,7 @@ def _vocab(f: _Fields, tokens: Sequence[str]) -> dict[str, int]:
 _PHANTOM_SPACE = "\u2581"
 
 
-def _wordpiece_configs(f: _Fields, tokens: list[str], types: list[int], lowercase: bool) -> dict[str, Any]:
+def _wordpiece_configs(f: _Fields, tokens: list[str], types: list[int], lowercase: bool) -> tuple[dict[str, Any], list[str]]:
     # llama.cpp's converter writes a word-initial piece as "▁piece" and a continuation "##piece"
     # as "piece"; bracketed specials stay as they are. Turn that back into BERT's vocabulary.
     pieces = []
@@ -440,7 +442,6 @@ def _wordpiece_configs(f: _Fields, tokens: list[str], types: list[int], lowercas
     unk = f.token_id("tokenizer.ggml.unknown_token_id", len(tokens), 100)
     if unk is None:
         raise f.fail("tokenizer.ggml.unknown_token_id", "missing, and the vocabulary has no id 100")
-    tokens[:] = pieces
     return {
         "normalizer": {
             "type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
@@ -452,7 +453,7 @@ def _wordpiece_configs(f: _Fields, tokens: list[str], types: list[int], lowercas
             "continuing_subword_prefix": "##", "max_input_chars_per_word": 100,
         },
         "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
-    }
+    }, pieces
 
 
 def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], TokenizerMeta]:
@@ -488,16 +489,20 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
     else:
         raise f.fail("tokenizer.ggml.model", f"tokenizer model {model_name!r} is not supported (llama, gpt2, bert, t5)")
 
-    tokens = list(tokens)
+    # llama.cpp names an empty token by its id rather than refuse the file
+    tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
     if kind == "bpe":
-        config, add_bos = _bpe_configs(f, tokens, types)
+        config, add_bos = _bpe_configs(f, tokens)
     elif kind == "wpm":
-        config = _wordpiece_configs(f, tokens, types, lowercase=not is_cased_vocabulary(
+        config, tokens = _wordpiece_configs(f, tokens, types, lowercase=not is_cased_vocabulary(
             t[1:] if t.startswith(_PHANTOM_SPACE) else t for t, k in zip(tokens, types) if k == _NORMAL
         ))
     else:
         config = _sentencepiece_configs(f, tokens, types, scores_raw, kind)
 
+    if kind == "wpm":
+        # BERT's "BOS" is [CLS]; converters write it as cls_token_id
+        bos_default = f.token_id("tokenizer.ggml.cls_token_id", n, bos_default)
     bos = f.token_id("tokenizer.ggml.bos_token_id", n, bos_default)
     eos = f.token_id("tokenizer.ggml.eos_token_id", n, eos_default)
     sep = f.token_id("tokenizer.ggml.seperator_token_id", n, 102 if kind == "wpm" else None)
