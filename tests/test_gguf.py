@@ -30,7 +30,7 @@ def gguf_file(name: str) -> Path:
     return fixture_path("gguf", f"ggml-vocab-{name}.gguf")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=2)  # the large vocabularies are not all kept alive at once
 def loaded(name: str) -> pymtok.Tokenizer:
     return pymtok.load(gguf_file(name))
 
