@@ -15,6 +15,7 @@ from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases,
 from test_mtok import MNN_ONLY_EXACT, reading_is_exact
 
 import pymtok
+from pymtok.errors import FormatError
 from pymtok.export import export
 from pymtok.mtok import EXTENSION_MAGIC, EXTENSION_VERSION, loads_mtok, read_mtok, write_mtok
 
@@ -145,7 +146,7 @@ def test_folders_without_json_still_get_the_format_asked_for(tmp_path: Path) -> 
         assert mtok.encode(text) == legacy_txt.encode(text)
     bare = tmp_path / "bare"
     bare.mkdir()
-    with pytest.raises(pymtok.FormatError, match="nothing to export"):
+    with pytest.raises(pymtok.FormatError, match="no tokenizer"):
         export(bare, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import traceback
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,27 +93,37 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     source = Path(args.model_dir)
     out_dir = Path(args.output) if args.output else source if source.is_dir() else source.parent
-    path, lost = export_report(source, out_dir, format=args.format, index=not args.no_index)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with _Steps("export") as steps:
+            path, lost = export_report(
+                source, out_dir, format=args.format, index=not args.no_index, mnn_identical=args.mnn_identical,
+                progress=steps,
+            )
+        oracle, reference = _oracle(source)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
     tok = load(path)
     for key, value in _summary(tok, path).items():
         print(f"{key:15s} {value}")
+    for note in tok.meta.source_notes:
+        print(f"{'source':15s} {note}")
     if lost:
         print(f"{'not exact':15s} {path.name} loses what the source says:")
         for item in lost:
             print(f"  - {item}")
-    reference = Path(args.model_dir) / "tokenizer.json"
-    if reference.is_file():
-        ref = load(reference)
-        same = sum(
-            tok.encode(t, add_special_tokens=s) == ref.encode(t, add_special_tokens=s)
-            for t in SAMPLE_TEXTS
-            for s in (False, True)
-        )
-        total = 2 * len(SAMPLE_TEXTS)
-        print(f"{'self-check':15s} {same}/{total} sample encodings match tokenizer.json")
-        if same != total:
-            return 1
-    return 0
+    checks = [(t, s) for t in SAMPLE_TEXTS for s in (False, True)]
+    differ = [(t, s) for t, s in _track(checks, "self-check") if tok.encode(t, add_special_tokens=s) != reference(t, s)]
+    print(f"{'self-check':15s} {len(checks) - len(differ)}/{len(checks)} sample encodings match {oracle}")
+    if not differ:
+        return 0
+    for text, special in differ[:5]:
+        print(f"  differs ({'with' if special else 'without'} special tokens): {text[:60]!r}")
+    if args.format == "txt":
+        # MNN's text format cannot hold every pipeline: said, not failed, since txt was asked for
+        print("  lost: tokenizer.txt cannot express this source exactly; export --format mtok keeps it")
+        return 0
+    return 1
 
 
 def _tree(cfg: Any, indent: str = "") -> Iterator[str]:
@@ -138,10 +149,12 @@ def _txt_losses(path: Path) -> list[str]:
 def cmd_info(args: argparse.Namespace) -> int:
     from .mnn_compat import mnn_warnings
 
+    from . import _find_source
+
     path = Path(args.file)
     tok = _load(args.file)
     config = tok.config
-    info = _summary(tok, path if path.is_file() else path / "tokenizer.json")
+    info = _summary(tok, path if path.is_file() else _find_source(path))
     info.update(
         special=tok.special_ids,
         stop=tok.stop_ids,
@@ -152,6 +165,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         mnn_warnings=mnn_warnings(config, has_prefix_ids=bool(tok.prefix_ids)),
         txt_losses=_txt_losses(path),
         special_tokens=tok.meta.special_tokens,
+        source=tok.meta.source_notes,
     )
     template = tok.chat_template
     if args.json:
@@ -161,6 +175,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         return 0
     for key in ("file", "size_bytes", "model", "vocab_size", "merges"):
         print(f"{key:15s} {info[key]}")
+    for note in tok.meta.source_notes:
+        print(f"{'source':15s} {note}")
     print(f"{'header':15s} special {tok.special_ids[:12]}{'…' if len(tok.special_ids) > 12 else ''}  stop {tok.stop_ids}  prefix {tok.prefix_ids}")
     print(f"{'model options':15s} {json.dumps(info['model_options'], ensure_ascii=False)}")
     for key in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
@@ -287,30 +303,79 @@ def _verify_texts(corpus: Sequence[str]) -> list[str]:
     return texts
 
 
+def _oracle(against: Path) -> tuple[str, Any]:
+    """``(description, encode(text, add_special_tokens))`` for the source ``against``.
+
+    The source's own library where it is installed (tokenizers, tiktoken, sentencepiece);
+    pymtok's exact reading of the source otherwise.
+    """
+    from . import _find_source, load
+
+    file = _find_source(against) if against.is_dir() else against
+    if not file.is_file():
+        raise FileNotFoundError(f"{against}: no such file or folder")
+    exact = load(file)
+    library: str | None = None
+    try:
+        if file.suffix == ".json" and file.name != "vocab.json":
+            library = "tokenizers"
+            from tokenizers import Tokenizer as HFTokenizer
+
+            hf = HFTokenizer.from_file(str(file))
+            hf.no_padding()
+            hf.no_truncation()
+            return f"HF tokenizers on {file.name}", lambda t, s: hf.encode(t, add_special_tokens=s).ids
+        if file.name in ("vocab.json", "merges.txt"):
+            library = "tokenizers"
+            from tokenizers import ByteLevelBPETokenizer
+
+            bpe = ByteLevelBPETokenizer(str(file.parent / "vocab.json"), str(file.parent / "merges.txt"))
+            return "HF ByteLevelBPETokenizer", lambda t, s: bpe.encode(t).ids
+        if file.suffix == ".tiktoken":
+            from .legacy import TIKTOKEN_ENCODINGS, read_tiktoken_ranks, tiktoken_digest
+
+            ranks = read_tiktoken_ranks(file)
+            encoding = TIKTOKEN_ENCODINGS.get(tiktoken_digest(ranks))
+            if encoding is not None:
+                library = "tiktoken"
+                import tiktoken
+
+                enc = tiktoken.Encoding(
+                    name=encoding.name, pat_str=encoding.pattern, mergeable_ranks=ranks,
+                    special_tokens=dict(encoding.special_tokens),
+                )
+                return f"tiktoken ({encoding.name})", lambda t, s: enc.encode(t, allowed_special="all")
+        if file.suffix == ".model":
+            library = "sentencepiece"
+            import sentencepiece
+
+            sp = sentencepiece.SentencePieceProcessor(model_file=str(file))
+            bos = bool(exact.prefix_ids)
+            return "sentencepiece", lambda t, s: sp.encode(t, add_bos=s and bos)
+        if file.suffix == ".txt" and file.name != "tokenizer.txt" and not file.read_bytes().startswith(b"430 "):
+            library = "tokenizers"
+            from tokenizers import BertWordPieceTokenizer
+
+            norm = exact.config["normalizer"]
+            bert = BertWordPieceTokenizer(
+                str(file), lowercase=norm["lowercase"], strip_accents=norm["strip_accents"],
+                handle_chinese_chars=norm["handle_chinese_chars"],
+            )
+            case = "uncased" if norm["lowercase"] else "cased"
+            return f"HF BertWordPieceTokenizer ({case}, as pymtok read the vocabulary)", (
+                lambda t, s: bert.encode(t, add_special_tokens=s).ids
+            )
+    except ImportError:
+        pass
+    hint = f" (install '{library}' to compare with the source's own library)" if library else ""
+    return f"pymtok's exact reading of {file.name}{hint}", lambda t, s: exact.encode(t, add_special_tokens=s)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from . import load
 
     tok = load(args.file)
-    reference_path = Path(args.against)
-    try:
-        from tokenizers import Tokenizer as HFTokenizer
-
-        json_path = reference_path / "tokenizer.json" if reference_path.is_dir() else reference_path
-        hf = HFTokenizer.from_file(str(json_path))
-        hf.no_padding()
-        hf.no_truncation()
-        oracle = "HF tokenizers"
-
-        def reference(text: str, special: bool) -> list[int]:
-            return hf.encode(text, add_special_tokens=special).ids
-
-    except ImportError:
-        ref = load(reference_path)
-        oracle = "pymtok on tokenizer.json (install 'tokenizers' to verify against HF itself)"
-
-        def reference(text: str, special: bool) -> list[int]:
-            return ref.encode(text, add_special_tokens=special)
-
+    oracle, reference = _oracle(Path(args.against))
     texts = _verify_texts(args.corpus or [])
     progress = _progress(len(texts), "verifying")
     bad: list[str] = []
@@ -371,8 +436,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("export", help="write tokenizer.mtok (or tokenizer.txt) from a HF model folder")
-    p.add_argument("model_dir", help="folder with tokenizer.json (or tokenizer.model, *.tiktoken, vocab.txt, vocab.json+merges.txt)")
-    p.add_argument("-o", "--output", help="output folder (default: the model folder)")
+    p.add_argument(
+        "model_dir",
+        help="model folder, or a tokenizer.json, .model, .tiktoken, vocab.txt, vocab.json or .gguf file",
+    )
+    p.add_argument("-o", "--output", help="output folder (default: the model folder, or the source file's)")
     p.add_argument("--format", choices=["mtok", "txt"], default="mtok")
     p.add_argument(
         "--no-index", action="store_true",
@@ -414,7 +482,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="compare a tokenizer file with the model folder it came from")
     p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("--against", required=True, metavar="MODEL_DIR")
+    p.add_argument(
+        "--against", required=True, metavar="SOURCE",
+        help="the model folder or source file (tokenizer.json, .model, .tiktoken, vocab.txt, vocab.json, .gguf)",
+    )
     p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode (one text per line)")
     p.set_defaults(func=cmd_verify)
 

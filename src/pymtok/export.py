@@ -1,4 +1,4 @@
-"""Export a model folder to MNN's tokenizer file, as MNN's own exporter would.
+"""Export a model's tokenizer to MNN's tokenizer file, as MNN's own exporter would.
 
 A folder with ``tokenizer.json`` becomes ``tokenizer.mtok``: MNN's binary layout byte for byte
 (``spec/FORMAT.md`` §3–§5, with every lossy mapping MNN's exporter makes), followed by pymtok's
@@ -21,60 +21,103 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .errors import FormatError
 from .hf_json import load_folder
 from .models import Unigram
 from .mtok import dumps_mtok
 from .tokenizer import Tokenizer
 
+Progress = Callable[[str, int, int], None]
+
 
 def export(
-    model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, format: str = "mtok", index: bool = True
+    model_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    format: str = "mtok",
+    index: bool = True,
+    mnn_identical: bool = False,
+    progress: Progress | None = None,
 ) -> Path:
-    """Write ``out_dir/tokenizer.mtok`` (or, ``format="txt"``, ``tokenizer.txt``) for ``model_dir``.
+    """Write ``out_dir/tokenizer.mtok`` (or, ``format="txt"``, ``tokenizer.txt``) for a model's tokenizer.
 
-    ``model_dir`` is a model folder or a SentencePiece ``.model`` file. ``index=False`` leaves the
-    stored BPE index out of a ``.mtok`` (see ``mtok.dumps_mtok``). Returns the path written; a
-    ``.txt`` that cannot hold the source exactly is written with a warning listing what it lost.
+    ``model_dir`` is any source :func:`pymtok.load` reads: a model folder, or a ``tokenizer.json``,
+    SentencePiece ``.model``, ``.tiktoken``, BERT ``vocab.txt``, ``vocab.json``, ``.gguf`` file.
+    ``format`` is always honoured: ``"txt"`` writes MNN's legacy text format, with a warning
+    listing what it loses where it cannot hold the source exactly. ``index=False`` leaves the
+    stored BPE index out of a ``.mtok`` (see ``mtok.dumps_mtok``). ``mnn_identical=True`` writes
+    MNN's part of the ``.mtok`` byte for byte as MNN's exporter does; by default it is laid out so
+    that MNN's runtime gives HF's ids wherever the file can decide (docs/MNN_DEVICE_LAYOUT.md).
+    ``progress(step, done, total)`` is told of each step as it goes (a large vocabulary takes
+    seconds to read and to lay out). Returns the path written.
     """
-    path, lost = export_report(model_dir, out_dir, format=format, index=index)
+    path, lost = export_report(
+        model_dir, out_dir, format=format, index=index, mnn_identical=mnn_identical, progress=progress
+    )
     if lost:
         warnings.warn(f"{path} is not exact: " + "; ".join(lost), stacklevel=2)
     return path
 
 
 def export_report(
-    model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, format: str = "mtok", index: bool = True
+    model_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    format: str = "mtok",
+    index: bool = True,
+    mnn_identical: bool = False,
+    progress: Progress | None = None,
 ) -> tuple[Path, list[str]]:
     """:func:`export`, returning the path written and what that file loses of the source (empty
     when pymtok reads it back exactly)."""
     if format not in ("mtok", "txt"):
         raise ValueError(f"format must be 'mtok' or 'txt', got {format!r}")
     source = Path(model_dir)
+    if not source.exists():
+        raise FileNotFoundError(f"{source}: no such model folder or file")
     target = Path(out_dir)
     sp_model = _sentencepiece_source(source, format)
-    if sp_model is not None:
-        return _export_sentencepiece(sp_model, target, format, index)
-    if not source.is_dir():
-        raise FileNotFoundError(f"{source}: no such model folder")
-    if format == "txt":
+    if sp_model is None and format == "txt":
         from .legacy import export_txt
 
-        return export_txt(source, target), []
-    if not (source / "tokenizer.json").is_file():
-        from .legacy import build_tokenizer, legacy_source
+        if source.suffix == ".gguf":
+            raise FormatError(f"{source}: a GGUF tokenizer has no tokenizer.txt form; export it as mtok")
+        return export_txt(source if source.is_dir() else source.parent, target), []
+    if progress is not None:
+        progress("reading the source", 0, 1)
+    if sp_model is not None:
+        if format == "txt":
+            return _sentencepiece_txt(sp_model, target)
+        from .sentencepiece import read_model
 
-        tok = build_tokenizer(legacy_source(source))
-        return _write(target, dumps_mtok(tok.config, tok.meta, index=index)), []
-    tokenizer = load_folder(source)
-    table_scores = None
-    if isinstance(tokenizer.model, Unigram):
-        # MNN's table holds Python's reading of each score, ours the one HF's parser makes
-        raw = json.loads((source / "tokenizer.json").read_bytes())
-        table_scores = [entry[1] for entry in raw["model"]["vocab"]]
-    return _write(target, dumps_mtok(tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index)), []
+        tokenizer, table_scores = read_model(sp_model), None
+    else:
+        tokenizer, table_scores = _read_source(source)
+    data = dumps_mtok(
+        tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index, mnn_identical=mnn_identical,
+        progress=progress,
+    )
+    return _write(target, data), []
+
+
+def _read_source(source: Path) -> tuple[Tokenizer, list[float] | None]:
+    """The tokenizer of ``source`` and, for a Unigram ``tokenizer.json``, the scores MNN's table
+    holds: Python's reading of each score, where ours is the one HF's parser makes."""
+    json_file = source / "tokenizer.json" if source.is_dir() else source
+    if json_file.name == "tokenizer.json" and json_file.is_file():
+        tokenizer = load_folder(json_file)
+        table_scores = None
+        if isinstance(tokenizer.model, Unigram):
+            raw = json.loads(json_file.read_bytes())
+            table_scores = [entry[1] for entry in raw["model"]["vocab"]]
+        return tokenizer, table_scores
+    from . import load
+
+    return load(source), None
 
 
 def _sentencepiece_source(source: Path, format: str) -> Path | None:
@@ -87,14 +130,11 @@ def _sentencepiece_source(source: Path, format: str) -> Path | None:
     return next((source / n for n in ("tokenizer.model", "ice_text.model") if (source / n).is_file()), None)
 
 
-def _export_sentencepiece(model: Path, target: Path, format: str, index: bool) -> tuple[Path, list[str]]:
+def _sentencepiece_txt(model: Path, target: Path) -> tuple[Path, list[str]]:
+    from .legacy import from_sentencepiece, sentencepiece_txt_losses
     from .sentencepiece import read_model
 
     tokenizer = read_model(model)
-    if format == "mtok":
-        return _write(target, dumps_mtok(tokenizer.config, tokenizer.meta, index=index)), []
-    from .legacy import from_sentencepiece, sentencepiece_txt_losses
-
     post = tokenizer.config.get("post_processor") or {"single": []}
     add_eos = bool(post["single"]) and "SpecialToken" in post["single"][-1]
     legacy = from_sentencepiece(model, add_bos=bool(tokenizer.meta.prefix_ids))

@@ -279,13 +279,18 @@ def load_folder(path: Path) -> Tokenizer:
         tok = Tokenizer.from_config(config)
     except FormatError as exc:
         raise FormatError(f"{file}: {exc}") from None
+    tok.meta = folder_meta(tok, folder)
+    return tok
+
+
+def folder_meta(tok: Tokenizer, folder: Path) -> TokenizerMeta:
+    """:func:`derive_meta` from the configs beside a tokenizer file (each optional)."""
     tokenizer_config = read_optional_json(folder, "tokenizer_config.json")
     # transformers fills named special tokens the config lacks from special_tokens_map.json
     for key, value in read_optional_json(folder, "special_tokens_map.json").items():
         tokenizer_config.setdefault(key, value)
     generation_config = read_optional_json(folder, "generation_config.json")
-    tok.meta = derive_meta(tok, tokenizer_config, generation_config, find_chat_template(folder))
-    return tok
+    return derive_meta(tok, tokenizer_config, generation_config, find_chat_template(folder))
 
 
 # Where chat templates and the special tokens they see come from (chat.py renders them): only

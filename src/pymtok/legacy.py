@@ -41,7 +41,7 @@ import base64
 import binascii
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,51 @@ QWEN_PATTERN = (
 LLAMA3_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+
+# r50k's, which tiktoken's gpt2, r50k_base and p50k_base use
+R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+
+@dataclass(frozen=True)
+class TiktokenEncoding:
+    """A published tiktoken vocabulary and what its code (not its file) adds: pattern, specials, stops."""
+
+    name: str
+    pattern: str
+    special_tokens: Mapping[str, int]
+    stop_tokens: tuple[str, ...] = ("<|endoftext|>",)
+
+
+_ENDOFTEXT, _ENDOFPROMPT = "<|endoftext|>", "<|endofprompt|>"
+_FIM = ("<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>")
+# sha256 of the rank-ordered "<base64> <rank>" lines (the published file, byte for byte, and what
+# tiktoken's dump_tiktoken_bpe writes) -> the encoding. The four OpenAI hashes are tiktoken's own
+# expected_hash values (tiktoken_ext/openai_public.py); Qwen-1's is of the qwen.tiktoken it ships.
+TIKTOKEN_ENCODINGS: dict[str, TiktokenEncoding] = {
+    "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930": TiktokenEncoding(
+        "r50k_base (gpt2)", R50K_PATTERN, {_ENDOFTEXT: 50256}
+    ),
+    # p50k_edit shares this file and adds FIM tokens at 50281-50283: the file cannot tell them apart
+    "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069": TiktokenEncoding(
+        "p50k_base", R50K_PATTERN, {_ENDOFTEXT: 50256}
+    ),
+    "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7": TiktokenEncoding(
+        "cl100k_base", CL100K_PATTERN,
+        {_ENDOFTEXT: 100257, _FIM[0]: 100258, _FIM[1]: 100259, _FIM[2]: 100260, _ENDOFPROMPT: 100276},
+    ),
+    "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d": TiktokenEncoding(
+        "o200k_base", O200K_PATTERN, {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018}
+    ),
+    # tokenization_qwen.py: <|endoftext|>, <|im_start|>, <|im_end|>, <|extra_0..204|> from 151643
+    "b2b1b8dfb5cc5f024bafc373121c6aba3f66f9a5a0269e243470a1de16a33186": TiktokenEncoding(
+        "Qwen-1 (qwen.tiktoken)", QWEN_PATTERN,
+        {
+            t: 151643 + i
+            for i, t in enumerate(["<|endoftext|>", "<|im_start|>", "<|im_end|>", *(f"<|extra_{k}|>" for k in range(205))])
+        },
+        stop_tokens=("<|im_end|>", "<|endoftext|>"),
+    ),
+}
 
 _SPACE = "\u2581"  # SentencePiece's visible space
 _UNK_SURFACE = " \u2047 "  # what sentencepiece decodes the unknown piece to (trainer default)
@@ -484,6 +529,21 @@ def txt_losses(path: str | os.PathLike[str]) -> list[str]:
     ]
 
 
+def normalizer_from_spec(
+    *, precompiled_charsmap: bytes, remove_extra_whitespaces: bool, add_dummy_prefix: bool, escape_whitespaces: bool
+) -> dict[str, Any]:
+    """The SentencePiece normalizer config for a normalizer spec's fields given one by one (a
+    GGUF file carries them as keys)."""
+    from .sentencepiece import normalizer_config
+
+    return normalizer_config(
+        NormalizerSpec(
+            precompiled_charsmap=precompiled_charsmap, add_dummy_prefix=add_dummy_prefix,
+            remove_extra_whitespaces=remove_extra_whitespaces, escape_whitespaces=escape_whitespaces,
+        )
+    )
+
+
 # -- type 1 --------------------------------------------------------------------------------
 
 
@@ -654,20 +714,7 @@ def from_tiktoken(path: str | os.PathLike[str]) -> LegacyTxt:
     A ``.tiktoken`` file holds no special tokens (their ids live in the model's code).
     """
     p = Path(path)
-    by_rank: dict[int, bytes] = {}
-    for lineno, line in enumerate(p.read_bytes().splitlines(), 1):
-        if not line:
-            continue
-        fields = line.split()
-        if len(fields) != 2:
-            raise FormatError(f"{p}: line {lineno}: expected '<base64 token> <rank>'")
-        try:
-            token, rank = base64.b64decode(fields[0], validate=True), int(fields[1])
-        except (binascii.Error, ValueError):
-            raise FormatError(f"{p}: line {lineno}: expected '<base64 token> <rank>', got {line[:80]!r}") from None
-        if rank in by_rank:
-            raise FormatError(f"{p}: line {lineno}: rank {rank} appears twice")
-        by_rank[rank] = token
+    by_rank = {rank: token for token, rank in read_tiktoken_ranks(p).items()}
     tokens = [by_rank.get(i) for i in range(len(by_rank))]
     if None in tokens:
         raise FormatError(f"{p}: ranks are not 0..{len(by_rank) - 1} (a .txt stores rank as line index)")
@@ -787,3 +834,221 @@ def convert_txt_to_mtok(path: str | os.PathLike[str], out_dir: str | os.PathLike
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return write_mtok(tok, out / "tokenizer.mtok")
+
+
+
+# ------------------------------------------------------------------------------------------
+# Sources loaded directly: a .tiktoken file, a BERT vocab.txt, GPT-2's vocab.json + merges.txt
+# ------------------------------------------------------------------------------------------
+
+
+def read_tiktoken_ranks(path: str | os.PathLike[str]) -> dict[bytes, int]:
+    """A ``.tiktoken`` file's ``<base64 token> <rank>`` lines; every defect names its line."""
+    p = Path(path)
+    ranks: dict[bytes, int] = {}
+    seen: set[int] = set()
+    for lineno, line in enumerate(p.read_bytes().splitlines(), 1):
+        if not line:
+            continue
+        fields = line.split()
+        if len(fields) != 2:
+            raise FormatError(f"{p}: line {lineno}: expected '<base64 token> <rank>', got {line[:80]!r}")
+        try:
+            token = base64.b64decode(fields[0], validate=True)
+            rank = int(fields[1])
+        except (binascii.Error, ValueError):
+            raise FormatError(f"{p}: line {lineno}: expected '<base64 token> <rank>', got {line[:80]!r}") from None
+        if rank < 0 or rank in seen:
+            raise FormatError(f"{p}: line {lineno}: rank {rank} is negative or appears twice")
+        if token in ranks:
+            raise FormatError(f"{p}: line {lineno}: token {token!r} appears twice")
+        if not token:
+            raise FormatError(f"{p}: line {lineno}: empty token")
+        seen.add(rank)
+        ranks[token] = rank
+    if not ranks:
+        raise FormatError(f"{p}: no tokens")
+    # the file bounds the ranks: a forged rank must not make the id table huge
+    if max(seen) > 4 * len(ranks) + 1024:
+        raise FormatError(f"{p}: rank {max(seen)} is far beyond the {len(ranks)} tokens")
+    return ranks
+
+
+def tiktoken_digest(ranks: Mapping[bytes, int]) -> str:
+    """sha256 of the ranks in tiktoken's own file layout: the key of :data:`TIKTOKEN_ENCODINGS`."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        digest.update(base64.b64encode(token) + b" " + str(rank).encode("ascii") + b"\n")
+    return digest.hexdigest()
+
+
+def load_tiktoken(
+    path: str | os.PathLike[str],
+    *,
+    pattern: str | None = None,
+    special_tokens: Mapping[str, int] | None = None,
+) -> Tokenizer:
+    """A ``.tiktoken`` file as tiktoken encodes with it.
+
+    The file holds only the ranks; the split pattern and special tokens live in the code of the
+    encoding. A published encoding (r50k/gpt2, p50k, cl100k, o200k, Qwen-1's) is recognised from
+    the ranks themselves and gets its own; ``pattern=`` and ``special_tokens=`` override them.
+    For an unknown vocabulary without ``pattern=``, cl100k's pattern and no special tokens are
+    assumed, with a warning saying so.
+    """
+    import warnings
+
+    p = Path(path)
+    ranks = read_tiktoken_ranks(p)
+    encoding = TIKTOKEN_ENCODINGS.get(tiktoken_digest(ranks))
+    notes: list[str] = []
+    if encoding is not None:
+        notes.append(f"tiktoken encoding {encoding.name}, recognised from the vocabulary")
+    if pattern is None:
+        if encoding is not None:
+            pattern = encoding.pattern
+        else:
+            pattern = CL100K_PATTERN
+            message = (
+                f"{p}: not a published tiktoken vocabulary; assuming cl100k_base's split pattern and no "
+                "special tokens (pass pattern= and special_tokens= to say what the model uses)"
+            )
+            warnings.warn(message, stacklevel=2)
+            notes.append(message)
+    if special_tokens is None:
+        special_tokens = encoding.special_tokens if encoding is not None else {}
+    stops = encoding.stop_tokens if encoding is not None else ()
+    by_rank = {rank: token for token, rank in ranks.items()}
+    for text, id in special_tokens.items():
+        if id in by_rank:
+            raise FormatError(f"{p}: special token {text!r} has id {id}, which is a rank of the vocabulary")
+    vocab = {bytes_to_chars(token): rank for token, rank in ranks.items()}
+    merges = [[bytes_to_chars(a), bytes_to_chars(b)] for a, b in _merges_by_rank(ranks)]
+    model = _bpe_model([], merges, ignore_merges=True)  # tiktoken takes a piece that is a token whole
+    model["vocab"] = {**vocab, **special_tokens}
+    config = {
+        "added_tokens": [
+            {"id": id, "content": text, "special": True, "single_word": False, "lstrip": False,
+             "rstrip": False, "normalized": False}
+            for text, id in sorted(special_tokens.items(), key=lambda item: item[1])
+        ],
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+            ],
+        },
+        "model": model,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "post_processor": None,
+    }
+    tok = _from_source_config(config, p)
+    # the encoding's own end-of-text tokens first, then any the configs beside the file name
+    own_stops = [special_tokens[t] for t in stops if t in special_tokens]
+    tok.meta.stop_ids = list(dict.fromkeys([*own_stops, *tok.meta.stop_ids]))
+    tok.meta.source_notes = notes
+    return tok
+
+
+def _from_source_config(config: dict[str, Any], path: Path) -> Tokenizer:
+    from .hf_json import folder_meta
+
+    try:
+        tok = Tokenizer.from_config(config)
+    except FormatError as exc:
+        raise FormatError(f"{path}: {exc}") from None
+    tok.meta = folder_meta(tok, path.parent)
+    return tok
+
+
+def is_cased_vocabulary(tokens: Iterable[str]) -> bool:
+    """Whether a WordPiece vocabulary keeps case: an uncased one was lowercased before training.
+
+    Bracketed specials (``[CLS]``, ``[unused0]``) are not words and do not count.
+    """
+    return any(t.lower() != t for t in tokens if not (t.startswith("[") and t.endswith("]")))
+
+
+def load_bert_vocab(vocab_file: str | os.PathLike[str], *, lowercase: bool | None = None) -> Tokenizer:
+    """A BERT ``vocab.txt`` as HF's ``BertWordPieceTokenizer`` (or the model's BertTokenizer) runs it.
+
+    Casing: ``lowercase=`` when given, else ``tokenizer_config.json``'s ``do_lower_case`` beside
+    the file, else read off the vocabulary (any uppercase word means cased). ``strip_accents``
+    and ``tokenize_chinese_chars`` come from the config too. ``[CLS] … [SEP]`` wrap each
+    sequence when both tokens are in the vocabulary.
+    """
+    p = Path(vocab_file)
+    legacy = from_bert_vocab(p)
+    tokens = _texts(legacy)
+    cfg = read_optional_json(p.parent, "tokenizer_config.json")
+    for key, value in read_optional_json(p.parent, "special_tokens_map.json").items():
+        cfg.setdefault(key, value)
+    if lowercase is not None:
+        how = "lowercase= given"
+    elif isinstance(cfg.get("do_lower_case"), bool):
+        lowercase, how = cfg["do_lower_case"], "tokenizer_config.json's do_lower_case"
+    else:
+        lowercase = not is_cased_vocabulary(tokens)
+        how = "read off the vocabulary: " + ("no uppercase words" if lowercase else "it has uppercase words")
+    named = special_token_strings(cfg)
+    config = _bert_config(legacy, lowercase)
+    unk = named.get("unk_token", "[UNK]")
+    if unk not in config["model"]["vocab"]:
+        raise FormatError(f"{p}: the unknown token {unk!r} is not in the vocabulary")
+    config["model"]["unk_token"] = unk
+    strip = cfg.get("strip_accents")
+    config["normalizer"]["strip_accents"] = strip if isinstance(strip, bool) else None
+    chinese = cfg.get("tokenize_chinese_chars")
+    config["normalizer"]["handle_chinese_chars"] = chinese if isinstance(chinese, bool) else True
+    vocab = config["model"]["vocab"]
+    specials = [named.get(k, d) for k, d in (("pad_token", "[PAD]"), ("unk_token", "[UNK]"), ("cls_token", "[CLS]"),
+                                             ("sep_token", "[SEP]"), ("mask_token", "[MASK]"))]
+    config["added_tokens"] = [
+        {"id": vocab[t], "content": t, "special": True, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False}
+        for t in dict.fromkeys(specials) if t in vocab
+    ]
+    cls, sep = named.get("cls_token", "[CLS]"), named.get("sep_token", "[SEP]")
+    config["post_processor"] = (
+        {"type": "BertProcessing", "sep": [sep, vocab[sep]], "cls": [cls, vocab[cls]]}
+        if cls in vocab and sep in vocab else None
+    )
+    tok = _from_source_config(config, p)
+    tok.meta.source_notes = [f"BERT vocabulary, {'uncased' if lowercase else 'cased'} ({how})"]
+    return tok
+
+
+def load_vocab_merges(vocab_json: str | os.PathLike[str], merges_txt: str | os.PathLike[str]) -> Tokenizer:
+    """GPT-2-style ``vocab.json`` + ``merges.txt`` as HF's ``ByteLevelBPETokenizer`` runs them.
+
+    Tokens that ``tokenizer_config.json`` / ``special_tokens_map.json`` beside them name
+    (``<|endoftext|>``) become special added tokens; nothing is put around a sequence, since
+    these files do not say what the model's tokenizer class adds.
+    """
+    from .hf_json import read_json
+
+    vp, mp = Path(vocab_json), Path(merges_txt)
+    vocab = read_json(vp, "vocab.json")
+    if not isinstance(vocab, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in vocab.values()):
+        raise FormatError(f"{vp}: expected an object of token -> non-negative id")
+    legacy = from_vocab_merges(vp, mp)
+    config = _bpe_config(legacy)
+    config["model"]["vocab"] = dict(vocab)
+    config["model"]["merges"] = [list(m) for m in legacy.merges]
+    cfg = read_optional_json(vp.parent, "tokenizer_config.json")
+    for key, value in read_optional_json(vp.parent, "special_tokens_map.json").items():
+        cfg.setdefault(key, value)
+    named = [t for t in special_token_strings(cfg).values() if t in vocab]
+    config["added_tokens"] = [
+        {"id": vocab[t], "content": t, "special": True, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False}
+        for t in dict.fromkeys(named)
+    ]
+    config["post_processor"] = None
+    tok = _from_source_config(config, vp)
+    tok.meta.source_notes = ["GPT-2 byte-level BPE from vocab.json + merges.txt (no post-processor)"]
+    return tok

@@ -58,6 +58,9 @@ class TokenizerMeta:
     model_max_length: int | None = None
     # the default of encode's split_special_tokens (tokenizer_config.json can set it)
     split_special_tokens: bool = False
+    # what a reader recognised or assumed about a source that does not say everything itself
+    # (the tiktoken encoding, a BERT vocabulary's casing); shown by ``pymtok info``
+    source_notes: list[str] = field(default_factory=list)
 
 
 class _NamedToken:

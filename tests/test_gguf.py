@@ -1,0 +1,267 @@
+"""GGUF files (llama.cpp's vocabulary-only fixtures): read exactly, exported exactly, fuzzed."""
+
+from __future__ import annotations
+
+import functools
+import struct
+import warnings
+from pathlib import Path
+
+import pytest
+from conftest import corpus_chunks, fixture_path, hf_tokenizer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pymtok
+from pymtok.errors import FormatError
+from pymtok.gguf import PRE_TOKENIZERS, read_gguf, read_metadata
+from pymtok.mtok import read_mtok
+
+WITH_PAIRS = ["bert-bge", "deepseek-llm", "falcon", "gpt-2", "llama-bpe", "llama-spm", "phi-3", "qwen2", "starcoder"]
+# GGUF vocabulary -> the HF fixture folder of the same model's tokenizer (fixtures README)
+HF_FOR = {
+    "llama-bpe": "llama3", "qwen2": "qwen3", "falcon": "falcon", "phi-3": "phi-3-mini",
+    "llama-spm": "phi-3-mini", "bert-bge": "all-minilm-l6-v2",
+}
+FAST, FULL = 300, 2000
+
+
+def gguf_file(name: str) -> Path:
+    return fixture_path("gguf", f"ggml-vocab-{name}.gguf")
+
+
+@functools.lru_cache(maxsize=2)  # the large vocabularies are not all kept alive at once
+def loaded(name: str) -> pymtok.Tokenizer:
+    return pymtok.load(gguf_file(name))
+
+
+@functools.lru_cache(maxsize=None)
+def chunks(n: int) -> tuple[str, ...]:
+    return tuple(corpus_chunks(n))
+
+
+def golden(name: str) -> list[tuple[str, list[int]]]:
+    base = gguf_file(name)
+    inp = Path(f"{base}.inp").read_text(encoding="utf-8").split("\n__ggml_vocab_test__\n")[:-1]
+    out = Path(f"{base}.out").read_text(encoding="utf-8").split("\n")[: len(inp)]
+    assert len(inp) == len(out) > 0
+    return [(text, [int(x) for x in ids.split()]) for text, ids in zip(inp, out)]
+
+
+def wrapping(name: str) -> tuple[list[int], list[int]]:
+    """The ids llama.cpp puts around a text for this file: read from the metadata here, by the
+    rules of llama_vocab::load (defaults by model and pre-tokenizer, then the add_* keys)."""
+    v = read_metadata(gguf_file(name)).values
+    model, pre = v["tokenizer.ggml.model"], v.get("tokenizer.ggml.pre")
+    add_bos = model in ("llama", "bert") or pre in ("llama-bpe", "llama3")
+    add_bos = v.get("tokenizer.ggml.add_bos_token", add_bos)
+    add_eos = v.get("tokenizer.ggml.add_eos_token", False)
+    add_sep = v.get("tokenizer.ggml.add_sep_token", model == "bert")
+    bos = v.get("tokenizer.ggml.bos_token_id", v.get("tokenizer.ggml.cls_token_id"))
+    prefix = [bos] if add_bos else []
+    suffix = ([v["tokenizer.ggml.eos_token_id"]] if add_eos else []) + (
+        [v["tokenizer.ggml.seperator_token_id"]] if add_sep else []
+    )
+    return prefix, suffix
+
+
+@pytest.mark.parametrize("name", WITH_PAIRS)
+def test_llama_cpp_test_pairs(name: str, tmp_path: Path) -> None:
+    """The .inp/.out ids (HF's, reproduced by llama.cpp), loaded and exported -> loaded."""
+    tok = loaded(name)
+    exported = read_mtok(pymtok.export(gguf_file(name), tmp_path))
+    prefix, suffix = wrapping(name)
+    for reader in (tok, exported):
+        for text, ids in golden(name):
+            assert reader.encode(text, add_special_tokens=False) == ids, (name, text)
+            assert reader.encode(text) == prefix + ids + suffix, (name, text)
+
+
+def _against_hf(name: str, n: int, tmp_path: Path) -> None:
+    if name == "gpt-2":
+        tokenizers = pytest.importorskip("tokenizers")
+        folder = fixture_path("legacy", "gpt2-vocab-merges")
+        bpe = tokenizers.ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+        body = [bpe.encode(t).ids for t in chunks(n)]
+    else:
+        hf = hf_tokenizer(HF_FOR[name])
+        body = [hf.encode(t, add_special_tokens=False).ids for t in chunks(n)]
+    prefix, suffix = wrapping(name)
+    exported = read_mtok(pymtok.export(gguf_file(name), tmp_path))
+    cases = list(zip(chunks(n), body))
+    if name == "llama-spm":
+        # Llama 2's vocabulary compared with Phi-3's tokenizer.json, whose "</s>" eats the
+        # whitespace after it (rstrip); Llama 2's does not, nor does llama.cpp for a model not
+        # named Phi-3
+        cases = [(t, ids) for t, ids in cases if "</s>" not in t]
+    for reader in (loaded(name), exported):
+        bad = [t for t, ids in cases if reader.encode(t, add_special_tokens=False) != ids]
+        assert bad[:3] == [], name
+        bad = [t for t, ids in cases if reader.encode(t) != prefix + ids + suffix]
+        assert bad[:3] == [], name
+
+
+@pytest.mark.parametrize("name", [*HF_FOR, "gpt-2"])
+def test_matches_the_hf_tokenizer_of_the_same_model(name: str, tmp_path: Path) -> None:
+    _against_hf(name, FAST, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [*HF_FOR, "gpt-2"])
+def test_matches_the_hf_tokenizer_on_the_full_corpus_sample(name: str, tmp_path: Path) -> None:
+    _against_hf(name, FULL, tmp_path)
+
+
+def test_metadata_into_the_pipeline() -> None:
+    phi3 = loaded("phi-3")
+    assert phi3.chat_template == read_metadata(gguf_file("phi-3")).values["tokenizer.chat_template"]
+    assert phi3.meta.prefix_ids == [1] and 32000 in phi3.stop_ids
+    assert phi3.meta.special_tokens["bos_token"] == "<s>"
+    # every id keeps its place: byte tokens and all (gguf2mnn.py drops them and shifts ids)
+    spm = loaded("llama-spm")
+    assert spm.vocab_size == 32000 and spm.token_to_id("<0x0A>") == 13
+    assert spm.encode("\n", add_special_tokens=False) == [29871, 13]
+    bert = loaded("bert-bge")
+    assert bert.encode("Hello World") == [101, 7592, 2088, 102]  # uncased, read off the vocabulary
+    # CONTROL tokens are special added tokens, matched in text and skipped on decode
+    qwen = loaded("qwen2")
+    im_end = qwen.token_to_id("<|im_end|>")
+    assert qwen.encode("a<|im_end|>", add_special_tokens=False)[-1] == im_end
+    assert qwen.decode(qwen.encode("a<|im_end|>"), skip_special_tokens=True) == "a"
+
+
+def test_unknown_or_missing_pre_tokenizer_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(FormatError, match=r"tokenizer\.ggml\.pre.*missing"):
+        read_gguf(gguf_file("gpt-neox"))
+    path = tmp_path / "x.gguf"
+    path.write_bytes(_gguf({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "no-such-pre",
+                            "tokenizer.ggml.tokens": ["a", "b", "ab"], "tokenizer.ggml.merges": ["a b"]}))
+    with pytest.raises(FormatError, match="'no-such-pre' is not supported"):
+        pymtok.load(path)
+
+
+# -- a minimal GGUF writer for synthetic files ------------------------------------------------
+
+
+def _value(v: object) -> tuple[int, bytes]:
+    if isinstance(v, bool):
+        return 7, struct.pack("<?", v)
+    if isinstance(v, int):
+        return 4, struct.pack("<I", v)
+    if isinstance(v, float):
+        return 6, struct.pack("<f", v)
+    if isinstance(v, str):
+        raw = v.encode("utf-8")
+        return 8, struct.pack("<Q", len(raw)) + raw
+    assert isinstance(v, list) and v
+    kind = _value(v[0])[0]
+    if kind == 4 and any(x < 0 for x in v):  # type: ignore[operator]
+        kind = 5
+    body = b"".join(_value(x)[1] if kind != 5 else struct.pack("<i", x) for x in v)  # type: ignore[arg-type]
+    return 9, struct.pack("<IQ", kind, len(v)) + body
+
+
+def _gguf(values: dict[str, object]) -> bytes:
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(values))
+    for key, v in values.items():
+        raw = key.encode()
+        kind, body = _value(v)
+        out += struct.pack("<Q", len(raw)) + raw + struct.pack("<I", kind) + body
+    return out
+
+
+_SMALL_VALUES: dict[str, object] = {
+    "general.architecture": "llama",
+    "tokenizer.ggml.model": "gpt2",
+    "tokenizer.ggml.pre": "qwen2",
+    "tokenizer.ggml.tokens": ["a", "b", "ab", "Ġ", "Ġab", "<|end|>"],
+    "tokenizer.ggml.token_type": [1, 1, 1, 1, 1, 3],
+    "tokenizer.ggml.merges": ["a b", "Ġ ab"],
+    "tokenizer.ggml.eos_token_id": 5,
+    "tokenizer.ggml.add_bos_token": False,
+}
+SMALL = _gguf(_SMALL_VALUES)
+
+
+def test_synthetic_file_reads() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "s.gguf"
+        path.write_bytes(SMALL)
+        tok = pymtok.load(path)
+        assert tok.encode("ab ab<|end|>") == [2, 4, 5]
+        assert tok.stop_ids == [5]
+
+
+def test_forged_counts_name_the_key_and_offset(tmp_path: Path) -> None:
+    at = SMALL.index(b"tokenizer.ggml.tokens") + len("tokenizer.ggml.tokens") + 4 + 4
+    forged = SMALL[:at] + struct.pack("<Q", 2**61) + SMALL[at + 8 :]
+    path = tmp_path / "f.gguf"
+    path.write_bytes(forged)
+    with pytest.raises(FormatError, match=r"tokenizer\.ggml\.tokens at byte \d+: array of 2305843009213693952"):
+        read_metadata(path)
+    path.write_bytes(SMALL[:-3])
+    with pytest.raises(FormatError, match=r"tokenizer\.ggml\.add_bos_token at byte \d+"):
+        read_metadata(path)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 2**60))
+    with pytest.raises(FormatError, match="metadata entries cannot fit"):
+        read_metadata(path)
+    path.write_bytes(b"GGUF" + struct.pack("<I", 1))
+    with pytest.raises(FormatError, match="version 1"):
+        read_metadata(path)
+
+
+def _load_or_format_error(path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            tok = pymtok.load(path)
+        except FormatError:
+            return
+    tok.encode("ab ab<|end|> x")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_corrupt_files_are_format_errors(data: st.DataObject, tmp_path: Path) -> None:
+    """Truncations, bit flips and forged 64-bit counts: a FormatError or a working tokenizer."""
+    raw = bytearray(SMALL)
+    kind = data.draw(st.sampled_from(["truncate", "flip", "count"]))
+    if kind == "truncate":
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+    elif kind == "flip":
+        for _ in range(data.draw(st.integers(1, 4))):
+            i = data.draw(st.integers(0, len(raw) - 1))
+            raw[i] ^= 1 << data.draw(st.integers(0, 7))
+    else:
+        i = data.draw(st.integers(0, len(raw) - 8))
+        raw[i : i + 8] = struct.pack("<Q", data.draw(st.sampled_from([2**32, 2**40, 2**63, 2**64 - 1])))
+    path = tmp_path / "c.gguf"
+    path.write_bytes(bytes(raw))
+    _load_or_format_error(path)
+
+
+def test_truncated_real_file_is_a_format_error(tmp_path: Path) -> None:
+    data = gguf_file("bert-bge").read_bytes()
+    for cut in (3, 20, 100, len(data) // 3, len(data) - 1):
+        path = tmp_path / "t.gguf"
+        path.write_bytes(data[:cut])
+        with pytest.raises(FormatError, match="at byte"):
+            pymtok.load(path)
+
+
+@pytest.mark.parametrize("pre", sorted(PRE_TOKENIZERS))
+def test_every_pre_tokenizer_name_builds_and_native_declines_what_it_does_not_know(pre: str, tmp_path: Path) -> None:
+    """The native core runs a Split only with a scanner written for exactly that pattern."""
+    from pymtok import native
+
+    values = dict(_SMALL_VALUES, **{"tokenizer.ggml.pre": pre})
+    path = tmp_path / "p.gguf"
+    path.write_bytes(_gguf(values))
+    tok = pymtok.load(path)
+    steps = tok.config["pre_tokenizer"].get("pretokenizers") or [tok.config["pre_tokenizer"]]
+    patterns = [s["pattern"]["Regex"] for s in steps if s["type"] == "Split"]
+    if tok._native_segment is not None:
+        assert all(p in native.SCANNERS for p in patterns)
+    assert tok.encode("ab ab", add_special_tokens=False)[-1] == 4
