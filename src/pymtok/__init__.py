@@ -17,9 +17,11 @@ from .errors import FormatError, PymtokError, TemplateError
 from .export import export
 from .tokenizer import DecodeStream, Tokenizer, TokenizerMeta
 
+__version__ = "0.1.0"
+
 __all__ = [
     "DecodeStream", "FormatError", "PymtokError", "TemplateError", "Tokenizer", "TokenizerMeta",
-    "export", "load",
+    "__version__", "export", "load",
 ]
 
 

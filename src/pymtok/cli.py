@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from . import __version__
 from .errors import PymtokError
+
+T = TypeVar("T")
 
 # Short texts in several scripts for export's self-check: enough to exercise normalizers,
 # splitting, byte fallback and added tokens without needing a corpus.
@@ -39,26 +44,88 @@ def _load(path: str) -> Any:
     return load(path)
 
 
-def _progress(total: int, description: str) -> Any:
-    """A progress bar on a terminal (rich, when installed); otherwise nothing."""
+def _rich_progress() -> Any:
+    """A rich progress display on a terminal (the cli extra); None when piped or without rich."""
     if not sys.stderr.isatty():
         return None
     try:
-        from rich.progress import Progress
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     except ImportError:
         return None
-    progress = Progress(transient=True)
-    progress.start()
-    progress.add_task(description, total=total)
-    return progress
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), transient=True, console=Console(stderr=True),
+    )
+
+
+def _track(items: Sequence[T], description: str) -> Iterator[T]:
+    """``items``, with a progress bar on a terminal."""
+    progress = _rich_progress()
+    if progress is None:
+        yield from items
+        return
+    with progress:
+        task = progress.add_task(description, total=len(items))
+        for item in items:
+            yield item
+            progress.advance(task)
+
+
+class _Steps:
+    """A progress bar over the steps of one long call, driven by its ``progress(step, done, total)``."""
+
+    def __init__(self, description: str) -> None:
+        self._description = description
+        self._progress = _rich_progress()
+        self._task: Any = None
+
+    def __enter__(self) -> _Steps:
+        if self._progress is not None:
+            self._progress.start()
+            self._task = self._progress.add_task(self._description, total=1)
+        return self
+
+    def __call__(self, step: str, done: int, total: int) -> None:
+        if self._progress is not None:
+            description = f"{self._description}: {step}"
+            # a new step is drawn at once, not at the next timed refresh: every step is seen
+            new = self._progress.tasks[0].description != description
+            self._progress.update(self._task, description=description, completed=done, total=total)
+            if new:
+                self._progress.refresh()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+STDIN = "-"
+
+
+def _utf8(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 4]
+        raise PymtokError(f"{name}: not UTF-8 at byte {exc.start} ({bad!r})") from None
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    """(name, text) of a file, or of standard input for ``-``: strict UTF-8, errors name the byte."""
+    if path == STDIN:
+        return "<stdin>", _utf8(sys.stdin.buffer.read(), "<stdin>")
+    return path, _utf8(Path(path).read_bytes(), path)
+
+
+def _argument_text(value: str, what: str) -> str:
+    """A command-line argument as text: the OS hands undecodable bytes over as lone surrogates."""
+    return _utf8(os.fsencode(value), f"argument {what}")
 
 
 def _read_text_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
-    if not paths:
-        yield "<stdin>", sys.stdin.read()
-        return
-    for p in paths:
-        yield p, Path(p).read_text(encoding="utf-8")
+    for p in paths or [STDIN]:
+        yield _read_input(p)
 
 
 def _summary(tok: Any, path: Path) -> dict[str, Any]:
@@ -86,27 +153,47 @@ def _summary(tok: Any, path: Path) -> dict[str, Any]:
     }
 
 
+Reference = Callable[[str, bool], list[int]]
+
+
+def _reference(source: Path) -> tuple[str, Reference]:
+    """What a tokenizer is checked against: HF ``tokenizers`` on the source's tokenizer.json when
+    both exist, else pymtok's own reading of the source (said in the returned name)."""
+    json_path = source / "tokenizer.json" if source.is_dir() else source
+    if json_path.suffix == ".json" and json_path.is_file():
+        try:
+            from tokenizers import Tokenizer as HFTokenizer
+        except ImportError:
+            pass
+        else:
+            try:
+                hf = HFTokenizer.from_file(str(json_path))
+            except Exception as exc:  # tokenizers raises a bare Exception for files it rejects
+                raise PymtokError(f"{json_path}: HF tokenizers cannot read it ({exc})") from None
+            hf.no_padding()
+            hf.no_truncation()
+            return f"HF tokenizers on {json_path}", lambda text, special: hf.encode(text, add_special_tokens=special).ids
+    ref = _load(str(source))
+    return (
+        f"pymtok's reading of {source} (install 'tokenizers' to check against HF itself)",
+        lambda text, special: ref.encode(text, add_special_tokens=special),
+    )
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    from . import export, load
+    from . import export
 
     out_dir = Path(args.output or args.model_dir)
-    path = export(Path(args.model_dir), out_dir, format=args.format, index=not args.no_index)
-    tok = load(path)
+    with _Steps("export") as steps:
+        path = export(Path(args.model_dir), out_dir, format=args.format, index=not args.no_index, progress=steps)
+    tok = _load(str(path))
     for key, value in _summary(tok, path).items():
         print(f"{key:15s} {value}")
-    reference = Path(args.model_dir) / "tokenizer.json"
-    if reference.is_file():
-        ref = load(reference)
-        same = sum(
-            tok.encode(t, add_special_tokens=s) == ref.encode(t, add_special_tokens=s)
-            for t in SAMPLE_TEXTS
-            for s in (False, True)
-        )
-        total = 2 * len(SAMPLE_TEXTS)
-        print(f"{'self-check':15s} {same}/{total} sample encodings match tokenizer.json")
-        if same != total:
-            return 1
-    return 0
+    oracle, reference = _reference(Path(args.model_dir))
+    checks = [(t, s) for t in SAMPLE_TEXTS for s in (False, True)]
+    same = sum(tok.encode(t, add_special_tokens=s) == reference(t, s) for t, s in _track(checks, "self-check"))
+    print(f"{'self-check':15s} {same}/{len(checks)} sample encodings match {oracle}")
+    return 0 if same == len(checks) else 1
 
 
 def _tree(cfg: Any, indent: str = "") -> Iterator[str]:
@@ -119,6 +206,19 @@ def _tree(cfg: Any, indent: str = "") -> Iterator[str]:
     for key in ("normalizers", "pretokenizers", "decoders", "processors"):
         for child in cfg.get(key) or []:
             yield from _tree(child, indent + "  ")
+
+
+def _brief(value: Any) -> Any:
+    """A long list (a .txt's piece types, ...) as a count of its values, for reading on a terminal."""
+    if isinstance(value, dict):
+        return {k: _brief(v) for k, v in value.items()}
+    if isinstance(value, list) and len(value) > 8:
+        if all(isinstance(v, (int, float, str, bool)) for v in value):
+            counts = Counter(value)
+            if len(counts) <= 8:
+                return f"{len(value)} values: " + ", ".join(f"{v!r} ×{n}" for v, n in counts.most_common())
+        return f"{len(value)} values"
+    return value
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -147,7 +247,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     for key in ("file", "size_bytes", "model", "vocab_size", "merges"):
         print(f"{key:15s} {info[key]}")
     print(f"{'header':15s} special {tok.special_ids[:12]}{'…' if len(tok.special_ids) > 12 else ''}  stop {tok.stop_ids}  prefix {tok.prefix_ids}")
-    print(f"{'model options':15s} {json.dumps(info['model_options'], ensure_ascii=False)}")
+    print(f"{'model options':15s} {json.dumps(_brief(info['model_options']), ensure_ascii=False)}")
     for key in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
         print(f"{key}:")
         for line in _tree(config.get(key), "  "):
@@ -174,38 +274,68 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(tok: Any, ids: list[int]) -> None:
-    try:
-        from rich.console import Console
-        from rich.text import Text
-    except ImportError:
-        raise PymtokError("--show needs the 'rich' package: pip install 'pymtok[cli]'") from None
+def _pieces(tok: Any, ids: list[int], as_tokens: bool) -> list[str]:
+    """Each id's text (or token string): what ``--show`` marks off. Ids that end inside a
+    character are joined with the ids that complete it."""
+    if as_tokens:
+        return [str(tok.id_to_token(i)) for i in ids]
     stream = tok.decode_stream()
-    text = Text()
-    styles = ("on dark_blue", "on dark_green", "on dark_red", "on dark_magenta", "on dark_cyan")
-    colour = 0
-    for id in ids:
-        piece = stream.step(id)
-        if piece is None:
-            continue
-        text.append(piece, style=styles[colour % len(styles)])
-        colour += 1
-    console = Console()
-    console.print(text)
-    console.print(f"{len(ids)} tokens")
+    pieces = [stream.step(i) for i in ids]
+    return [p for p in pieces if p is not None]
+
+
+def _show(tok: Any, ids: list[int], *, as_tokens: bool, separator: str) -> None:
+    pieces = _pieces(tok, ids, as_tokens)
+    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if colour:
+        try:
+            from rich.console import Console
+            from rich.text import Text
+        except ImportError:
+            colour = False
+    if colour:
+        styles = ("on dark_blue", "on dark_green", "on dark_red", "on dark_magenta", "on dark_cyan")
+        text = Text()
+        for k, piece in enumerate(pieces):
+            text.append(piece, style=styles[k % len(styles)])
+        console = Console()
+        console.print(text)
+        console.print(f"{len(ids)} tokens")
+    else:
+        print(separator.join(pieces))
+        print(f"{len(ids)} tokens")
+
+
+def _encode_inputs(args: argparse.Namespace) -> list[str]:
+    """The texts ``encode`` works on: TEXT as given; standard input without the one final newline
+    that ``echo`` and editors add (``--keep-newline`` keeps it), or one text per line (``--lines``)."""
+    if args.text is not None:
+        text = _argument_text(args.text, "TEXT")
+    else:
+        text = _read_input(STDIN)[1]
+    if args.lines:
+        # as spm_encode reads them: split at "\n" only, the last line's newline optional
+        lines = text.split("\n")
+        return lines[:-1] if lines[-1] == "" else lines
+    if args.text is None and not args.keep_newline:
+        text = text.removesuffix("\n").removesuffix("\r")
+    return [text]
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
     tok = _load(args.file)
-    text = args.text if args.text is not None else sys.stdin.read()
-    ids = tok.encode(text, add_special_tokens=not args.no_special)
-    if args.show:
-        _show(tok, ids)
-    elif args.tokens:
-        print(json.dumps([tok.id_to_token(i) for i in ids], ensure_ascii=False))
-    else:
-        print(" ".join(map(str, ids)))
+    for text in _encode_inputs(args):
+        ids = tok.encode(text, add_special_tokens=not args.no_special)
+        if args.show:
+            _show(tok, ids, as_tokens=args.tokens, separator=args.sep)
+        elif args.tokens:
+            print(json.dumps([tok.id_to_token(i) for i in ids], ensure_ascii=False))
+        else:
+            print(" ".join(map(str, ids)))
     return 0
+
+
+_MAX_ID = 2**32 - 1
 
 
 def _parse_ids(words: Sequence[str]) -> list[int]:
@@ -213,24 +343,28 @@ def _parse_ids(words: Sequence[str]) -> list[int]:
     for w in words:
         for part in w.replace(",", " ").replace("[", " ").replace("]", " ").split():
             try:
-                ids.append(int(part))
+                id = int(part)
             except ValueError:
                 raise PymtokError(f"not a token id: {part!r}") from None
+            if not 0 <= id <= _MAX_ID:
+                raise PymtokError(f"token id {part} is out of range (ids are 0 to {_MAX_ID})")
+            ids.append(id)
     return ids
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
     tok = _load(args.file)
-    ids = _parse_ids(args.ids or [sys.stdin.read()])
+    ids = _parse_ids(args.ids or [_read_input(STDIN)[1]])
     sys.stdout.write(tok.decode(ids, skip_special_tokens=args.skip_special) + "\n")
     return 0
 
 
 def _read_json_file(path: str, what: str) -> Any:
+    name, text = _read_input(path)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise PymtokError(f"{path}: {what} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        raise PymtokError(f"{name}: {what} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -262,47 +396,20 @@ def cmd_count(args: argparse.Namespace) -> int:
 def _verify_texts(corpus: Sequence[str]) -> list[str]:
     texts = list(SAMPLE_TEXTS)
     for path in corpus:
-        content = Path(path).read_text(encoding="utf-8")
+        content = _read_input(path)[1]
         texts.extend(line for line in content.split("\n") if line)
     return texts
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from . import load
-
-    tok = load(args.file)
-    reference_path = Path(args.against)
-    try:
-        from tokenizers import Tokenizer as HFTokenizer
-
-        json_path = reference_path / "tokenizer.json" if reference_path.is_dir() else reference_path
-        hf = HFTokenizer.from_file(str(json_path))
-        hf.no_padding()
-        hf.no_truncation()
-        oracle = "HF tokenizers"
-
-        def reference(text: str, special: bool) -> list[int]:
-            return hf.encode(text, add_special_tokens=special).ids
-
-    except ImportError:
-        ref = load(reference_path)
-        oracle = "pymtok on tokenizer.json (install 'tokenizers' to verify against HF itself)"
-
-        def reference(text: str, special: bool) -> list[int]:
-            return ref.encode(text, add_special_tokens=special)
-
+    tok = _load(args.file)
+    oracle, reference = _reference(Path(args.against))
     texts = _verify_texts(args.corpus or [])
-    progress = _progress(len(texts), "verifying")
-    bad: list[str] = []
-    for i, text in enumerate(texts):
-        for special in (False, True):
-            if tok.encode(text, add_special_tokens=special) != reference(text, special):
-                bad.append(text)
-                break
-        if progress is not None:
-            progress.update(progress.task_ids[0], completed=i + 1)
-    if progress is not None:
-        progress.stop()
+    bad = [
+        text
+        for text in _track(texts, "verifying")
+        if any(tok.encode(text, add_special_tokens=s) != reference(text, s) for s in (False, True))
+    ]
     print(f"{len(texts) - len(bad)}/{len(texts)} texts encode identically ({oracle})")
     for text in bad[:5]:
         print(f"  differs: {text[:80]!r}")
@@ -311,7 +418,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
         mnn = read_mtok(args.file, use_extension=False)
         same = sum(
-            mnn.encode(t, add_special_tokens=s) == reference(t, s) for t in texts for s in (False, True)
+            mnn.encode(t, add_special_tokens=s) == reference(t, s)
+            for t in _track(texts, "MNN-only reading")
+            for s in (False, True)
         )
         verdict = "exact" if same == 2 * len(texts) else f"NOT exact ({same}/{2 * len(texts)} encodings match)"
         print(f"MNN-only reading (the file without pymtok's extension): {verdict}")
@@ -331,11 +440,83 @@ def cmd_convert(args: argparse.Namespace) -> int:
 _FILE_HELP = "tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    """One parser per command, each parsed on its own with options and arguments in any order."""
+    parsers: dict[str, argparse.ArgumentParser] = {}
+
+    def command(name: str, help: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser(prog=f"pymtok {name}", description=help)
+        p.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+        p.set_defaults(func=func)
+        parsers[name] = p
+        return p
+
+    p = command("export", "write tokenizer.mtok (or tokenizer.txt) from a model folder or file", cmd_export)
+    p.add_argument("model_dir", help="folder with tokenizer.json (or tokenizer.model, *.tiktoken, vocab.txt, vocab.json+merges.txt)")
+    p.add_argument("-o", "--output", help="output folder (default: the model folder)")
+    p.add_argument("--format", choices=["mtok", "txt"], default="mtok")
+    p.add_argument(
+        "--no-index", action="store_true",
+        help="leave out the stored BPE index: a smaller file (by about the vocabulary and merges' size) that loads slower",
+    )
+
+    p = command("info", "describe a tokenizer file: header, components, template, MNN caveats", cmd_info)
+    p.add_argument("file", help=_FILE_HELP)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = command("encode", "text to token ids (TEXT, or standard input)", cmd_encode)
+    p.add_argument("file", help=_FILE_HELP)
+    p.add_argument("text", nargs="?", help="the text (default: standard input, less its final newline)")
+    p.add_argument("--tokens", action="store_true", help="print the token strings instead of ids")
+    p.add_argument(
+        "--show", action="store_true",
+        help="show the text cut into its tokens: coloured on a terminal, else the pieces joined by --sep",
+    )
+    p.add_argument("--sep", default="|", help="what --show puts between tokens when it cannot colour (default: |)")
+    p.add_argument("--no-special", action="store_true", help="do not add special tokens (BOS, CLS, ...)")
+    p.add_argument("--keep-newline", action="store_true", help="encode standard input's final newline too")
+    p.add_argument("--lines", action="store_true", help="encode each line on its own, one output line per input line")
+
+    p = command("decode", "token ids (arguments, or standard input) to text", cmd_decode)
+    p.add_argument("file", help=_FILE_HELP)
+    p.add_argument("ids", nargs="*", help="token ids (default: read standard input)")
+    p.add_argument("--skip-special", action="store_true", help="leave special tokens out")
+
+    p = command("chat", "render a conversation with the file's chat template", cmd_chat)
+    p.add_argument("file", help=_FILE_HELP)
+    p.add_argument("messages", help='JSON file (- for standard input): [{"role": "user", "content": "..."}, ...]')
+    p.add_argument("--tools", help="JSON file (- for standard input) with a list of tool (function) schemas")
+    p.add_argument("--no-generation-prompt", action="store_true")
+    p.add_argument("--tokenize", action="store_true", help="print token ids instead of the prompt")
+
+    p = command("count", "count tokens of files (or standard input)", cmd_count)
+    p.add_argument("file", help=_FILE_HELP)
+    p.add_argument("paths", nargs="*", help="text files, - for standard input (default: standard input)")
+
+    p = command(
+        "verify",
+        "compare a tokenizer file with the model it came from; exit status 0 when every text matches, "
+        "1 when some differ, 2 on an error",
+        cmd_verify,
+    )
+    p.add_argument("file", help=_FILE_HELP)
+    p.add_argument("--against", required=True, metavar="SOURCE", help="the model folder or file it came from")
+    p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode, - for standard input (one text per line)")
+
+    p = command("convert", "turn a legacy tokenizer.txt into tokenizer.mtok", cmd_convert)
+    p.add_argument("file", help="a legacy tokenizer.txt")
+    p.add_argument("-o", "--output", required=True, metavar="OUT_DIR")
+    return parsers
+
+
+def _top_parser(commands: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    listing = "\n".join(f"  {name:8s} {p.description.split(';')[0]}" for name, p in commands.items())
     parser = argparse.ArgumentParser(
         prog="pymtok",
+        usage="pymtok [--version] [--debug] COMMAND [ARGS...]",
         description="Read, write, inspect and run MNN tokenizer files (.mtok, tokenizer.txt) exactly like HuggingFace.",
         epilog=(
+            f"commands (pymtok COMMAND -h for each):\n{listing}\n\n"
             "a first session:\n"
             "  pymtok export path/to/hf-model -o out/     # writes out/tokenizer.mtok and self-checks it\n"
             "  pymtok info out/tokenizer.mtok\n"
@@ -345,77 +526,36 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"pymtok {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("export", help="write tokenizer.mtok (or tokenizer.txt) from a HF model folder")
-    p.add_argument("model_dir", help="folder with tokenizer.json (or tokenizer.model, *.tiktoken, vocab.txt, vocab.json+merges.txt)")
-    p.add_argument("-o", "--output", help="output folder (default: the model folder)")
-    p.add_argument("--format", choices=["mtok", "txt"], default="mtok")
-    p.add_argument(
-        "--no-index", action="store_true",
-        help="leave out the stored BPE index: a smaller file (by about the vocabulary and merges' size) that loads slower",
-    )
-    p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser("info", help="describe a tokenizer file: header, components, template, MNN caveats")
-    p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_info)
-
-    p = sub.add_parser("encode", help="text to token ids (TEXT, or stdin)")
-    p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("text", nargs="?", help="the text (default: read stdin)")
-    p.add_argument("--tokens", action="store_true", help="print the token strings instead of ids")
-    p.add_argument("--show", action="store_true", help="colour each token's span in the terminal")
-    p.add_argument("--no-special", action="store_true", help="do not add special tokens (BOS, CLS, ...)")
-    p.set_defaults(func=cmd_encode)
-
-    p = sub.add_parser("decode", help="token ids (arguments, or stdin) to text")
-    p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("ids", nargs="*", help="token ids (default: read stdin)")
-    p.add_argument("--skip-special", action="store_true", help="leave special tokens out")
-    p.set_defaults(func=cmd_decode)
-
-    p = sub.add_parser("chat", help="render a conversation with the file's chat template")
-    p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("messages", help='JSON file: [{"role": "user", "content": "..."}, ...]')
-    p.add_argument("--tools", help="JSON file with a list of tool (function) schemas")
-    p.add_argument("--no-generation-prompt", action="store_true")
-    p.add_argument("--tokenize", action="store_true", help="print token ids instead of the prompt")
-    p.set_defaults(func=cmd_chat)
-
-    p = sub.add_parser("count", help="count tokens of files (or stdin)")
-    p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("paths", nargs="*", help="text files (default: read stdin)")
-    p.set_defaults(func=cmd_count)
-
-    p = sub.add_parser("verify", help="compare a tokenizer file with the model folder it came from")
-    p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("--against", required=True, metavar="MODEL_DIR")
-    p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode (one text per line)")
-    p.set_defaults(func=cmd_verify)
-
-    p = sub.add_parser("convert", help="turn a legacy tokenizer.txt into tokenizer.mtok")
-    p.add_argument("file", help="a legacy tokenizer.txt")
-    p.add_argument("-o", "--output", required=True, metavar="OUT_DIR")
-    p.set_defaults(func=cmd_convert)
+    parser.add_argument("command", choices=list(commands), metavar="COMMAND", help="one of the commands below")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    commands = _commands()
+    top = _top_parser(commands)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # the top level's own options are flags: the first other word is the command
+    at = next((k for k, w in enumerate(words) if not w.startswith("-")), len(words))
+    outer = top.parse_args(words[: at + 1])
+    args = commands[outer.command].parse_intermixed_args(words[at + 1 :])
+    args.debug = args.debug or outer.debug
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
         return 130
-    except (PymtokError, ValueError, OSError, TypeError, KeyError) as exc:
+    except BrokenPipeError:
+        # the reader went away (``pymtok info --json | head``): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except (PymtokError, ValueError, OSError, TypeError, KeyError, ArithmeticError) as exc:
         if args.debug:
             traceback.print_exc()
-        name = type(exc).__name__
         hint = "" if args.debug else " (run with --debug for the traceback)"
-        print(f"pymtok {args.command}: {name}: {exc}{hint}", file=sys.stderr)
+        print(f"pymtok {outer.command}: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
         return 2
 
 

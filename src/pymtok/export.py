@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .hf_json import load_folder
@@ -23,14 +24,21 @@ from .mtok import dumps_mtok
 
 
 def export(
-    model_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, format: str = "mtok", index: bool = True
+    model_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    format: str = "mtok",
+    index: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Write ``out_dir/tokenizer.mtok`` (or ``tokenizer.txt``) for the model in ``model_dir``.
 
     ``format="txt"``, or a folder without ``tokenizer.json``, writes MNN's legacy text format.
     ``index=False`` leaves the stored BPE index out of a ``.mtok`` (see ``mtok.dumps_mtok``).
-    Returns the path written.
+    ``progress(step, done, total)`` is told of each step as it goes (a large vocabulary takes
+    seconds to read and to lay out). Returns the path written.
     """
+
     if format not in ("mtok", "txt"):
         raise ValueError(f"format must be 'mtok' or 'txt', got {format!r}")
     source = Path(model_dir)
@@ -41,6 +49,8 @@ def export(
         from .legacy import export_txt
 
         return export_txt(source, target)
+    if progress is not None:
+        progress("reading tokenizer.json", 0, 1)
     tokenizer = load_folder(source)
     table_scores = None
     if isinstance(tokenizer.model, Unigram):
@@ -49,5 +59,5 @@ def export(
         table_scores = [entry[1] for entry in raw["model"]["vocab"]]
     target.mkdir(parents=True, exist_ok=True)
     out = target / "tokenizer.mtok"
-    out.write_bytes(dumps_mtok(tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index))
+    out.write_bytes(dumps_mtok(tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index, progress=progress))
     return out

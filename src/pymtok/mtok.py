@@ -19,12 +19,10 @@ the post-processor program becomes a TemplateProcessing, ...).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import mmap
 import os
 import struct
-import sys
 import threading
 import unicodedata
 import zlib
@@ -954,24 +952,30 @@ def _u32(value: object, what: str) -> bytes:
     return _U32.pack(value)
 
 
-@functools.cache
-def _norm_table(form: str) -> bytes:
-    """MNN's NormTable for ``form`` over every code point, as its exporter builds it (once per process)."""
-    show = sys.stderr.isatty()
+Progress = Callable[[str, int, int], None]
+
+_NORM_TABLES: dict[str, bytes] = {}
+
+
+def _norm_table(form: str, progress: Progress | None = None) -> bytes:
+    """MNN's NormTable for ``form`` over every code point, as its exporter builds it (once per
+    process: a second or two, reported to ``progress(step, done, total)`` in code planes)."""
+    table = _NORM_TABLES.get(form)
+    if table is not None:
+        return table
     parts: list[bytes] = []
     count = 0
     for cp in range(0x110000):
-        if show and cp % 0x10000 == 0:
-            print(f"\rpymtok: building the {form} table {cp * 100 // 0x110000:3d}%", end="", file=sys.stderr, flush=True)
+        if progress is not None and cp % 0x10000 == 0:
+            progress(f"building the {form} table", cp >> 16, 0x11)
         ch = chr(cp)
         normalized = unicodedata.normalize(form, ch)
         if normalized != ch:
             raw = normalized.encode("utf-8")
             parts.append(_U32.pack(cp) + _U16.pack(len(raw)) + raw)
             count += 1
-    if show:
-        print(f"\rpymtok: building the {form} table 100%", file=sys.stderr, flush=True)
-    return _U32.pack(count) + b"".join(parts)
+    table = _NORM_TABLES[form] = _U32.pack(count) + b"".join(parts)
+    return table
 
 
 def _string_pattern(cfg: Mapping[str, Any], regex_too: bool) -> object:
@@ -983,15 +987,15 @@ def _string_pattern(cfg: Mapping[str, Any], regex_too: bool) -> object:
     return pattern if isinstance(pattern, str) else ""
 
 
-def _write_normalizer(out: list[bytes], cfg: Any) -> None:
+def _write_normalizer(out: list[bytes], cfg: Any, progress: Progress | None) -> None:
     if cfg is None:
         out.append(_byte(_N_NONE))
         return
     kind = cfg.get("type", "")
     if kind in ("NFKC", "Precompiled", "NFKD"):
-        out += [_byte(_N_TABLE), _norm_table("NFKC")]  # MNN's lossy stand-in for all three
+        out += [_byte(_N_TABLE), _norm_table("NFKC", progress)]  # MNN's lossy stand-in for all three
     elif kind == "NFC":
-        out += [_byte(_N_TABLE), _norm_table("NFC")]
+        out += [_byte(_N_TABLE), _norm_table("NFC", progress)]
     elif kind == "Prepend":
         out += [_byte(_N_PREPEND), _pack_str(cfg.get("prepend", ""), "Prepend normalizer text")]
     elif kind == "Replace":
@@ -1003,7 +1007,7 @@ def _write_normalizer(out: list[bytes], cfg: Any) -> None:
         children = cfg.get("normalizers", [])
         out += [_byte(_N_SEQUENCE), _u32(len(children), "normalizer Sequence length")]
         for child in children:
-            _write_normalizer(out, child)
+            _write_normalizer(out, child, progress)
     elif kind == "BertNormalizer":
         strip = cfg.get("strip_accents", False)
         if strip is None and cfg.get("lowercase", True):
@@ -1011,11 +1015,11 @@ def _write_normalizer(out: list[bytes], cfg: Any) -> None:
         flags = [cfg.get("clean_text", True), cfg.get("handle_chinese_chars", True), strip, cfg.get("lowercase", True)]
         out += [_byte(_N_BERT_NFD if strip else _N_BERT), *(_u8(f) for f in flags)]
         if strip:
-            out.append(_norm_table("NFD"))
+            out.append(_norm_table("NFD", progress))
     elif kind == "Lowercase":
         out += [_byte(_N_BERT), b"\x00\x00\x00\x01"]  # only lowercase
     elif kind == "StripAccents":
-        out += [_byte(_N_BERT_NFD), b"\x00\x00\x01\x00", _norm_table("NFD")]  # only strip
+        out += [_byte(_N_BERT_NFD), b"\x00\x00\x01\x00", _norm_table("NFD", progress)]  # only strip
     elif kind == "Strip":
         out += [_byte(_N_STRIP), _u8(cfg.get("strip_left", True)), _u8(cfg.get("strip_right", True))]
     else:
@@ -1246,11 +1250,15 @@ def _trailer_template(template: str | dict[str, str] | None) -> str:
 
 
 def mnn_bytes(
-    config: Mapping[str, Any], meta: TokenizerMeta, table_scores: Sequence[float] | None = None
+    config: Mapping[str, Any],
+    meta: TokenizerMeta,
+    table_scores: Sequence[float] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[bytes, list[tuple[int, int]]]:
     """MNN's own part of the file: header through the post-processor program, and that program.
 
-    ``table_scores`` replace a Unigram vocabulary's scores in MNN's table (see ``dumps_mtok``).
+    ``table_scores`` replace a Unigram vocabulary's scores in MNN's table (see ``dumps_mtok``);
+    ``progress`` is told of the steps that take seconds.
     """
     ids = [*meta.special_ids, *meta.stop_ids, *meta.prefix_ids]
     header = (
@@ -1259,8 +1267,10 @@ def mnn_bytes(
         + " ".join(str(i) for i in ids) + "\n"
     )
     out: list[bytes] = [header.encode("ascii")]
-    _write_normalizer(out, config.get("normalizer"))
+    _write_normalizer(out, config.get("normalizer"), progress)
     _write_pre_tokenizer(out, config.get("pre_tokenizer"))
+    if progress is not None:
+        progress("laying out the vocabulary and merges", 0, 1)
     _write_model(out, config, table_scores)
     _write_decoder(out, config.get("decoder"))
     _write_added_tokens(out, config.get("added_tokens") or [])
@@ -1353,7 +1363,12 @@ def extension_payload(
 
 
 def dumps_mtok(
-    config: Mapping[str, Any], meta: TokenizerMeta, *, table_scores: Sequence[float] | None = None, index: bool = True
+    config: Mapping[str, Any],
+    meta: TokenizerMeta,
+    *,
+    table_scores: Sequence[float] | None = None,
+    index: bool = True,
+    progress: Progress | None = None,
 ) -> bytes:
     """The ``.mtok`` bytes for a ``tokenizer.json``-shaped config: MNN's layout + our extension.
 
@@ -1363,13 +1378,16 @@ def dumps_mtok(
     MNN's table, and the extension records the scores that differ.
 
     ``index`` stores a BPE model's lookup tables too (about as large as the vocabulary and merges
-    again), so that loading maps them instead of building them.
+    again), so that loading maps them instead of building them. ``progress(step, done, total)``
+    is told of the steps that can take seconds (normalization tables, records, the index).
     """
     if table_scores is not None and _mnn_model_type(config.get("model") or {}) != "Unigram":
         raise ValueError("table_scores only apply to a Unigram model")
-    body, ops = mnn_bytes(config, meta, table_scores)
+    body, ops = mnn_bytes(config, meta, table_scores, progress)
     tables = None
     if index:
+        if progress is not None:
+            progress("storing the lookup index", 0, 1)
         char_level = not _has_type(config.get("pre_tokenizer"), "pretokenizers", "ByteLevel")
         tables = stored_index(body, _prefix_chars(config.get("model") or {}), char_level)
     return body + extension_block(extension_payload(config, meta, table_scores), ops, tables, len(body))
