@@ -330,3 +330,55 @@ def test_export_shows_progress_on_a_terminal(tmp_path: Path) -> None:
     screen = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", seen).decode("utf-8", "replace")
     for step in ("reading tokenizer.json", "building the NFD table", "self-check"):
         assert step in screen, screen[-2000:]
+
+
+def stand_in_demo(tmp_path: Path, body: str) -> Path:
+    """A program with the interface of MNN's tokenizer_demo (FILE encode TEXT → ids=[...])."""
+    exe = tmp_path / "tokenizer_demo"
+    exe.write_text(
+        f"#!{sys.executable}\nimport sys\nimport pymtok\nfile, mode, text = sys.argv[1:4]\n"
+        f"ids = pymtok.load(file).encode(text)\n{body}\n"
+        "print(f'len={len(ids)}')\nprint('ids=[' + ', '.join(map(str, ids)) + ']')\n",
+        encoding="utf-8",
+    )
+    exe.chmod(0o755)
+    return exe
+
+
+def test_verify_against_mnns_demo(tmp_path: Path) -> None:
+    folder = fixture_path("tokenizers", "mistral-7b-v0.1")
+    run("export", str(folder), "-o", str(tmp_path))
+    mtok = str(tmp_path / "tokenizer.mtok")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("first line\nsecond, with a comma\n", encoding="utf-8")
+    faithful = stand_in_demo(tmp_path, "")
+    out = run("verify", mtok, "--mnn", str(faithful), "--against", str(folder), "--corpus", str(corpus)).stdout
+    n = 2 + len(__import__("pymtok.cli", fromlist=["SAMPLE_TEXTS"]).SAMPLE_TEXTS)
+    assert f"vs pymtok: {n}/{n} texts give the same ids" in out
+    assert f"vs HF tokenizers on {folder / 'tokenizer.json'}: {n}/{n} texts" in out
+    # MNN's own layout doubles the BOS: what the user must be told
+    doubled = stand_in_demo(tmp_path / "..", "ids = ids[:1] + ids if 'comma' in text else ids")
+    proc = run("verify", mtok, "--mnn", str(doubled), "--corpus", str(corpus), check=False)
+    assert proc.returncode == 1 and f"vs pymtok: {n - 1}/{n} texts" in proc.stdout
+    assert "differs: 'second, with a comma'" in proc.stdout
+
+
+def test_verify_mnn_binary_errors(tmp_path: Path, qwen_mtok: Path) -> None:
+    assert "no such program" in one_line_error(run("verify", str(qwen_mtok), "--mnn", str(tmp_path / "none"), check=False))
+    failing = tmp_path / "failing"
+    failing.write_text("#!/bin/sh\necho 'cannot open tokenizer' >&2\nexit 3\n", encoding="utf-8")
+    failing.chmod(0o755)
+    message = one_line_error(run("verify", str(qwen_mtok), "--mnn", str(failing), check=False))
+    assert "exit status 3" in message and "cannot open tokenizer" in message
+    assert "--against" in one_line_error(run("verify", str(qwen_mtok), check=False))
+
+
+def test_info_says_what_mnn_gets_wrong_in_words(tmp_path: Path) -> None:
+    folder = fixture_path("tokenizers", "clip-vit")
+    device = run("info", str(folder)).stdout
+    assert "nearly every word gets other ids" in device
+    run("export", str(fixture_path("tokenizers", "falcon")), "-o", str(tmp_path / "d"))
+    run("export", str(fixture_path("tokenizers", "falcon")), "-o", str(tmp_path / "i"), "--mnn-identical")
+    assert "punctuation is not split off" not in run("info", str(tmp_path / "d" / "tokenizer.mtok")).stdout
+    identical = run("info", str(tmp_path / "i" / "tokenizer.mtok")).stdout
+    assert "mnn-identical layout" in identical and "punctuation is not split off" in identical

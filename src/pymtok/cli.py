@@ -185,7 +185,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     out_dir = Path(args.output or args.model_dir)
     with _Steps("export") as steps:
-        path = export(Path(args.model_dir), out_dir, format=args.format, index=not args.no_index, progress=steps)
+        path = export(
+            Path(args.model_dir), out_dir, format=args.format, index=not args.no_index,
+            mnn_identical=args.mnn_identical, progress=steps,
+        )
     tok = _load(str(path))
     for key, value in _summary(tok, path).items():
         print(f"{key:15s} {value}")
@@ -222,7 +225,7 @@ def _brief(value: Any) -> Any:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .mnn_compat import mnn_warnings
+    from .mnn_compat import DEVICE, mnn_warnings
 
     path = Path(args.file)
     tok = _load(args.file)
@@ -235,7 +238,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         components={k: config.get(k) for k in ("normalizer", "pre_tokenizer", "decoder", "post_processor")},
         model_options={k: v for k, v in (config.get("model") or {}).items() if k not in ("vocab", "merges")},
         extension=tok.meta.extension_version,
-        mnn_warnings=mnn_warnings(config, has_prefix_ids=bool(tok.prefix_ids)),
+        mnn_layout=tok.meta.mnn_layout or DEVICE,
+        mnn_warnings=mnn_warnings(config, layout=tok.meta.mnn_layout or DEVICE, has_prefix_ids=bool(tok.prefix_ids)),
         special_tokens=tok.meta.special_tokens,
     )
     template = tok.chat_template
@@ -268,7 +272,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         version = info["extension"]
         print(f"extension:      {'pymtok exactness extension v%d' % version if version else 'none (MNN layout only)'}")
     if info["mnn_warnings"]:
-        print("MNN runtime will approximate:")
+        where = "this file" if path.suffix == ".mtok" else "a .mtok exported from this"
+        print(f"MNN runtime will approximate ({where}, {info['mnn_layout']} layout):")
         for w in info["mnn_warnings"]:
             print(f"  - {w}")
     return 0
@@ -401,30 +406,58 @@ def _verify_texts(corpus: Sequence[str]) -> list[str]:
     return texts
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    tok = _load(args.file)
-    oracle, reference = _reference(Path(args.against))
-    texts = _verify_texts(args.corpus or [])
-    bad = [
-        text
-        for text in _track(texts, "verifying")
-        if any(tok.encode(text, add_special_tokens=s) != reference(text, s) for s in (False, True))
-    ]
-    print(f"{len(texts) - len(bad)}/{len(texts)} texts encode identically ({oracle})")
-    for text in bad[:5]:
-        print(f"  differs: {text[:80]!r}")
-    if tok.meta.extension_version is not None:
-        from .mtok import read_mtok
+def _agreement(texts: Sequence[str], ours: Sequence[list[int]], theirs: Sequence[list[int]]) -> tuple[int, list[str]]:
+    bad = [t for t, a, b in zip(texts, ours, theirs) if a != b]
+    return len(texts) - len(bad), bad
 
-        mnn = read_mtok(args.file, use_extension=False)
-        same = sum(
-            mnn.encode(t, add_special_tokens=s) == reference(t, s)
-            for t in _track(texts, "MNN-only reading")
-            for s in (False, True)
-        )
-        verdict = "exact" if same == 2 * len(texts) else f"NOT exact ({same}/{2 * len(texts)} encodings match)"
-        print(f"MNN-only reading (the file without pymtok's extension): {verdict}")
-    return 0 if not bad else 1
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    if args.against is None and args.mnn is None:
+        raise PymtokError("give --against SOURCE (the model it came from), --mnn BINARY (MNN's tokenizer_demo), or both")
+    tok = _load(args.file)
+    texts = _verify_texts(args.corpus or [])
+    exact = True
+    oracle, reference = "", None
+    if args.against is not None:
+        oracle, reference = _reference(Path(args.against))
+        bad = [
+            text
+            for text in _track(texts, "verifying")
+            if any(tok.encode(text, add_special_tokens=s) != reference(text, s) for s in (False, True))
+        ]
+        print(f"{len(texts) - len(bad)}/{len(texts)} texts encode identically ({oracle})")
+        for text in bad[:5]:
+            print(f"  differs: {text[:80]!r}")
+        exact = not bad
+        if tok.meta.extension_version is not None:
+            from .mtok import read_mtok
+
+            mnn = read_mtok(args.file, use_extension=False)
+            same = sum(
+                mnn.encode(t, add_special_tokens=s) == reference(t, s)
+                for t in _track(texts, "MNN-only reading")
+                for s in (False, True)
+            )
+            verdict = "exact" if same == 2 * len(texts) else f"NOT exact ({same}/{2 * len(texts)} encodings match)"
+            print(f"MNN-only reading (the file without pymtok's extension): {verdict}")
+    if args.mnn is not None:
+        from .mnn_compat import mnn_demo_encode
+
+        runnable = [t for t in texts if "\0" not in t]
+        mnn_ids = [mnn_demo_encode(args.mnn, args.file, t) for t in _track(runnable, "running MNN")]
+        ours = [tok.encode(t) for t in runnable]
+        same, bad = _agreement(runnable, mnn_ids, ours)
+        print(f"MNN's runtime ({args.mnn}) vs pymtok: {same}/{len(runnable)} texts give the same ids")
+        if reference is not None:
+            hf_same, hf_bad = _agreement(runnable, mnn_ids, [reference(t, True) for t in runnable])
+            print(f"MNN's runtime vs {oracle}: {hf_same}/{len(runnable)} texts give the same ids")
+            bad = hf_bad or bad
+        for text in bad[:5]:
+            print(f"  differs: {text[:80]!r}")
+        if len(runnable) < len(texts):
+            print(f"  ({len(texts) - len(runnable)} texts with a NUL character left out: MNN's demo takes text as an argument)")
+        exact = exact and not bad
+    return 0 if exact else 1
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -458,6 +491,11 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
     p.add_argument(
         "--no-index", action="store_true",
         help="leave out the stored BPE index: a smaller file (by about the vocabulary and merges' size) that loads slower",
+    )
+    p.add_argument(
+        "--mnn-identical", action="store_true",
+        help="write MNN's part of the file byte for byte as MNN's exporter does, with the faults its runtime "
+        "has on that layout (by default the layout is the one MNN's runtime reads right)",
     )
 
     p = command("info", "describe a tokenizer file: header, components, template, MNN caveats", cmd_info)
@@ -495,12 +533,16 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 
     p = command(
         "verify",
-        "compare a tokenizer file with the model it came from; exit status 0 when every text matches, "
-        "1 when some differ, 2 on an error",
+        "compare a tokenizer file with the model it came from (--against) and with MNN's runtime (--mnn); "
+        "exit status 0 when every text matches, 1 when some differ, 2 on an error",
         cmd_verify,
     )
     p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("--against", required=True, metavar="SOURCE", help="the model folder or file it came from")
+    p.add_argument("--against", metavar="SOURCE", help="the model folder or file it came from")
+    p.add_argument(
+        "--mnn", metavar="BINARY",
+        help="a build of MNN's tokenizer_demo (run as BINARY FILE encode TEXT): compare what MNN's runtime gives",
+    )
     p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode, - for standard input (one text per line)")
 
     p = command("convert", "turn a legacy tokenizer.txt into tokenizer.mtok", cmd_convert)

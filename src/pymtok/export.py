@@ -29,12 +29,16 @@ def export(
     *,
     format: str = "mtok",
     index: bool = True,
+    mnn_identical: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Write ``out_dir/tokenizer.mtok`` (or ``tokenizer.txt``) for the model in ``model_dir``.
 
     ``format="txt"``, or a folder without ``tokenizer.json``, writes MNN's legacy text format.
     ``index=False`` leaves the stored BPE index out of a ``.mtok`` (see ``mtok.dumps_mtok``).
+    ``mnn_identical=True`` writes MNN's part of the ``.mtok`` byte for byte as MNN's exporter
+    does; by default it is laid out so that MNN's runtime gives HF's ids wherever the file can
+    decide (docs/FORMAT_EXTENSION.md).
     ``progress(step, done, total)`` is told of each step as it goes (a large vocabulary takes
     seconds to read and to lay out). Returns the path written.
     """
@@ -59,5 +63,10 @@ def export(
         table_scores = [entry[1] for entry in raw["model"]["vocab"]]
     target.mkdir(parents=True, exist_ok=True)
     out = target / "tokenizer.mtok"
-    out.write_bytes(dumps_mtok(tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index, progress=progress))
+    out.write_bytes(
+        dumps_mtok(
+            tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index, mnn_identical=mnn_identical,
+            progress=progress,
+        )
+    )
     return out

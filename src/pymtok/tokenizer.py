@@ -35,6 +35,9 @@ class TokenizerMeta:
     decode_suffix_as_space: str | None = None
     # version of pymtok's exactness extension the .mtok file carried (None: MNN's layout only)
     extension_version: int | None = None
+    # how a .mtok's MNN part is laid out: "device" (what MNN's runtime reads right, pymtok's
+    # default) or "mnn-identical" (MNN's exporter's bytes); None for other sources
+    mnn_layout: str | None = None
 
 
 class Tokenizer:
