@@ -224,6 +224,18 @@ def _brief(value: Any) -> Any:
     return value
 
 
+def _print_mnn_warnings(tok: Any, exported: bool = False) -> None:
+    from .mnn_compat import DEVICE, mnn_warnings
+
+    layout = tok.meta.mnn_layout or DEVICE
+    warnings = mnn_warnings(tok.config, layout=layout, has_prefix_ids=bool(tok.prefix_ids))
+    if warnings:
+        where = "a .mtok exported from this" if exported else "this file"
+        print(f"MNN runtime will approximate ({where}, {layout} layout):")
+        for w in warnings:
+            print(f"  - {w}")
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from .mnn_compat import DEVICE, mnn_warnings
 
@@ -271,11 +283,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if path.suffix == ".mtok":
         version = info["extension"]
         print(f"extension:      {'pymtok exactness extension v%d' % version if version else 'none (MNN layout only)'}")
-    if info["mnn_warnings"]:
-        where = "this file" if path.suffix == ".mtok" else "a .mtok exported from this"
-        print(f"MNN runtime will approximate ({where}, {info['mnn_layout']} layout):")
-        for w in info["mnn_warnings"]:
-            print(f"  - {w}")
+    _print_mnn_warnings(tok, path.suffix != ".mtok")
     return 0
 
 
@@ -457,6 +465,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if len(runnable) < len(texts):
             print(f"  ({len(texts) - len(runnable)} texts with a NUL character left out: MNN's demo takes text as an argument)")
         exact = exact and not bad
+    _print_mnn_warnings(tok)
     return 0 if exact else 1
 
 
