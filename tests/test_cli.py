@@ -19,22 +19,33 @@ from conftest import fixture_path, hf_tokenizer
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run(*args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+def pymtok_command() -> str:
+    """The installed console script (beside this interpreter, as pip puts it)."""
+    exe = Path(sys.executable).parent / "pymtok"
+    if not exe.is_file():
+        pytest.fail(f"the pymtok command is not installed beside {sys.executable} (pip install -e .)")
+    return str(exe)
+
+
+def run(*args: str, stdin: str | bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONIOENCODING="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-m", "pymtok.cli", *args],
-        input=stdin, capture_output=True, text=True, env=env, timeout=600,
+        [pymtok_command(), *args],
+        input=stdin.encode("utf-8") if isinstance(stdin, str) else stdin, capture_output=True, env=env, timeout=600,
+    )
+    result = subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
     )
     if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc
+        assert result.returncode == 0, result.stderr
+    return result
 
 
 @pytest.fixture(scope="module")
 def qwen_mtok(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("qwen3")
     proc = run("export", str(fixture_path("tokenizers", "qwen3")), "-o", str(out))
-    assert "self-check" in proc.stdout and "30/30" in proc.stdout, proc.stdout
+    assert "self-check" in proc.stdout and "30/30 sample encodings match HF tokenizers" in proc.stdout, proc.stdout
     return out / "tokenizer.mtok"
 
 
@@ -196,3 +207,178 @@ def test_export_txt_then_convert_to_mtok(tmp_path: Path) -> None:
     want = oracle.encode(text, add_special_tokens=False).ids
     assert run("encode", str(tmp_path / "mtok" / "tokenizer.mtok"), text, "--no-special").stdout.split() == [str(i) for i in want]
     assert run("encode", str(txt), text, "--no-special").stdout.split() == [str(i) for i in want]
+
+
+def ids_of(hf_name: str, text: str, special: bool = True) -> list[str]:
+    return [str(i) for i in hf_tokenizer(hf_name).encode(text, add_special_tokens=special).ids]
+
+
+def test_options_anywhere_on_the_line(qwen_mtok: Path) -> None:
+    folder = str(fixture_path("tokenizers", "all-minilm-l6-v2"))
+    assert run("encode", folder, "--no-special", "Hello there").stdout.split() == ids_of("all-minilm-l6-v2", "Hello there", False)
+    assert run("--debug", "encode", folder, "Hello there", "--no-special").stdout.split() == ids_of("all-minilm-l6-v2", "Hello there", False)
+    assert run("encode", folder, "--debug", stdin="Hello there").stdout.split() == ids_of("all-minilm-l6-v2", "Hello there")
+    ids = ids_of("qwen3", "<|im_start|>hi")
+    want = hf_tokenizer("qwen3").decode([int(i) for i in ids], skip_special_tokens=True) + "\n"
+    assert run("decode", str(qwen_mtok), "--skip-special", *ids).stdout == want
+    assert "x" in run("encode", str(qwen_mtok), "--show", "x").stdout
+
+
+def test_version_and_module_entry_point() -> None:
+    import importlib.metadata
+
+    import pymtok
+
+    assert pymtok.__version__ == importlib.metadata.version("pymtok")
+    assert run("--version").stdout.strip() == f"pymtok {pymtok.__version__}"
+    proc = subprocess.run([sys.executable, "-m", "pymtok", "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == f"pymtok {pymtok.__version__}"
+    assert "usage: pymtok" in run(check=False).stderr
+
+
+def test_stdin_newline_is_stripped_unless_kept(qwen_mtok: Path) -> None:
+    assert run("encode", str(qwen_mtok), stdin="Hello world\n").stdout.split() == ids_of("qwen3", "Hello world")
+    kept = run("encode", str(qwen_mtok), "--keep-newline", stdin="Hello world\n").stdout.split()
+    assert kept == ids_of("qwen3", "Hello world\n")
+    lines = run("encode", str(qwen_mtok), "--lines", stdin="one line\n\nthird 三\n").stdout.split("\n")
+    assert [line.split() for line in lines[:-1]] == [ids_of("qwen3", t) for t in ("one line", "", "third 三")]
+
+
+def test_show_without_a_terminal_marks_boundaries(qwen_mtok: Path) -> None:
+    hf = hf_tokenizer("qwen3")
+    text = "Hello world, 你好"
+    enc = hf.encode(text)
+    out = run("encode", str(qwen_mtok), "--show", text).stdout.splitlines()
+    # each of these ids decodes to whole characters, so the pieces are the ids' own texts
+    assert out[0].split("|") == [hf.decode([i]) for i in enc.ids]
+    assert out[1] == f"{len(enc.ids)} tokens"
+    tokens = run("encode", str(qwen_mtok), "--show", "--tokens", "--sep", " / ", text).stdout.splitlines()[0]
+    assert tokens.split(" / ") == enc.tokens
+
+
+def test_stdin_dash_for_files(qwen_mtok: Path, tmp_path: Path) -> None:
+    messages = json.dumps([{"role": "user", "content": "Hi"}])
+    assert "Hi" in run("chat", str(qwen_mtok), "-", stdin=messages).stdout
+    n = len(hf_tokenizer("qwen3").encode("one two", add_special_tokens=False).ids)
+    assert run("count", str(qwen_mtok), "-", stdin="one two").stdout.split() == [str(n), "<stdin>"]
+    out = run("verify", str(qwen_mtok), "--against", str(fixture_path("tokenizers", "qwen3")), "--corpus", "-", stdin="a\nb c\n").stdout
+    n_texts = 2 + len(__import__("pymtok.cli", fromlist=["SAMPLE_TEXTS"]).SAMPLE_TEXTS)
+    assert out.startswith(f"{n_texts}/{n_texts} texts encode identically (HF tokenizers")
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], status: int = 2) -> str:
+    assert proc.returncode == status, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    return proc.stderr
+
+
+def test_non_utf8_input_names_where(qwen_mtok: Path, tmp_path: Path) -> None:
+    assert "<stdin>: not UTF-8 at byte 3" in one_line_error(run("encode", str(qwen_mtok), stdin=b"abc\xff", check=False))
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("héllo\n".encode() + b"\xc3(")
+    assert f"{bad}: not UTF-8 at byte 7" in one_line_error(run("count", str(qwen_mtok), str(bad), check=False))
+    proc = subprocess.run([pymtok_command(), "encode", str(qwen_mtok), b"ab\xfe"], capture_output=True, text=True)
+    assert "argument TEXT: not UTF-8 at byte 2" in one_line_error(proc)
+
+
+def test_bad_ids_and_sources_are_one_line_errors(qwen_mtok: Path, tmp_path: Path) -> None:
+    assert "out of range" in one_line_error(run("decode", str(qwen_mtok), "99999999999999999999999", check=False))
+    assert "out of range" in one_line_error(run("decode", str(qwen_mtok), "-5", check=False))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert str(empty) in one_line_error(run("verify", str(qwen_mtok), "--against", str(empty), check=False))
+
+
+def test_closed_pipe_ends_quietly(qwen_mtok: Path) -> None:
+    big = "word " * 200_000
+    for args in (["encode", str(qwen_mtok), "--tokens"], ["info", str(qwen_mtok), "--json"]):
+        proc = subprocess.run(
+            f"{pymtok_command()} {' '.join(args)} | head -c 10", shell=True, input=big.encode(), capture_output=True,
+            timeout=120,
+        )
+        assert proc.stderr == b"", proc.stderr
+
+
+def test_info_summarises_long_option_lists() -> None:
+    out = run("info", str(fixture_path("mnn-toy", "sp.txt"))).stdout
+    options = next(line for line in out.splitlines() if line.startswith("model options"))
+    assert "values:" in options and len(options) < 300, options
+
+
+def test_export_shows_progress_on_a_terminal(tmp_path: Path) -> None:
+    """Export's slow steps appear as a progress display when stderr is a terminal."""
+    import pty
+    import re
+
+    pytest.importorskip("rich")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [pymtok_command(), "export", str(fixture_path("tokenizers", "all-minilm-l6-v2")), "-o", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=follower,
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the follower side closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait(timeout=600) == 0
+    screen = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b"", seen).decode("utf-8", "replace")
+    for step in ("reading tokenizer.json", "building the NFD table", "self-check"):
+        assert step in screen, screen[-2000:]
+
+
+def stand_in_demo(tmp_path: Path, body: str) -> Path:
+    """A program with the interface of MNN's tokenizer_demo (FILE encode TEXT → ids=[...])."""
+    exe = tmp_path / "tokenizer_demo"
+    exe.write_text(
+        f"#!{sys.executable}\nimport sys\nimport pymtok\nfile, mode, text = sys.argv[1:4]\n"
+        f"ids = pymtok.load(file).encode(text)\n{body}\n"
+        "print(f'len={len(ids)}')\nprint('ids=[' + ', '.join(map(str, ids)) + ']')\n",
+        encoding="utf-8",
+    )
+    exe.chmod(0o755)
+    return exe
+
+
+def test_verify_against_mnns_demo(tmp_path: Path) -> None:
+    folder = fixture_path("tokenizers", "mistral-7b-v0.1")
+    run("export", str(folder), "-o", str(tmp_path))
+    mtok = str(tmp_path / "tokenizer.mtok")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("first line\nsecond, with a comma\n", encoding="utf-8")
+    faithful = stand_in_demo(tmp_path, "")
+    out = run("verify", mtok, "--mnn", str(faithful), "--against", str(folder), "--corpus", str(corpus)).stdout
+    n = 2 + len(__import__("pymtok.cli", fromlist=["SAMPLE_TEXTS"]).SAMPLE_TEXTS)
+    assert f"vs pymtok: {n}/{n} texts give the same ids" in out
+    assert f"vs HF tokenizers on {folder / 'tokenizer.json'}: {n}/{n} texts" in out
+    # MNN's own layout doubles the BOS: what the user must be told
+    doubled = stand_in_demo(tmp_path / "..", "ids = ids[:1] + ids if 'comma' in text else ids")
+    proc = run("verify", mtok, "--mnn", str(doubled), "--corpus", str(corpus), check=False)
+    assert proc.returncode == 1 and f"vs pymtok: {n - 1}/{n} texts" in proc.stdout
+    assert "differs: 'second, with a comma'" in proc.stdout
+
+
+def test_verify_mnn_binary_errors(tmp_path: Path, qwen_mtok: Path) -> None:
+    assert "no such program" in one_line_error(run("verify", str(qwen_mtok), "--mnn", str(tmp_path / "none"), check=False))
+    failing = tmp_path / "failing"
+    failing.write_text("#!/bin/sh\necho 'cannot open tokenizer' >&2\nexit 3\n", encoding="utf-8")
+    failing.chmod(0o755)
+    message = one_line_error(run("verify", str(qwen_mtok), "--mnn", str(failing), check=False))
+    assert "exit status 3" in message and "cannot open tokenizer" in message
+    assert "--against" in one_line_error(run("verify", str(qwen_mtok), check=False))
+
+
+def test_info_says_what_mnn_gets_wrong_in_words(tmp_path: Path) -> None:
+    folder = fixture_path("tokenizers", "clip-vit")
+    device = run("info", str(folder)).stdout
+    assert "nearly every word gets other ids" in device
+    run("export", str(fixture_path("tokenizers", "falcon")), "-o", str(tmp_path / "d"))
+    run("export", str(fixture_path("tokenizers", "falcon")), "-o", str(tmp_path / "i"), "--mnn-identical")
+    assert "punctuation is not split off" not in run("info", str(tmp_path / "d" / "tokenizer.mtok")).stdout
+    identical = run("info", str(tmp_path / "i" / "tokenizer.mtok")).stdout
+    assert "mnn-identical layout" in identical and "punctuation is not split off" in identical

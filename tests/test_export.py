@@ -31,9 +31,10 @@ def exported(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("export")
 
     @cache
-    def get(name: str) -> bytes:
-        path = export(fixture_path("tokenizers", name), root / name)
-        assert path == root / name / "tokenizer.mtok"
+    def get(name: str, mnn_identical: bool = False) -> bytes:
+        out = root / f"{name}-{'identical' if mnn_identical else 'device'}"
+        path = export(fixture_path("tokenizers", name), out, mnn_identical=mnn_identical)
+        assert path == out / "tokenizer.mtok"
         return path.read_bytes()
 
     return get
@@ -53,7 +54,7 @@ def split_header(data: bytes) -> tuple[list[int], list[list[int]], bytes]:
 
 @pytest.mark.parametrize("name", WITH_REFERENCE)
 def test_body_and_header_match_mnn(name: str, exported) -> None:
-    ours = exported(name)
+    ours = exported(name, mnn_identical=True)
     ref = fixture_path("mnn-exported", name, "tokenizer.mtok").read_bytes()
     assert ours.startswith(b"430 4\n")
     counts, lists, body = split_header(ours)
@@ -78,7 +79,7 @@ def test_export_reads_back_exact(name: str, exported) -> None:
     tok = loads_mtok(exported(name), name)
     hf = hf_tokenizer(name)
     from_json = pymtok.load(fixture_path("tokenizers", name))
-    assert tok.meta == dataclasses.replace(from_json.meta, extension_version=EXTENSION_VERSION)
+    assert tok.meta == dataclasses.replace(from_json.meta, extension_version=EXTENSION_VERSION, mnn_layout="device")
     # transformers' clean-up and CLIP's suffix handling come on top of HF tokenizers' decode
     hf_decodes_alike = not (tok.meta.clean_up_tokenization_spaces or tok.meta.decode_suffix_as_space)
     for text in _sample(name):
@@ -95,12 +96,17 @@ def test_export_reads_back_exact(name: str, exported) -> None:
         assert tok.encode(text, add_special_tokens=False) == ids, text
 
 
+# The device layout writes Punctuation as the Split it is and Roberta's <s> A </s> as a program
+DEVICE_ONLY_EXACT = {**MNN_ONLY_EXACT, "falcon": True, "roberta-base": True}
+
+
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
-def test_mnn_only_reading_of_export(name: str, exported) -> None:
-    data = exported(name)
+@pytest.mark.parametrize("mnn_identical", [False, True])
+def test_mnn_only_reading_of_export(name: str, mnn_identical: bool, exported) -> None:
+    data = exported(name, mnn_identical)
     cut = data[: data.rfind(EXTENSION_MAGIC)]
     tok = loads_mtok(cut, name)
-    assert reading_is_exact(tok, name) is MNN_ONLY_EXACT[name]
+    assert reading_is_exact(tok, name) is (MNN_ONLY_EXACT if mnn_identical else DEVICE_ONLY_EXACT)[name]
 
 
 @pytest.mark.parametrize("name", ["qwen3", "all-minilm-l6-v2", "t5-small"])
@@ -156,3 +162,52 @@ def test_bad_arguments(tmp_path: Path) -> None:
         export(fixture_path("tokenizers", "qwen3"), tmp_path, format="gguf")
     with pytest.raises(FileNotFoundError):
         export(tmp_path / "missing", tmp_path)
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_device_layout_gives_mnn_hf_ids(name: str, exported, tmp_path: Path) -> None:
+    """What MNN's encode() makes of the file's header and program (BEHAVIOR.md §2: the header's
+    prefix list, then the text's ids, then the program over both) equals HF's ids with special
+    tokens; encode(text, false) (prefix list + ids) HF's without; encode("") the tokenizer's prefix."""
+    path = tmp_path / "tokenizer.mtok"
+    path.write_bytes(exported(name))
+    mnn = read_mtok(path, use_extension=False)  # MNN's part alone: what MNN's loader reads
+    ours = read_mtok(path)
+    hf = hf_tokenizer(name)
+    from_json = pymtok.load(fixture_path("tokenizers", name))
+    assert ours.prefix_ids == from_json.prefix_ids  # pymtok's own reading keeps the real prefix
+
+    def mnn_encode(ids: list[int], with_post_processor: bool = True) -> list[int]:
+        ids = mnn.prefix_ids + ids
+        return mnn.post_processor(ids) if with_post_processor and mnn.post_processor is not None else ids
+
+    if mnn.post_processor is not None:
+        assert mnn.prefix_ids == []  # the prefix is in exactly one place: the program
+        if not hf.encode("", add_special_tokens=True).ids[len(from_json.prefix_ids):]:
+            assert mnn_encode([]) == from_json.prefix_ids
+    for text in corpus_chunks(40, seed=3):
+        plain = hf.encode(text, add_special_tokens=False).ids
+        assert mnn_encode(plain) == hf.encode(text, add_special_tokens=True).ids, text
+        if mnn.post_processor is not None:
+            assert mnn_encode(plain, with_post_processor=False) == plain, text
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gemma-v1"])
+def test_device_layout_ends_mnn_part_where_the_extension_begins(name: str, exported, tmp_path: Path) -> None:
+    data = exported(name)
+    at = data.index(EXTENSION_MAGIC)
+    body = tmp_path / "body.mtok"
+    body.write_bytes(data[:at])
+    # pymtok's reader walks MNN's sections as MNN's loader does and accepts no byte after the program
+    read_mtok(body, use_extension=False)
+    assert read_mtok(body).meta.extension_version is None
+    with pytest.raises(pymtok.FormatError):
+        pymtok.mtok.loads_mtok(data[:at] + b"\x00", name)
+
+
+def test_mnn_identical_is_mnn_exporters_layout(exported) -> None:
+    """The device layout differs from MNN's exporter only where MNN's runtime gets the ids wrong."""
+    identical, device = exported("gemma-v1", True), exported("gemma-v1")
+    counts, lists, _ = split_header(identical)
+    device_counts, device_lists, _ = split_header(device)
+    assert lists[2] == [2] and device_lists[2] == [] and device_counts[:2] == counts[:2]

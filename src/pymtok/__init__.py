@@ -18,9 +18,11 @@ from .export import export
 from .paths import regular_file
 from .tokenizer import DecodeStream, Tokenizer, TokenizerMeta
 
+__version__ = "0.1.0"
+
 __all__ = [
     "DecodeStream", "FormatError", "PymtokError", "TemplateError", "Tokenizer", "TokenizerMeta",
-    "export", "load",
+    "__version__", "export", "load",
 ]
 
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 import warnings
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from . import __version__
 from .errors import PymtokError
+
+T = TypeVar("T")
 
 # Short texts in several scripts for export's self-check: enough to exercise normalizers,
 # splitting, byte fallback and added tokens without needing a corpus.
@@ -40,26 +45,88 @@ def _load(path: str) -> Any:
     return load(path)
 
 
-def _progress(total: int, description: str) -> Any:
-    """A progress bar on a terminal (rich, when installed); otherwise nothing."""
+def _rich_progress() -> Any:
+    """A rich progress display on a terminal (the cli extra); None when piped or without rich."""
     if not sys.stderr.isatty():
         return None
     try:
-        from rich.progress import Progress
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     except ImportError:
         return None
-    progress = Progress(transient=True)
-    progress.start()
-    progress.add_task(description, total=total)
-    return progress
+    return Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), transient=True, console=Console(stderr=True),
+    )
+
+
+def _track(items: Sequence[T], description: str) -> Iterator[T]:
+    """``items``, with a progress bar on a terminal."""
+    progress = _rich_progress()
+    if progress is None:
+        yield from items
+        return
+    with progress:
+        task = progress.add_task(description, total=len(items))
+        for item in items:
+            yield item
+            progress.advance(task)
+
+
+class _Steps:
+    """A progress bar over the steps of one long call, driven by its ``progress(step, done, total)``."""
+
+    def __init__(self, description: str) -> None:
+        self._description = description
+        self._progress = _rich_progress()
+        self._task: Any = None
+
+    def __enter__(self) -> _Steps:
+        if self._progress is not None:
+            self._progress.start()
+            self._task = self._progress.add_task(self._description, total=1)
+        return self
+
+    def __call__(self, step: str, done: int, total: int) -> None:
+        if self._progress is not None:
+            description = f"{self._description}: {step}"
+            # a new step is drawn at once, not at the next timed refresh: every step is seen
+            new = self._progress.tasks[0].description != description
+            self._progress.update(self._task, description=description, completed=done, total=total)
+            if new:
+                self._progress.refresh()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+STDIN = "-"
+
+
+def _utf8(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 4]
+        raise PymtokError(f"{name}: not UTF-8 at byte {exc.start} ({bad!r})") from None
+
+
+def _read_input(path: str) -> tuple[str, str]:
+    """(name, text) of a file, or of standard input for ``-``: strict UTF-8, errors name the byte."""
+    if path == STDIN:
+        return "<stdin>", _utf8(sys.stdin.buffer.read(), "<stdin>")
+    return path, _utf8(Path(path).read_bytes(), path)
+
+
+def _argument_text(value: str, what: str) -> str:
+    """A command-line argument as text: the OS hands undecodable bytes over as lone surrogates."""
+    return _utf8(os.fsencode(value), f"argument {what}")
 
 
 def _read_text_inputs(paths: Sequence[str]) -> Iterator[tuple[str, str]]:
-    if not paths:
-        yield "<stdin>", sys.stdin.read()
-        return
-    for p in paths:
-        yield p, Path(p).read_text(encoding="utf-8")
+    for p in paths or [STDIN]:
+        yield _read_input(p)
 
 
 def _summary(tok: Any, path: Path) -> dict[str, Any]:
@@ -146,8 +213,33 @@ def _txt_losses(path: Path) -> list[str]:
     return txt_losses(path)
 
 
+def _brief(value: Any) -> Any:
+    """A long list (a .txt's piece types, ...) as a count of its values, for reading on a terminal."""
+    if isinstance(value, dict):
+        return {k: _brief(v) for k, v in value.items()}
+    if isinstance(value, list) and len(value) > 8:
+        if all(isinstance(v, (int, float, str, bool)) for v in value):
+            counts = Counter(value)
+            if len(counts) <= 8:
+                return f"{len(value)} values: " + ", ".join(f"{v!r} ×{n}" for v, n in counts.most_common())
+        return f"{len(value)} values"
+    return value
+
+
+def _print_mnn_warnings(tok: Any, exported: bool = False) -> None:
+    from .mnn_compat import DEVICE, mnn_warnings
+
+    layout = tok.meta.mnn_layout or DEVICE
+    notes = mnn_warnings(tok.config, layout=layout, has_prefix_ids=bool(tok.prefix_ids))
+    if notes:
+        where = "a .mtok exported from this" if exported else "this file"
+        print(f"MNN runtime will approximate ({where}, {layout} layout):")
+        for w in notes:
+            print(f"  - {w}")
+
+
 def cmd_info(args: argparse.Namespace) -> int:
-    from .mnn_compat import mnn_warnings
+    from .mnn_compat import DEVICE, mnn_warnings
 
     from . import _find_source
 
@@ -162,7 +254,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         components={k: config.get(k) for k in ("normalizer", "pre_tokenizer", "decoder", "post_processor")},
         model_options={k: v for k, v in (config.get("model") or {}).items() if k not in ("vocab", "merges", "piece_types")},
         extension=tok.meta.extension_version,
-        mnn_warnings=mnn_warnings(config, has_prefix_ids=bool(tok.prefix_ids)),
+        mnn_layout=tok.meta.mnn_layout or DEVICE,
+        mnn_warnings=mnn_warnings(config, layout=tok.meta.mnn_layout or DEVICE, has_prefix_ids=bool(tok.prefix_ids)),
         txt_losses=_txt_losses(path),
         special_tokens=tok.meta.special_tokens,
         source=tok.meta.source_notes,
@@ -178,7 +271,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     for note in tok.meta.source_notes:
         print(f"{'source':15s} {note}")
     print(f"{'header':15s} special {tok.special_ids[:12]}{'…' if len(tok.special_ids) > 12 else ''}  stop {tok.stop_ids}  prefix {tok.prefix_ids}")
-    print(f"{'model options':15s} {json.dumps(info['model_options'], ensure_ascii=False)}")
+    print(f"{'model options':15s} {json.dumps(_brief(info['model_options']), ensure_ascii=False)}")
     for key in ("normalizer", "pre_tokenizer", "decoder", "post_processor"):
         print(f"{key}:")
         for line in _tree(config.get(key), "  "):
@@ -202,45 +295,72 @@ def cmd_info(args: argparse.Namespace) -> int:
         print("tokenizer.txt does not hold (read with assumptions):")
         for item in info["txt_losses"]:
             print(f"  - {item}")
-    if info["mnn_warnings"]:
-        print("MNN runtime will approximate:")
-        for w in info["mnn_warnings"]:
-            print(f"  - {w}")
+    _print_mnn_warnings(tok, path.suffix != ".mtok")
     return 0
 
 
-def _show(tok: Any, ids: list[int]) -> None:
-    try:
-        from rich.console import Console
-        from rich.text import Text
-    except ImportError:
-        raise PymtokError("--show needs the 'rich' package: pip install 'pymtok[cli]'") from None
+def _pieces(tok: Any, ids: list[int], as_tokens: bool) -> list[str]:
+    """Each id's text (or token string): what ``--show`` marks off. Ids that end inside a
+    character are joined with the ids that complete it."""
+    if as_tokens:
+        return [str(tok.id_to_token(i)) for i in ids]
     stream = tok.decode_stream()
-    text = Text()
-    styles = ("on dark_blue", "on dark_green", "on dark_red", "on dark_magenta", "on dark_cyan")
-    colour = 0
-    for id in ids:
-        piece = stream.step(id)
-        if piece is None:
-            continue
-        text.append(piece, style=styles[colour % len(styles)])
-        colour += 1
-    console = Console()
-    console.print(text)
-    console.print(f"{len(ids)} tokens")
+    pieces = [stream.step(i) for i in ids]
+    return [p for p in pieces if p is not None]
+
+
+def _show(tok: Any, ids: list[int], *, as_tokens: bool, separator: str) -> None:
+    pieces = _pieces(tok, ids, as_tokens)
+    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if colour:
+        try:
+            from rich.console import Console
+            from rich.text import Text
+        except ImportError:
+            colour = False
+    if colour:
+        styles = ("on dark_blue", "on dark_green", "on dark_red", "on dark_magenta", "on dark_cyan")
+        text = Text()
+        for k, piece in enumerate(pieces):
+            text.append(piece, style=styles[k % len(styles)])
+        console = Console()
+        console.print(text)
+        console.print(f"{len(ids)} tokens")
+    else:
+        print(separator.join(pieces))
+        print(f"{len(ids)} tokens")
+
+
+def _encode_inputs(args: argparse.Namespace) -> list[str]:
+    """The texts ``encode`` works on: TEXT as given; standard input without the one final newline
+    that ``echo`` and editors add (``--keep-newline`` keeps it), or one text per line (``--lines``)."""
+    if args.text is not None:
+        text = _argument_text(args.text, "TEXT")
+    else:
+        text = _read_input(STDIN)[1]
+    if args.lines:
+        # as spm_encode reads them: split at "\n" only, the last line's newline optional
+        lines = text.split("\n")
+        return lines[:-1] if lines[-1] == "" else lines
+    if args.text is None and not args.keep_newline:
+        text = text.removesuffix("\n").removesuffix("\r")
+    return [text]
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
     tok = _load(args.file)
-    text = args.text if args.text is not None else sys.stdin.read()
-    ids = tok.encode(text, add_special_tokens=not args.no_special)
-    if args.show:
-        _show(tok, ids)
-    elif args.tokens:
-        print(json.dumps([tok.id_to_token(i) for i in ids], ensure_ascii=False))
-    else:
-        print(" ".join(map(str, ids)))
+    for text in _encode_inputs(args):
+        ids = tok.encode(text, add_special_tokens=not args.no_special)
+        if args.show:
+            _show(tok, ids, as_tokens=args.tokens, separator=args.sep)
+        elif args.tokens:
+            print(json.dumps([tok.id_to_token(i) for i in ids], ensure_ascii=False))
+        else:
+            print(" ".join(map(str, ids)))
     return 0
+
+
+_MAX_ID = 2**32 - 1
 
 
 def _parse_ids(words: Sequence[str]) -> list[int]:
@@ -248,24 +368,28 @@ def _parse_ids(words: Sequence[str]) -> list[int]:
     for w in words:
         for part in w.replace(",", " ").replace("[", " ").replace("]", " ").split():
             try:
-                ids.append(int(part))
+                id = int(part)
             except ValueError:
                 raise PymtokError(f"not a token id: {part!r}") from None
+            if not 0 <= id <= _MAX_ID:
+                raise PymtokError(f"token id {part} is out of range (ids are 0 to {_MAX_ID})")
+            ids.append(id)
     return ids
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
     tok = _load(args.file)
-    ids = _parse_ids(args.ids or [sys.stdin.read()])
+    ids = _parse_ids(args.ids or [_read_input(STDIN)[1]])
     sys.stdout.write(tok.decode(ids, skip_special_tokens=args.skip_special) + "\n")
     return 0
 
 
 def _read_json_file(path: str, what: str) -> Any:
+    name, text = _read_input(path)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise PymtokError(f"{path}: {what} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        raise PymtokError(f"{name}: {what} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -298,7 +422,7 @@ def cmd_count(args: argparse.Namespace) -> int:
 def _verify_texts(corpus: Sequence[str]) -> list[str]:
     texts = list(SAMPLE_TEXTS)
     for path in corpus:
-        content = Path(path).read_text(encoding="utf-8")
+        content = _read_input(path)[1]
         texts.extend(line for line in content.split("\n") if line)
     return texts
 
@@ -371,36 +495,59 @@ def _oracle(against: Path) -> tuple[str, Any]:
     return f"pymtok's exact reading of {file.name}{hint}", lambda t, s: exact.encode(t, add_special_tokens=s)
 
 
+def _agreement(texts: Sequence[str], ours: Sequence[list[int]], theirs: Sequence[list[int]]) -> tuple[int, list[str]]:
+    bad = [t for t, a, b in zip(texts, ours, theirs) if a != b]
+    return len(texts) - len(bad), bad
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    from . import load
-
-    tok = load(args.file)
-    oracle, reference = _oracle(Path(args.against))
+    if args.against is None and args.mnn is None:
+        raise PymtokError("give --against SOURCE (the model it came from), --mnn BINARY (MNN's tokenizer_demo), or both")
+    tok = _load(args.file)
     texts = _verify_texts(args.corpus or [])
-    progress = _progress(len(texts), "verifying")
-    bad: list[str] = []
-    for i, text in enumerate(texts):
-        for special in (False, True):
-            if tok.encode(text, add_special_tokens=special) != reference(text, special):
-                bad.append(text)
-                break
-        if progress is not None:
-            progress.update(progress.task_ids[0], completed=i + 1)
-    if progress is not None:
-        progress.stop()
-    print(f"{len(texts) - len(bad)}/{len(texts)} texts encode identically ({oracle})")
-    for text in bad[:5]:
-        print(f"  differs: {text[:80]!r}")
-    if tok.meta.extension_version is not None:
-        from .mtok import read_mtok
+    exact = True
+    oracle, reference = "", None
+    if args.against is not None:
+        oracle, reference = _oracle(Path(args.against))
+        bad = [
+            text
+            for text in _track(texts, "verifying")
+            if any(tok.encode(text, add_special_tokens=s) != reference(text, s) for s in (False, True))
+        ]
+        print(f"{len(texts) - len(bad)}/{len(texts)} texts encode identically ({oracle})")
+        for text in bad[:5]:
+            print(f"  differs: {text[:80]!r}")
+        exact = not bad
+        if tok.meta.extension_version is not None:
+            from .mtok import read_mtok
 
-        mnn = read_mtok(args.file, use_extension=False)
-        same = sum(
-            mnn.encode(t, add_special_tokens=s) == reference(t, s) for t in texts for s in (False, True)
-        )
-        verdict = "exact" if same == 2 * len(texts) else f"NOT exact ({same}/{2 * len(texts)} encodings match)"
-        print(f"MNN-only reading (the file without pymtok's extension): {verdict}")
-    return 0 if not bad else 1
+            mnn = read_mtok(args.file, use_extension=False)
+            same = sum(
+                mnn.encode(t, add_special_tokens=s) == reference(t, s)
+                for t in _track(texts, "MNN-only reading")
+                for s in (False, True)
+            )
+            verdict = "exact" if same == 2 * len(texts) else f"NOT exact ({same}/{2 * len(texts)} encodings match)"
+            print(f"MNN-only reading (the file without pymtok's extension): {verdict}")
+    if args.mnn is not None:
+        from .mnn_compat import mnn_demo_encode
+
+        runnable = [t for t in texts if "\0" not in t]
+        mnn_ids = [mnn_demo_encode(args.mnn, args.file, t) for t in _track(runnable, "running MNN")]
+        ours = [tok.encode(t) for t in runnable]
+        same, bad = _agreement(runnable, mnn_ids, ours)
+        print(f"MNN's runtime ({args.mnn}) vs pymtok: {same}/{len(runnable)} texts give the same ids")
+        if reference is not None:
+            hf_same, hf_bad = _agreement(runnable, mnn_ids, [reference(t, True) for t in runnable])
+            print(f"MNN's runtime vs {oracle}: {hf_same}/{len(runnable)} texts give the same ids")
+            bad = hf_bad or bad
+        for text in bad[:5]:
+            print(f"  differs: {text[:80]!r}")
+        if len(runnable) < len(texts):
+            print(f"  ({len(texts) - len(runnable)} texts with a NUL character left out: MNN's demo takes text as an argument)")
+        exact = exact and not bad
+    _print_mnn_warnings(tok)
+    return 0 if exact else 1
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -418,24 +565,18 @@ def cmd_convert(args: argparse.Namespace) -> int:
 _FILE_HELP = "tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="pymtok",
-        description="Read, write, inspect and run MNN tokenizer files (.mtok, tokenizer.txt) exactly like HuggingFace.",
-        epilog=(
-            "a first session:\n"
-            "  pymtok export path/to/hf-model -o out/     # writes out/tokenizer.mtok and self-checks it\n"
-            "  pymtok info out/tokenizer.mtok\n"
-            "  pymtok encode out/tokenizer.mtok \"Hello world\" --show\n"
-            "  pymtok verify out/tokenizer.mtok --against path/to/hf-model --corpus some.txt\n"
-            "FILE may be a tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder holding one."
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    """One parser per command, each parsed on its own with options and arguments in any order."""
+    parsers: dict[str, argparse.ArgumentParser] = {}
 
-    p = sub.add_parser("export", help="write tokenizer.mtok (or tokenizer.txt) from a HF model folder")
+    def command(name: str, help: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser(prog=f"pymtok {name}", description=help)
+        p.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+        p.set_defaults(func=func)
+        parsers[name] = p
+        return p
+
+    p = command("export", "write tokenizer.mtok (or tokenizer.txt) from a model folder or file", cmd_export)
     p.add_argument(
         "model_dir",
         help="model folder, or a tokenizer.json, .model, .tiktoken, vocab.txt, vocab.json or .gguf file",
@@ -446,51 +587,64 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-index", action="store_true",
         help="leave out the stored BPE index: a smaller file (by about the vocabulary and merges' size) that loads slower",
     )
-    p.set_defaults(func=cmd_export)
+    p.add_argument(
+        "--mnn-identical", action="store_true",
+        help="write MNN's part of the file byte for byte as MNN's exporter does, with the faults its runtime "
+        "has on that layout (by default the layout is the one MNN's runtime reads right)",
+    )
 
-    p = sub.add_parser("info", help="describe a tokenizer file: header, components, template, MNN caveats")
+    p = command("info", "describe a tokenizer file: header, components, template, MNN caveats", cmd_info)
     p.add_argument("file", help=_FILE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("encode", help="text to token ids (TEXT, or stdin)")
+    p = command("encode", "text to token ids (TEXT, or standard input)", cmd_encode)
     p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("text", nargs="?", help="the text (default: read stdin)")
+    p.add_argument("text", nargs="?", help="the text (default: standard input, less its final newline)")
     p.add_argument("--tokens", action="store_true", help="print the token strings instead of ids")
-    p.add_argument("--show", action="store_true", help="colour each token's span in the terminal")
+    p.add_argument(
+        "--show", action="store_true",
+        help="show the text cut into its tokens: coloured on a terminal, else the pieces joined by --sep",
+    )
+    p.add_argument("--sep", default="|", help="what --show puts between tokens when it cannot colour (default: |)")
     p.add_argument("--no-special", action="store_true", help="do not add special tokens (BOS, CLS, ...)")
-    p.set_defaults(func=cmd_encode)
+    p.add_argument("--keep-newline", action="store_true", help="encode standard input's final newline too")
+    p.add_argument("--lines", action="store_true", help="encode each line on its own, one output line per input line")
 
-    p = sub.add_parser("decode", help="token ids (arguments, or stdin) to text")
+    p = command("decode", "token ids (arguments, or standard input) to text", cmd_decode)
     p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("ids", nargs="*", help="token ids (default: read stdin)")
+    p.add_argument("ids", nargs="*", help="token ids (default: read standard input)")
     p.add_argument("--skip-special", action="store_true", help="leave special tokens out")
-    p.set_defaults(func=cmd_decode)
 
-    p = sub.add_parser("chat", help="render a conversation with the file's chat template")
+    p = command("chat", "render a conversation with the file's chat template", cmd_chat)
     p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("messages", help='JSON file: [{"role": "user", "content": "..."}, ...]')
-    p.add_argument("--tools", help="JSON file with a list of tool (function) schemas")
+    p.add_argument("messages", help='JSON file (- for standard input): [{"role": "user", "content": "..."}, ...]')
+    p.add_argument("--tools", help="JSON file (- for standard input) with a list of tool (function) schemas")
     p.add_argument("--no-generation-prompt", action="store_true")
     p.add_argument("--tokenize", action="store_true", help="print token ids instead of the prompt")
-    p.set_defaults(func=cmd_chat)
 
-    p = sub.add_parser("count", help="count tokens of files (or stdin)")
+    p = command("count", "count tokens of files (or standard input)", cmd_count)
     p.add_argument("file", help=_FILE_HELP)
-    p.add_argument("paths", nargs="*", help="text files (default: read stdin)")
-    p.set_defaults(func=cmd_count)
+    p.add_argument("paths", nargs="*", help="text files, - for standard input (default: standard input)")
 
-    p = sub.add_parser("verify", help="compare a tokenizer file with the model folder it came from")
+    p = command(
+        "verify",
+        "compare a tokenizer file with the model it came from (--against) and with MNN's runtime (--mnn); "
+        "exit status 0 when every text matches, 1 when some differ, 2 on an error",
+        cmd_verify,
+    )
     p.add_argument("file", help=_FILE_HELP)
     p.add_argument(
-        "--against", required=True, metavar="SOURCE",
+        "--against", metavar="SOURCE",
         help="the model folder or source file (tokenizer.json, .model, .tiktoken, vocab.txt, vocab.json, .gguf)",
     )
-    p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode (one text per line)")
-    p.set_defaults(func=cmd_verify)
+    p.add_argument(
+        "--mnn", metavar="BINARY",
+        help="a build of MNN's tokenizer_demo (run as BINARY FILE encode TEXT): compare what MNN's runtime gives",
+    )
+    p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode, - for standard input (one text per line)")
 
-    p = sub.add_parser(
-        "convert", help="turn a legacy tokenizer.txt into tokenizer.mtok, or any tokenizer file into a HF folder"
+    p = command(
+        "convert", "turn a legacy tokenizer.txt into tokenizer.mtok, or any tokenizer file into a HF folder", cmd_convert
     )
     p.add_argument("file", help="a legacy tokenizer.txt (--to mtok), or " + _FILE_HELP + " (--to json)")
     p.add_argument("-o", "--output", required=True, metavar="OUT_DIR")
@@ -498,23 +652,56 @@ def build_parser() -> argparse.ArgumentParser:
         "--to", choices=["mtok", "json"], default="mtok",
         help="mtok: tokenizer.mtok from a tokenizer.txt; json: tokenizer.json + tokenizer_config.json for transformers",
     )
-    p.set_defaults(func=cmd_convert)
+    return parsers
+
+
+def _top_parser(commands: dict[str, argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    listing = "\n".join(f"  {name:8s} {p.description.split(';')[0]}" for name, p in commands.items())
+    parser = argparse.ArgumentParser(
+        prog="pymtok",
+        usage="pymtok [--version] [--debug] COMMAND [ARGS...]",
+        description="Read, write, inspect and run MNN tokenizer files (.mtok, tokenizer.txt) exactly like HuggingFace.",
+        epilog=(
+            f"commands (pymtok COMMAND -h for each):\n{listing}\n\n"
+            "a first session:\n"
+            "  pymtok export path/to/hf-model -o out/     # writes out/tokenizer.mtok and self-checks it\n"
+            "  pymtok info out/tokenizer.mtok\n"
+            "  pymtok encode out/tokenizer.mtok \"Hello world\" --show\n"
+            "  pymtok verify out/tokenizer.mtok --against path/to/hf-model --corpus some.txt\n"
+            "FILE may be a tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder holding one."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"pymtok {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+    parser.add_argument("command", choices=list(commands), metavar="COMMAND", help="one of the commands below")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    commands = _commands()
+    top = _top_parser(commands)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # the top level's own options are flags: the first other word is the command
+    at = next((k for k, w in enumerate(words) if not w.startswith("-")), len(words))
+    outer = top.parse_args(words[: at + 1])
+    args = commands[outer.command].parse_intermixed_args(words[at + 1 :])
+    args.debug = args.debug or outer.debug
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
         return 130
-    except (PymtokError, ValueError, OSError, TypeError, KeyError) as exc:
+    except BrokenPipeError:
+        # the reader went away (``pymtok info --json | head``): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except (PymtokError, ValueError, OSError, TypeError, KeyError, ArithmeticError) as exc:
         if args.debug:
             traceback.print_exc()
-        name = type(exc).__name__
         hint = "" if args.debug else " (run with --debug for the traceback)"
-        print(f"pymtok {args.command}: {name}: {exc}{hint}", file=sys.stderr)
+        print(f"pymtok {outer.command}: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
         return 2
 
 

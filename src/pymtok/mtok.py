@@ -19,11 +19,9 @@ the post-processor program becomes a TemplateProcessing, ...).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import struct
-import sys
 import threading
 import unicodedata
 import zlib
@@ -34,6 +32,7 @@ from typing import Any
 
 from . import models, native
 from .errors import FormatError
+from .mnn_compat import DEVICE, MNN_IDENTICAL
 from .paths import regular_file
 from .tokenizer import FileSource, Tokenizer, TokenizerMeta
 
@@ -82,7 +81,10 @@ _EXTENSION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "extra_special_tokens": ((list,), False), "model_max_length": ((int, _NONE), False),
     "split_special_tokens": ((bool,), False),
 }
-_META_FIELDS = [f.name for f in dataclasses.fields(TokenizerMeta) if f.name not in ("special_ids", "stop_ids", "prefix_ids", "extension_version")]
+_META_FIELDS = [
+    f.name for f in dataclasses.fields(TokenizerMeta)
+    if f.name not in ("special_ids", "stop_ids", "prefix_ids", "extension_version", "mnn_layout")
+]
 _UNIGRAM_TAIL = struct.Struct("<Id")
 
 
@@ -212,7 +214,7 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
     model, byte_level = _read_model(cur)
     decoder = _read_decoder(cur, 0)
     added = _read_added_tokens(cur)
-    meta = TokenizerMeta(special_ids=special, stop_ids=stop, prefix_ids=prefix)
+    meta = TokenizerMeta(special_ids=special, stop_ids=stop, prefix_ids=prefix, mnn_layout=MNN_IDENTICAL)
     ops = _read_trailer(cur, meta)
     extension, version, index = _read_extension(cur) if use_extension else (None, None, None)
 
@@ -241,6 +243,12 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
         for key in _META_FIELDS:
             if key in extension:
                 setattr(meta, key, extension[key])
+        if "prefix_ids" in extension:
+            meta.prefix_ids = _payload_ids(cur, extension["prefix_ids"], "prefix_ids")
+        layout = extension.get("mnn_layout", MNN_IDENTICAL)  # files before the device layout
+        if layout not in (DEVICE, MNN_IDENTICAL):
+            raise cur.error("extension", f"unknown mnn_layout {layout!r:.40}")
+        meta.mnn_layout = layout
         return config, meta
 
     for table in tables:
@@ -265,6 +273,12 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
         "added_tokens": added,
     }
     return config, meta
+
+
+def _payload_ids(cur: _Cursor, value: Any, key: str) -> list[int]:
+    if not isinstance(value, list) or not all(type(i) is int and 0 <= i <= 0xFFFFFFFF for i in value):
+        raise cur.error("extension", f"{key} must be a list of token ids, got {value!r:.80}")
+    return value
 
 
 def _merges_of(model: dict[str, Any]) -> dict[str, Any]:
@@ -969,36 +983,53 @@ def _u32(value: object, what: str) -> bytes:
     return _U32.pack(value)
 
 
-@functools.cache
-def _norm_table(form: str) -> bytes:
-    """MNN's NormTable for ``form`` over every code point, as its exporter builds it (once per process)."""
-    show = sys.stderr.isatty()
+Progress = Callable[[str, int, int], None]
+
+_NORM_TABLES: dict[str, bytes] = {}
+
+
+def _norm_table(form: str, progress: Progress | None = None) -> bytes:
+    """MNN's NormTable for ``form`` over every code point, as its exporter builds it (once per
+    process: a second or two, reported to ``progress(step, done, total)`` in code planes)."""
+    table = _NORM_TABLES.get(form)
+    if table is not None:
+        return table
     parts: list[bytes] = []
     count = 0
     for cp in range(0x110000):
-        if show and cp % 0x10000 == 0:
-            print(f"\rpymtok: building the {form} table {cp * 100 // 0x110000:3d}%", end="", file=sys.stderr, flush=True)
+        if progress is not None and cp % 0x10000 == 0:
+            progress(f"building the {form} table", cp >> 16, 0x11)
         ch = chr(cp)
         normalized = unicodedata.normalize(form, ch)
         if normalized != ch:
             raw = normalized.encode("utf-8")
             parts.append(_U32.pack(cp) + _U16.pack(len(raw)) + raw)
             count += 1
-    if show:
-        print(f"\rpymtok: building the {form} table 100%", file=sys.stderr, flush=True)
-    return _U32.pack(count) + b"".join(parts)
+    table = _NORM_TABLES[form] = _U32.pack(count) + b"".join(parts)
+    return table
 
 
-def _string_pattern(cfg: Mapping[str, Any], regex_too: bool) -> object:
+_REGEX_SPECIAL = frozenset("\\^$.|?*+()[]{}/-")
+
+
+def _string_pattern(cfg: Mapping[str, Any], regex_too: bool, escape: bool = False) -> object:
+    """The pattern MNN gets. Its Split reads every pattern as a regex: ``escape`` writes a literal
+    (String) pattern as the regex matching exactly that text (a backslash before each ASCII
+    metacharacter means the character itself to both of MNN's regex engines)."""
     pattern = cfg.get("pattern")
     if isinstance(pattern, Mapping):
         if regex_too:
-            return pattern.get("Regex", pattern.get("String", ""))
+            if "Regex" in pattern:
+                return pattern["Regex"]
+            literal = pattern.get("String", "")
+            if escape and isinstance(literal, str):
+                return "".join("\\" + c if c in _REGEX_SPECIAL else c for c in literal)
+            return literal
         return pattern.get("String", "")  # MNN's Replace is literal: a Regex becomes ""
     return pattern if isinstance(pattern, str) else ""
 
 
-def _write_normalizer(out: list[bytes], cfg: Any) -> None:
+def _write_normalizer(out: list[bytes], cfg: Any, progress: Progress | None) -> None:
     if cfg is None:
         out.append(_byte(_N_NONE))
         return
@@ -1006,11 +1037,11 @@ def _write_normalizer(out: list[bytes], cfg: Any) -> None:
     if kind == "SentencePiece":
         from .sentencepiece import mnn_normalizer
 
-        _write_normalizer(out, mnn_normalizer(cfg))
+        _write_normalizer(out, mnn_normalizer(cfg), progress)
     elif kind in ("NFKC", "Precompiled", "NFKD"):
-        out += [_byte(_N_TABLE), _norm_table("NFKC")]  # MNN's lossy stand-in for all three
+        out += [_byte(_N_TABLE), _norm_table("NFKC", progress)]  # MNN's lossy stand-in for all three
     elif kind == "NFC":
-        out += [_byte(_N_TABLE), _norm_table("NFC")]
+        out += [_byte(_N_TABLE), _norm_table("NFC", progress)]
     elif kind == "Prepend":
         out += [_byte(_N_PREPEND), _pack_str(cfg.get("prepend", ""), "Prepend normalizer text")]
     elif kind == "Replace":
@@ -1022,7 +1053,7 @@ def _write_normalizer(out: list[bytes], cfg: Any) -> None:
         children = cfg.get("normalizers", [])
         out += [_byte(_N_SEQUENCE), _u32(len(children), "normalizer Sequence length")]
         for child in children:
-            _write_normalizer(out, child)
+            _write_normalizer(out, child, progress)
     elif kind == "BertNormalizer":
         strip = cfg.get("strip_accents", False)
         if strip is None and cfg.get("lowercase", True):
@@ -1030,21 +1061,49 @@ def _write_normalizer(out: list[bytes], cfg: Any) -> None:
         flags = [cfg.get("clean_text", True), cfg.get("handle_chinese_chars", True), strip, cfg.get("lowercase", True)]
         out += [_byte(_N_BERT_NFD if strip else _N_BERT), *(_u8(f) for f in flags)]
         if strip:
-            out.append(_norm_table("NFD"))
+            out.append(_norm_table("NFD", progress))
     elif kind == "Lowercase":
         out += [_byte(_N_BERT), b"\x00\x00\x00\x01"]  # only lowercase
     elif kind == "StripAccents":
-        out += [_byte(_N_BERT_NFD), b"\x00\x00\x01\x00", _norm_table("NFD")]  # only strip
+        out += [_byte(_N_BERT_NFD), b"\x00\x00\x01\x00", _norm_table("NFD", progress)]  # only strip
     elif kind == "Strip":
         out += [_byte(_N_STRIP), _u8(cfg.get("strip_left", True)), _u8(cfg.get("strip_right", True))]
     else:
         out.append(_byte(_N_NONE))  # NFD, Nmt, ByteLevel, ...: MNN has no code (the extension keeps them)
 
 
-def _write_pre_tokenizer(out: list[bytes], cfg: Any) -> None:
+# HF's Punctuation predicate (Rust's is_ascii_punctuation or a Unicode P* category) in the words of
+# MNN's regex engine, whose \p{P} is the ASCII punctuation outside $+<=>^`|~ plus every P* character
+_MNN_PUNCTUATION = "[\\p{P}$+<=>^`|~]"
+_SPLIT_BEHAVIOR = {"Isolated": 0, "MergedWithPrevious": 2, "Removed": 1}
+
+
+def _device_pre_tokenizer(cfg: Mapping[str, Any]) -> Mapping[str, Any]:
+    r"""A pre-tokenizer MNN's runtime drops or gets wrong, as the Split that does the same there.
+
+    Digits split runs of numeric characters (Rust's is_numeric: N*, MNN's \p{N}), one by one or
+    together; MNN's own Digits only knows ASCII digits and ignores ``individual_digits: false``.
+    Punctuation isolates (or removes, or merges) punctuation characters, runs of them with
+    ``Contiguous``."""
+    kind = cfg.get("type")
+    if kind == "Digits":
+        pattern = "\\p{N}" if cfg.get("individual_digits", False) else "\\p{N}+"
+        return {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+    if kind == "Punctuation":
+        behavior = cfg.get("behavior", "Isolated")
+        if behavior == "Contiguous":
+            return {"type": "Split", "pattern": {"Regex": _MNN_PUNCTUATION + "+"}, "behavior": "Isolated", "invert": False}
+        if behavior in _SPLIT_BEHAVIOR:
+            return {"type": "Split", "pattern": {"Regex": _MNN_PUNCTUATION}, "behavior": behavior, "invert": False}
+    return cfg
+
+
+def _write_pre_tokenizer(out: list[bytes], cfg: Any, mnn_identical: bool) -> None:
     if cfg is None:
         out.append(_byte(_P_NONE))
         return
+    if not mnn_identical:
+        cfg = _device_pre_tokenizer(cfg)
     kind = cfg.get("type", "")
     if kind == "ByteLevel":
         out += [_byte(_P_BYTE_LEVEL), _u8(cfg.get("use_regex", True))]
@@ -1054,10 +1113,9 @@ def _write_pre_tokenizer(out: list[bytes], cfg: Any) -> None:
         replacement = cfg.get("str_rep") or cfg.get("replacement", "\u2581")
         out += [_byte(_P_METASPACE), _pack_str(replacement, "Metaspace replacement"), _u8(cfg.get("add_prefix_space", True))]
     elif kind == "Split":
-        behavior = cfg.get("behavior", "Isolated")
-        code = 0 if behavior == "Isolated" else 2 if behavior == "MergedWithPrevious" else 1
+        code = _SPLIT_BEHAVIOR.get(cfg.get("behavior", "Isolated"), 1)  # MNN's exporter: 1 for the rest
         out += [
-            _byte(_P_SPLIT), _pack_str(_string_pattern(cfg, True), "Split pattern"),
+            _byte(_P_SPLIT), _pack_str(_string_pattern(cfg, True, escape=not mnn_identical), "Split pattern"),
             _u8(cfg.get("invert", False)), _byte(code),
         ]
     elif kind == "BertPreTokenizer":
@@ -1066,7 +1124,7 @@ def _write_pre_tokenizer(out: list[bytes], cfg: Any) -> None:
         children = cfg.get("pretokenizers", [])
         out += [_byte(_P_SEQUENCE), _u32(len(children), "pre-tokenizer Sequence length")]
         for child in children:
-            _write_pre_tokenizer(out, child)
+            _write_pre_tokenizer(out, child, mnn_identical)
     elif kind == "WhitespaceSplit":
         out += [_byte(_P_SPLIT), _pack_str("\\s+", "Split pattern"), b"\x00\x01"]  # not inverted, Removed
     else:
@@ -1233,17 +1291,22 @@ def _write_added_tokens(out: list[bytes], added: Any) -> None:
         ]
 
 
-def _post_processor_ops(cfg: Any) -> list[tuple[int, int]]:
-    """MNN's ``extract_single_post_processor_ops``: TemplateProcessing ``single`` as a program."""
+def _post_processor_ops(cfg: Any, mnn_identical: bool) -> list[tuple[int, int]]:
+    """The single-sequence post-processor as MNN's program: MNN's exporter
+    (``extract_single_post_processor_ops``) takes only TemplateProcessing; the device layout also
+    writes Bert/RobertaProcessing, whose single form is the same ``CLS A SEP`` program."""
     if not isinstance(cfg, Mapping):
         return []
     kind = cfg.get("type", "")
     if kind == "Sequence":
         for child in cfg.get("processors", []):
-            ops = _post_processor_ops(child)
+            ops = _post_processor_ops(child, mnn_identical)
             if ops:
                 return ops
         return []
+    if kind in ("BertProcessing", "RobertaProcessing") and not mnn_identical:
+        (_, cls_id), (_, sep_id) = cfg.get("cls"), cfg.get("sep")
+        return [(_OP_SPECIAL, int(cls_id)), (_OP_SEQUENCE_A, 0), (_OP_SPECIAL, int(sep_id))]
     if kind != "TemplateProcessing":
         return []
     special_tokens = cfg.get("special_tokens", {})
@@ -1266,6 +1329,16 @@ def _post_processor_ops(cfg: Any) -> list[tuple[int, int]]:
     return ops
 
 
+def header_prefix_ids(meta: TokenizerMeta, ops: Sequence[tuple[int, int]], mnn_identical: bool) -> list[int]:
+    """The header's prefix list. MNN's ``encode`` puts it before the text and then runs the
+    post-processor program, which adds the same BOS again (BEHAVIOR.md §12 item 1); where there is
+    a program the device layout leaves the list empty, so the program alone adds the prefix and
+    ``encode("")`` (how MNN's engine counts prefix tokens) still gives it."""
+    if ops and not mnn_identical:
+        return []
+    return list(meta.prefix_ids)
+
+
 def _trailer_template(template: str | dict[str, str] | None) -> str:
     if isinstance(template, dict):
         return template.get("default", "")  # MNN holds one template: the one used by default
@@ -1273,21 +1346,32 @@ def _trailer_template(template: str | dict[str, str] | None) -> str:
 
 
 def mnn_bytes(
-    config: Mapping[str, Any], meta: TokenizerMeta, table_scores: Sequence[float] | None = None
+    config: Mapping[str, Any],
+    meta: TokenizerMeta,
+    table_scores: Sequence[float] | None = None,
+    progress: Progress | None = None,
+    mnn_identical: bool = False,
 ) -> tuple[bytes, list[tuple[int, int]]]:
     """MNN's own part of the file: header through the post-processor program, and that program.
 
-    ``table_scores`` replace a Unigram vocabulary's scores in MNN's table (see ``dumps_mtok``).
+    ``table_scores`` replace a Unigram vocabulary's scores in MNN's table (see ``dumps_mtok``);
+    ``progress`` is told of the steps that take seconds. ``mnn_identical`` writes exactly what
+    MNN's exporter writes; by default the layout is the one MNN's runtime reads right
+    (docs/FORMAT_EXTENSION.md, "Where the device layout differs").
     """
-    ids = [*meta.special_ids, *meta.stop_ids, *meta.prefix_ids]
+    ops = _post_processor_ops(config.get("post_processor"), mnn_identical)
+    prefix = header_prefix_ids(meta, ops, mnn_identical)
+    ids = [*meta.special_ids, *meta.stop_ids, *prefix]
     header = (
         f"{MAGIC_NUMBER} {PIPELINE_TYPE}\n"
-        f"{len(meta.special_ids)} {len(meta.stop_ids)} {len(meta.prefix_ids)}\n"
+        f"{len(meta.special_ids)} {len(meta.stop_ids)} {len(prefix)}\n"
         + " ".join(str(i) for i in ids) + "\n"
     )
     out: list[bytes] = [header.encode("ascii")]
-    _write_normalizer(out, config.get("normalizer"))
-    _write_pre_tokenizer(out, config.get("pre_tokenizer"))
+    _write_normalizer(out, config.get("normalizer"), progress)
+    _write_pre_tokenizer(out, config.get("pre_tokenizer"), mnn_identical)
+    if progress is not None:
+        progress("laying out the vocabulary and merges", 0, 1)
     _write_model(out, config, table_scores)
     _write_decoder(out, config.get("decoder"))
     _write_added_tokens(out, config.get("added_tokens") or [])
@@ -1298,7 +1382,6 @@ def mnn_bytes(
         _u8(meta.clean_up_tokenization_spaces),
         _pack_str(meta.special_tokens.get("bos_token", ""), "bos token"),
     ]
-    ops = _post_processor_ops(config.get("post_processor"))
     if len(ops) > 0xFFFF:
         raise FormatError(f"post-processor program has {len(ops)} ops; MNN's format holds at most 65535")
     out.append(_U16.pack(len(ops)))
@@ -1358,9 +1441,17 @@ def stored_index(body: bytes, skip: int, char_level: bool) -> tuple[int, bytes] 
 
 
 def extension_payload(
-    config: Mapping[str, Any], meta: TokenizerMeta, table_scores: Sequence[float] | None = None
+    config: Mapping[str, Any],
+    meta: TokenizerMeta,
+    table_scores: Sequence[float] | None = None,
+    header_prefix: Sequence[int] | None = None,
+    layout: str = DEVICE,
 ) -> bytes:
-    """Compact JSON of everything MNN's layout cannot hold exactly (all but vocab and merges)."""
+    """Compact JSON of everything MNN's layout cannot hold exactly (all but vocab and merges).
+
+    ``header_prefix`` is the prefix list the header holds; where it is not the tokenizer's own
+    (the device layout leaves it to the post-processor program) the payload keeps the real one.
+    """
     model = config.get("model") or {}
     options = {k: v for k, v in model.items() if k not in ("vocab", "merges")}
     if model.get("type") == "SentencePieceBPE":
@@ -1374,7 +1465,10 @@ def extension_payload(
         "model": options,
         "added_tokens": list(config.get("added_tokens") or []),
         **{key: getattr(meta, key) for key in _META_FIELDS},
+        "mnn_layout": layout,
     }
+    if header_prefix is not None and list(header_prefix) != list(meta.prefix_ids):
+        payload["prefix_ids"] = list(meta.prefix_ids)
     if table_scores is not None:
         vocab = model.get("vocab") or []
         payload["unigram_scores"] = [[i, entry[1]] for i, (entry, t) in enumerate(zip(vocab, table_scores)) if entry[1] != t]
@@ -1382,7 +1476,13 @@ def extension_payload(
 
 
 def dumps_mtok(
-    config: Mapping[str, Any], meta: TokenizerMeta, *, table_scores: Sequence[float] | None = None, index: bool = True
+    config: Mapping[str, Any],
+    meta: TokenizerMeta,
+    *,
+    table_scores: Sequence[float] | None = None,
+    index: bool = True,
+    progress: Progress | None = None,
+    mnn_identical: bool = False,
 ) -> bytes:
     """The ``.mtok`` bytes for a ``tokenizer.json``-shaped config: MNN's layout + our extension.
 
@@ -1392,16 +1492,24 @@ def dumps_mtok(
     MNN's table, and the extension records the scores that differ.
 
     ``index`` stores a BPE model's lookup tables too (about as large as the vocabulary and merges
-    again), so that loading maps them instead of building them.
+    again), so that loading maps them instead of building them. ``progress(step, done, total)``
+    is told of the steps that can take seconds (normalization tables, records, the index).
+    ``mnn_identical`` writes MNN's part byte for byte as MNN's exporter does, its runtime's
+    faults included (see ``mnn_bytes``).
     """
     if table_scores is not None and _mnn_model_type(config.get("model") or {}) != "Unigram":
         raise ValueError("table_scores only apply to a Unigram model")
-    body, ops = mnn_bytes(config, meta, table_scores)
+    body, ops = mnn_bytes(config, meta, table_scores, progress, mnn_identical)
     tables = None
     if index:
+        if progress is not None:
+            progress("storing the lookup index", 0, 1)
         char_level = not _has_type(config.get("pre_tokenizer"), "pretokenizers", "ByteLevel")
         tables = stored_index(body, _prefix_chars(config.get("model") or {}), char_level)
-    return body + extension_block(extension_payload(config, meta, table_scores), ops, tables, len(body))
+    payload = extension_payload(
+        config, meta, table_scores, header_prefix_ids(meta, ops, mnn_identical), MNN_IDENTICAL if mnn_identical else DEVICE
+    )
+    return body + extension_block(payload, ops, tables, len(body))
 
 
 def write_mtok(tokenizer: Tokenizer, path: str | os.PathLike[str], *, index: bool = True) -> Path:

@@ -61,6 +61,9 @@ class TokenizerMeta:
     # what a reader recognised or assumed about a source that does not say everything itself
     # (the tiktoken encoding, a BERT vocabulary's casing); shown by ``pymtok info``
     source_notes: list[str] = field(default_factory=list)
+    # how a .mtok's MNN part is laid out: "device" (what MNN's runtime reads right, pymtok's
+    # default) or "mnn-identical" (MNN's exporter's bytes); None for other sources
+    mnn_layout: str | None = None
 
 
 class _NamedToken:
