@@ -198,7 +198,7 @@ def _tree(cfg: Any, indent: str = "") -> Iterator[str]:
         yield f"{indent}{cfg}"
         return
     options = {k: v for k, v in cfg.items() if k not in ("type", "normalizers", "pretokenizers", "decoders", "processors", "vocab", "merges", "precompiled_charsmap")}
-    shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in options.items())
+    shown = ", ".join(f"{k}={json.dumps(_brief(v), ensure_ascii=False)}" for k, v in options.items())
     yield f"{indent}{cfg.get('type')}" + (f"({shown})" if shown else "")
     for key in ("normalizers", "pretokenizers", "decoders", "processors"):
         for child in cfg.get(key) or []:
