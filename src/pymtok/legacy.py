@@ -547,6 +547,17 @@ def normalizer_from_spec(
 # -- type 1 --------------------------------------------------------------------------------
 
 
+def _tiktoken_pre_tokenizer(pattern: str) -> dict[str, Any]:
+    """tiktoken's split by ``pattern``, then its byte-level mapping, as HF steps."""
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        ],
+    }
+
+
 def _tiktoken_config(legacy: LegacyTxt, pattern: str) -> dict[str, Any]:
     special = set(legacy.special_ids)
     token_of: list[str] = []
@@ -560,13 +571,7 @@ def _tiktoken_config(legacy: LegacyTxt, pattern: str) -> dict[str, Any]:
     return {
         "added_tokens": _added_specials(legacy, token_of),
         "normalizer": None,
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
-                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
-            ],
-        },
+        "pre_tokenizer": _tiktoken_pre_tokenizer(pattern),
         "model": _bpe_model(
             token_of,
             [(bytes_to_chars(a), bytes_to_chars(b)) for a, b in _merges_by_rank(ranks)],
@@ -935,13 +940,7 @@ def load_tiktoken(
             for text, id in sorted(special_tokens.items(), key=lambda item: item[1])
         ],
         "normalizer": None,
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
-                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
-            ],
-        },
+        "pre_tokenizer": _tiktoken_pre_tokenizer(pattern),
         "model": model,
         "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
         "post_processor": None,

@@ -449,37 +449,12 @@ class WordPiece(_VocabModel):
             raise FormatError(f"WordPiece unk_token {unk_token!r} is not in the vocabulary")
         self._unk_id = unk
 
-    def _tokenize(self, piece: str) -> list[int]:
+    def _subwords(self, piece: str) -> list[tuple[int, int, int]] | None:
+        """Greedy longest-match-first subwords of ``piece`` as (id, start, end) in characters, or
+        None when the word is unknown (too long, or a part no token matches)."""
         n = len(piece)
         if n > self.max_input_chars_per_word:
-            return [self._unk_id]
-        vocab, prefix = self._lookup, self.continuing_subword_prefix
-        out: list[int] = []
-        start = 0
-        while start < n:
-            end = n
-            found = None
-            while start < end:
-                sub = piece[start:end]
-                found = vocab.get(prefix + sub if start else sub)
-                if found is not None:
-                    break
-                end -= 1
-            if found is None:
-                out = [self._unk_id]
-                break
-            out.append(found)
-            start = end
-        return out
-
-    def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
-        """The ids of ``piece`` with the UTF-8 byte span each covers (an unknown word: all of it)."""
-        if not piece:
-            return []
-        n = len(piece)
-        whole = [(self._unk_id, 0, n)]
-        if n > self.max_input_chars_per_word:
-            return _byte_spans(piece, whole)
+            return None
         vocab, prefix = self._lookup, self.continuing_subword_prefix
         out: list[tuple[int, int, int]] = []
         start = 0
@@ -493,10 +468,21 @@ class WordPiece(_VocabModel):
                     break
                 end -= 1
             if found is None:
-                return _byte_spans(piece, whole)
+                return None
             out.append((found, start, end))
             start = end
-        return _byte_spans(piece, out)
+        return out
+
+    def _tokenize(self, piece: str) -> list[int]:
+        subwords = self._subwords(piece)
+        return [self._unk_id] if subwords is None else [id for id, _, _ in subwords]
+
+    def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
+        """The ids of ``piece`` with the UTF-8 byte span each covers (an unknown word: all of it)."""
+        if not piece:
+            return []
+        subwords = self._subwords(piece)
+        return _byte_spans(piece, [(self._unk_id, 0, len(piece))] if subwords is None else subwords)
 
 
 class Unigram(_VocabModel):
