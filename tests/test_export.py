@@ -211,3 +211,26 @@ def test_mnn_identical_is_mnn_exporters_layout(exported) -> None:
     counts, lists, _ = split_header(identical)
     device_counts, device_lists, _ = split_header(device)
     assert lists[2] == [2] and device_lists[2] == [] and device_counts[:2] == counts[:2]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_device_layout_gives_every_id_a_slot(name: str, exported, tmp_path: Path) -> None:
+    """MNN's loader stores each vocabulary record at its id in a table of record-count slots:
+    the ids MNN reads run 0..n-1 with no gap, and pymtok's own reading is the source's."""
+    path = tmp_path / "tokenizer.mtok"
+    path.write_bytes(exported(name))
+    mnn_ids = sorted(read_mtok(path, use_extension=False).model.get_vocab().values())
+    assert mnn_ids == list(range(len(mnn_ids)))
+    ours, source = read_mtok(path), pymtok.load(fixture_path("tokenizers", name))
+    assert ours.get_vocab() == source.get_vocab() and ours.vocab_size == source.vocab_size
+    gaps = sorted(set(range(len(mnn_ids))) - set(source.model.get_vocab().values()))
+    assert (name == "gpt-4o") == bool(gaps)  # the fixtures' one sparse vocabulary
+    assert all(ours.id_to_token(id) is None for id in gaps)
+    assert ours.decode(gaps) == source.decode(gaps) == ""
+
+
+def test_mnn_identical_keeps_the_gaps(exported, tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.mtok"
+    path.write_bytes(exported("gpt-4o", True))
+    ids = sorted(read_mtok(path, use_extension=False).model.get_vocab().values())
+    assert ids[-1] + 1 > len(ids)  # MNN's exporter's bytes: its loader writes past its table here

@@ -122,6 +122,19 @@ def _model_warnings(cfg: Mapping[str, Any]) -> Iterator[str]:
         )
 
 
+def _sparse_id_warnings(config: Mapping[str, Any], model: Mapping[str, Any], layout: str) -> Iterator[str]:
+    from .mtok import vocab_fillers
+
+    vocab = model.get("vocab")
+    if not isinstance(vocab, Mapping) or not vocab or "merges" not in model and "continuing_subword_prefix" not in model:
+        return
+    if max(vocab.values()) + 1 > len(vocab) and not vocab_fillers(config, layout == MNN_IDENTICAL):
+        yield (
+            "vocabulary ids with gaps: MNN's loader writes each token at its id in a table sized by the "
+            "token count, past the table's end (memory corruption or a crash on the device)"
+        )
+
+
 def _decoder_warnings(cfg: Mapping[str, Any] | None) -> Iterator[str]:
     if cfg is None:
         yield "decoder null: MNN decodes as byte-level instead: decoded text with non-ASCII characters can be wrong"
@@ -150,6 +163,7 @@ def mnn_warnings(config: Mapping[str, Any], *, layout: str = DEVICE, has_prefix_
     model = config.get("model")
     if isinstance(model, Mapping):
         out.extend(_model_warnings(model))
+        out.extend(_sparse_id_warnings(config, model, layout))
     out.extend(_decoder_warnings(config.get("decoder")))
     for c in _walk(config.get("post_processor")):
         kind = c.get("type")

@@ -227,6 +227,9 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
         for id, score in overrides:
             model["vocab"][id][1] = score
         _build_model(cur, model, _prefix_chars(options), index)
+        fillers = _payload_fillers(cur, extension.get("vocab_fillers", []), model)
+        if fillers:
+            model["vocab"] = _without_fillers(model["vocab"], fillers)
         model_config = {**options, "type": model["type"], "vocab": model["vocab"], **_merges_of(model)}
         if str(options.get("type")).startswith("SentencePiece"):
             from .sentencepiece import model_from_mtok
@@ -279,6 +282,30 @@ def _payload_ids(cur: _Cursor, value: Any, key: str) -> list[int]:
     if not isinstance(value, list) or not all(type(i) is int and 0 <= i <= 0xFFFFFFFF for i in value):
         raise cur.error("extension", f"{key} must be a list of token ids, got {value!r:.80}")
     return value
+
+
+def _payload_fillers(cur: _Cursor, value: Any, model: Mapping[str, Any]) -> frozenset[int]:
+    """The ids of the vocabulary records the device layout added to fill gaps in the ids."""
+    if not isinstance(value, list) or not all(type(i) is int and 0 <= i <= _MAX_ID for i in value):
+        raise cur.error("extension", f"vocab_fillers must be a list of token ids, got {value!r:.80}")
+    fillers = frozenset(value)
+    if not fillers:
+        return fillers
+    vocab = model["vocab"]
+    present = (
+        all(vocab.token_of(i) is not None for i in fillers) if isinstance(vocab, _TableVocab)
+        else fillers <= set(vocab.values())
+    )
+    if model["type"] != "BPE" or not present:
+        raise cur.error("extension", "vocab_fillers name ids the BPE vocabulary does not have")
+    return fillers
+
+
+def _without_fillers(vocab: Any, fillers: frozenset[int]) -> Any:
+    if isinstance(vocab, _TableVocab):
+        vocab.hidden = fillers
+        return vocab
+    return {token: id for token, id in vocab.items() if id not in fillers}
 
 
 def _merges_of(model: dict[str, Any]) -> dict[str, Any]:
@@ -622,34 +649,40 @@ class _TableMerges(_Merges):
 
 
 class _TableVocab(models.IndexedVocab):
-    """The vocabulary as the native index answers it, read in place from the file."""
+    """The vocabulary as the native index answers it, read in place from the file, less the
+    records the device layout added to fill gaps in the ids (``hidden``: no text reaches them,
+    see ``vocab_fillers``)."""
 
     def __init__(self, tables: Any) -> None:
         self.tables = tables  # native.accelerate hands these to the encoder as they are
+        self.hidden: frozenset[int] = frozenset()
 
     def __getitem__(self, token: str) -> int:
-        id: int | None = self.tables.get(token)
+        id = self.get(token)
         if id is None:
             raise KeyError(token)
         return id
 
     def get(self, token: str, default: Any = None) -> Any:
         id = self.tables.get(token)
-        return default if id is None else id
+        return default if id is None or id in self.hidden else id
 
     def __contains__(self, token: object) -> bool:
-        return self.tables.get(token) is not None
+        return self.get(token) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.tables.tokens())
+        return iter(dict(self.items()))
 
     def __len__(self) -> int:
-        return len(self.tables)
+        return len(self.tables) - len(self.hidden)
 
     def items(self) -> Any:
-        return dict(zip(self.tables.tokens(), self.tables.ids())).items()
+        pairs = zip(self.tables.tokens(), self.tables.ids())
+        return dict(pair for pair in pairs if pair[1] not in self.hidden).items()
 
     def token_of(self, id: int) -> str | None:
+        if id in self.hidden:
+            return None
         token: str | None = self.tables.token(id)
         return token
 
@@ -1157,7 +1190,34 @@ def _sorted_vocab(vocab: Any) -> list[tuple[str, int]]:
     return sorted(vocab.items(), key=lambda item: item[0])
 
 
-def _write_model(out: list[bytes], config: Mapping[str, Any], table_scores: Sequence[float] | None) -> None:
+def vocab_fillers(config: Mapping[str, Any], mnn_identical: bool) -> dict[str, int]:
+    """Records for the ids a byte-level BPE vocabulary skips (gpt-4o's 199998, 200000-200017), in
+    the device layout: MNN's loader stores each record at ``id_to_token[id]`` in a table sized
+    by the record count, so a gap puts the highest ids past its end. Each filler has a space,
+    which no byte-level piece holds (GPT-2's byte characters stand for it), so no text reaches
+    one; the extension lists them and pymtok's readers leave them out."""
+    model = config.get("model")
+    if mnn_identical or not isinstance(model, Mapping) or _mnn_model_type(model) != "BPE":
+        return {}
+    vocab = model.get("vocab")
+    if not isinstance(vocab, Mapping) or not vocab:
+        return {}
+    ids = set(vocab.values())
+    top = max(ids)
+    if not isinstance(top, int) or top + 1 == len(ids):
+        return {}
+    if not (_has_type(config.get("pre_tokenizer"), "pretokenizers", "ByteLevel")
+            or _has_type(config.get("decoder"), "decoders", "ByteLevel")):
+        return {}  # no filler is unreachable for a char-level vocabulary: mnn_compat warns instead
+    fillers = {f"<pymtok unused {id}>": id for id in range(top + 1) if id not in ids}
+    if any(token in vocab for token in fillers):
+        raise FormatError("the vocabulary has a token spelled like pymtok's gap fillers ('<pymtok unused N>')")
+    return fillers
+
+
+def _write_model(
+    out: list[bytes], config: Mapping[str, Any], table_scores: Sequence[float] | None, mnn_identical: bool = False
+) -> None:
     model = config.get("model")
     if not isinstance(model, Mapping):
         raise FormatError("tokenizer config has no 'model' object")
@@ -1168,7 +1228,7 @@ def _write_model(out: list[bytes], config: Mapping[str, Any], table_scores: Sequ
         model, kind = mnn_bpe_table(model), "BPE"
     if kind == "BPE":
         vocab = model.get("vocab", {})
-        entries = _sorted_vocab(vocab)
+        entries = _sorted_vocab({**vocab, **vocab_fillers(config, mnn_identical)})
         merges = model.get("merges") or []
         pre, dec = config.get("pre_tokenizer"), config.get("decoder")
         # the model does the byte mapping itself only when no ByteLevel pre-tokenizer step does
@@ -1372,7 +1432,7 @@ def mnn_bytes(
     _write_pre_tokenizer(out, config.get("pre_tokenizer"), mnn_identical)
     if progress is not None:
         progress("laying out the vocabulary and merges", 0, 1)
-    _write_model(out, config, table_scores)
+    _write_model(out, config, table_scores, mnn_identical)
     _write_decoder(out, config.get("decoder"))
     _write_added_tokens(out, config.get("added_tokens") or [])
     template = _trailer_template(meta.chat_template).encode("utf-8")
@@ -1469,6 +1529,9 @@ def extension_payload(
     }
     if header_prefix is not None and list(header_prefix) != list(meta.prefix_ids):
         payload["prefix_ids"] = list(meta.prefix_ids)
+    fillers = vocab_fillers(config, layout == MNN_IDENTICAL)
+    if fillers:
+        payload["vocab_fillers"] = sorted(fillers.values())
     if table_scores is not None:
         vocab = model.get("vocab") or []
         payload["unigram_scores"] = [[i, entry[1]] for i, (entry, t) in enumerate(zip(vocab, table_scores)) if entry[1] != t]
