@@ -265,3 +265,36 @@ def test_every_pre_tokenizer_name_builds_and_native_declines_what_it_does_not_kn
     if tok._native_segment is not None:
         assert all(p in native.SCANNERS for p in patterns)
     assert tok.encode("ab ab", add_special_tokens=False)[-1] == 4
+
+
+def test_t5_unigram_gguf_is_sentencepiece_exact(tmp_path: Path) -> None:
+    """llama.cpp's t5 (UGM) metadata, made from SentencePiece's own Unigram test model: read and
+    exported, the ids are sentencepiece's on that model (no t5 GGUF ships with the fixtures)."""
+    import sentencepiece
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = fixture_path("legacy", "sentencepiece", "test_model.model")
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model.read_bytes())
+    spec = proto.normalizer_spec
+    path = tmp_path / "t5.gguf"
+    path.write_bytes(_gguf({
+        "general.architecture": "t5",
+        "tokenizer.ggml.model": "t5",
+        "tokenizer.ggml.tokens": [p.piece for p in proto.pieces],
+        "tokenizer.ggml.scores": [float(p.score) for p in proto.pieces],
+        "tokenizer.ggml.token_type": [int(p.type) for p in proto.pieces],
+        "tokenizer.ggml.precompiled_charsmap": list(spec.precompiled_charsmap),
+        "tokenizer.ggml.add_space_prefix": spec.add_dummy_prefix,
+        "tokenizer.ggml.remove_extra_whitespaces": spec.remove_extra_whitespaces,
+        "tokenizer.ggml.unknown_token_id": proto.trainer_spec.unk_id,
+        "tokenizer.ggml.eos_token_id": proto.trainer_spec.eos_id,
+        "tokenizer.ggml.add_bos_token": False,
+        "tokenizer.ggml.add_eos_token": False,
+    }))
+    oracle = sentencepiece.SentencePieceProcessor(model_file=str(model))
+    read, exported = pymtok.load(path), pymtok.load(pymtok.export(path, tmp_path / "out"))
+    for text in corpus_chunks(150, seed=5) + ["  two  spaces ", "ｆｕｌｌ　ｗｉｄｔｈ ①"]:
+        want = oracle.encode(text)
+        assert read.encode(text) == want, text
+        assert exported.encode(text) == want, text
