@@ -133,8 +133,10 @@ def test_txt_format_goes_to_legacy(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         calls.append((model_dir, out_dir))
         return out_dir / "tokenizer.txt"
 
-    monkeypatch.setitem(sys.modules, "pymtok.legacy", types.SimpleNamespace(export_txt=export_txt))
     source = fixture_path("tokenizers", "qwen3")
+    # the .txt read back as the source itself: nothing lost
+    legacy = types.SimpleNamespace(export_txt=export_txt, read_txt=lambda path: pymtok.load(source))
+    monkeypatch.setitem(sys.modules, "pymtok.legacy", legacy)
     assert export(source, tmp_path, format="txt") == tmp_path / "tokenizer.txt"
     assert calls == [(source, tmp_path)]
     assert not (tmp_path / "tokenizer.mtok").exists()

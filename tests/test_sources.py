@@ -285,3 +285,23 @@ def test_corrupt_tiktoken_files_are_format_errors(data: st.DataObject, tmp_path:
         except FormatError:
             return
     tok.encode("Hello world 123")
+
+
+def test_txt_export_lists_what_it_loses(tmp_path: Path) -> None:
+    """A .txt cannot hold a tiktoken split pattern or a BERT vocabulary's casing: export says so."""
+    import shutil
+
+    from pymtok.export import export_report
+
+    (tmp_path / "tk").mkdir()
+    shutil.copy(fixture_path("legacy", "tiktoken", "cl100k_base.tiktoken"), tmp_path / "tk")
+    (tmp_path / "bert").mkdir()
+    shutil.copy(fixture_path("legacy", "bert-vocab", "bert-base-cased-vocab.txt"), tmp_path / "bert" / "vocab.txt")
+    _, lost = export_report(tmp_path / "tk", tmp_path / "tk-out", format="txt")
+    assert any(item.startswith("pre_tokenizer: ") and "p{N}{1,3}" in item for item in lost), lost
+    _, lost = export_report(tmp_path / "bert", tmp_path / "bert-out", format="txt")
+    assert any(item.startswith("normalizer: ") and '"lowercase": false' in item for item in lost), lost
+    with pytest.warns(UserWarning, match="is not exact"):
+        pymtok.export(tmp_path / "bert", tmp_path / "bert-out2", format="txt")
+    _, lost = export_report(fixture_path("legacy", "gpt2-vocab-merges"), tmp_path / "gpt2", format="txt")
+    assert lost == []  # type 3 holds GPT-2's vocabulary and merges exactly

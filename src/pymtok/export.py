@@ -86,7 +86,8 @@ def export_report(
 
         if source.suffix == ".gguf":
             raise FormatError(f"{source}: a GGUF tokenizer has no tokenizer.txt form; export it as mtok")
-        return export_txt(source if source.is_dir() else source.parent, target), []
+        path = export_txt(source if source.is_dir() else source.parent, target)
+        return path, txt_losses(_read_source(source)[0], path)
     if progress is not None:
         progress("reading the source", 0, 1)
     if sp_model is not None:
@@ -102,6 +103,35 @@ def export_report(
         progress=progress,
     )
     return _write(target, data), []
+
+
+_COMPONENTS = ("normalizer", "pre_tokenizer", "post_processor", "decoder")
+
+
+def txt_losses(tokenizer: Tokenizer, txt: Path) -> list[str]:
+    """What the ``tokenizer.txt`` written for ``tokenizer`` does not hold: each part of the
+    pipeline that pymtok reads back from the ``.txt`` otherwise, named with both forms (a type-1
+    file stores no split pattern, a type-2 file no casing, ...)."""
+    from .legacy import read_txt
+
+    back = read_txt(txt)
+    lost = []
+    for key in _COMPONENTS:
+        mine, theirs = tokenizer.to_dict().get(key), back.to_dict().get(key)
+        if mine != theirs:
+            lost.append(f"{key}: {_brief(mine)} is read back as {_brief(theirs)}")
+    options = {k: v for k, v in tokenizer.to_dict()["model"].items() if k not in ("vocab", "merges")}
+    back_options = {k: v for k, v in back.to_dict()["model"].items() if k not in ("vocab", "merges")}
+    if options != back_options:
+        lost.append(f"model options: {_brief(options)} are read back as {_brief(back_options)}")
+    if back.get_vocab() != tokenizer.get_vocab():
+        lost.append("vocabulary: tokens or ids differ when read back")
+    return lost
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
 def _read_source(source: Path) -> tuple[Tokenizer, list[float] | None]:
