@@ -1204,7 +1204,9 @@ def vocab_fillers(config: Mapping[str, Any], mnn_identical: bool) -> dict[str, i
         return {}
     ids = set(vocab.values())
     top = max(ids)
-    if not isinstance(top, int) or top + 1 == len(ids):
+    # a few gaps are filled; ids spread far beyond the vocabulary's size (2**31 for 10 tokens)
+    # would take more fillers than tokens, and are left to mnn_compat's warning
+    if not isinstance(top, int) or top + 1 == len(ids) or top + 1 - len(ids) > len(ids):
         return {}
     if not (_has_type(config.get("pre_tokenizer"), "pretokenizers", "ByteLevel")
             or _has_type(config.get("decoder"), "decoders", "ByteLevel")):
