@@ -305,3 +305,20 @@ def test_txt_export_lists_what_it_loses(tmp_path: Path) -> None:
         pymtok.export(tmp_path / "bert", tmp_path / "bert-out2", format="txt")
     _, lost = export_report(fixture_path("legacy", "gpt2-vocab-merges"), tmp_path / "gpt2", format="txt")
     assert lost == []  # type 3 holds GPT-2's vocabulary and merges exactly
+
+
+def test_info_on_a_txt_says_what_it_assumes(tmp_path: Path) -> None:
+    """A type-1 or type-2 .txt stores no split pattern or casing: info names the assumption."""
+    import shutil
+    import subprocess
+    import sys
+
+    (tmp_path / "bert").mkdir()
+    shutil.copy(fixture_path("legacy", "bert-vocab", "bert-base-cased-vocab.txt"), tmp_path / "bert" / "vocab.txt")
+    with pytest.warns(UserWarning, match="is not exact"):
+        bert_txt = pymtok.export(tmp_path / "bert", tmp_path / "out", format="txt")
+    for path, words in ((fixture_path("mnn-toy", "tt.txt"), "split pattern not stored"), (bert_txt, "casing not stored")):
+        out = subprocess.run(
+            [sys.executable, "-m", "pymtok", "info", str(path)], capture_output=True, text=True, check=True,
+        ).stdout
+        assert words in out, out

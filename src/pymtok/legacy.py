@@ -511,11 +511,15 @@ def sentencepiece_normalizer(model_file: str | os.PathLike[str]) -> dict[str, An
 
 
 def txt_losses(path: str | os.PathLike[str]) -> list[str]:
-    """What a type-0 ``tokenizer.txt`` does not hold, for ``pymtok info``: beside the
+    """What a ``tokenizer.txt`` does not hold, for ``pymtok info``: for type 0 beside the
     ``tokenizer.model`` it was exported from, exactly what differs from that model (see
-    :func:`sentencepiece_txt_losses`); on its own, what the reader had to assume."""
+    :func:`sentencepiece_txt_losses`); otherwise what the reader had to assume."""
     p = Path(path)
     legacy = parse_txt(p)
+    if legacy.type == TIKTOKEN:
+        return ["split pattern not stored: read with Qwen's (read_txt(path, pattern=...) for another encoding's)"]
+    if legacy.type == BERT:
+        return ["casing not stored: read as uncased, accents stripped (read_txt(path, lowercase=False) for a cased vocabulary)"]
     if legacy.type != SENTENCEPIECE:
         return []
     model = p.parent / "tokenizer.model"
