@@ -774,7 +774,7 @@ static int adopt_index(Tables *t, size_t skip, size_t at, size_t len) {
     if (h[0] != INDEX_LAYOUT || h[1] != skip)
         return 0;
     size_t nslots = h[4], nby_id = h[6], nmslots = h[7];
-    int sound = h[2] == x->count && h[3] == x->nmerges && h[9] == x->vocab_len && nby_id == (size_t)(x->max_id + 1) &&
+    int sound = h[2] == x->count && h[3] == x->nmerges && h[9] == x->vocab_len && nby_id == (size_t)x->max_id + 1 &&
                 nslots > x->count && !(nslots & (nslots - 1)) && nmslots > x->nmerges && !(nmslots & (nmslots - 1)) &&
                 is_low_mask(h[5]) && h[5] >= x->vocab_len && is_low_mask(h[8]) && h[8] >= x->nmerges &&
                 h[10] <= 1 && h[11] <= 1 &&
@@ -850,7 +850,7 @@ static PyObject *Tables_index_bytes(Tables *self, PyObject *arg) {
         return NULL;
     if (!self->built || self->kind != KIND_BPE || x->sparse || x->rank)
         Py_RETURN_NONE;
-    size_t nslots = x->mask + 1, nby_id = (size_t)(x->max_id + 1), nmslots = x->mmask + 1;
+    size_t nslots = x->mask + 1, nby_id = (size_t)x->max_id + 1, nmslots = x->mmask + 1;
     size_t words = INDEX_HEAD + nslots + nby_id + nmslots + x->nmerges + (char_level ? CHAR_WORDS : 0);
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * words));
     if (!out)
