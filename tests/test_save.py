@@ -154,12 +154,7 @@ def test_components_only_tokenizer_refuses_to_pickle() -> None:
 
 # MNN's exporter could not export chatglm3-6b (its AutoTokenizer needs remote code)
 MNN_EXPORTED = [n for n in TOKENIZER_NAMES if n not in REMOTE_CODE]
-# pymtok's Unigram and HF's break a near tie between paths differently on MNN's float32 scores
-# ("-" * 7: HF gives --- --- -, pymtok - --- ---), on the same config: models.py, not the writer
-UNIGRAM_TIE = pytest.mark.xfail(reason="Unigram tie on MNN's float32 scores differs from HF (models.py)", strict=True)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=UNIGRAM_TIE) if n == "t5-small" else n for n in MNN_EXPORTED])
+@pytest.mark.parametrize("name", MNN_EXPORTED)
 def test_mnn_exported_files_go_back_to_tokenizer_json(name: str) -> None:
     """MNN's own files (no pymtok extension): the tokenizer.json gives what pymtok reads from them."""
     tokenizers = pytest.importorskip("tokenizers")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import FormatError
-from .hf_json import load_folder
+from .hf_json import load_folder, serde_literal
 from .models import Unigram
 from .mtok import dumps_mtok
 from .tokenizer import Tokenizer
@@ -195,9 +195,28 @@ def tokenizer_json(tokenizer: Tokenizer) -> str:
         "padding": config.get("padding"),
         "added_tokens": config.get("added_tokens") or [],
         **{key: config.get(key) for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder")},
-        "model": config["model"],
     }
-    return json.dumps(doc, ensure_ascii=False, indent=2)
+    head = json.dumps(doc, ensure_ascii=False, indent=2)
+    return head[: -len("\n}")] + ',\n  "model": ' + _model_json(config["model"]) + "\n}"
+
+
+def _model_json(model: dict[str, Any]) -> str:
+    """The model section; a Unigram's scores written as numbers HF's parser reads back exactly
+    (Viterbi compares path sums, so one ulp decides a tie)."""
+    if model.get("type") != "Unigram":
+        return json.dumps(model, ensure_ascii=False)
+    entries, inexact = [], 0
+    for piece, score in model["vocab"]:
+        literal = serde_literal(score)
+        if literal is None:
+            inexact += 1
+            literal = repr(score)
+        entries.append(f"[{json.dumps(piece, ensure_ascii=False)}, {literal}]")
+    if inexact:
+        warnings.warn(f"{inexact} Unigram scores have no JSON number HF's parser reads exactly: HF reads "
+                      "them one ulp off, which can break a tie between segmentations otherwise", stacklevel=4)
+    rest = json.dumps({k: v for k, v in model.items() if k != "vocab"}, ensure_ascii=False)
+    return rest[:-1] + (", " if len(rest) > 2 else "") + '"vocab": [' + ", ".join(entries) + "]}"
 
 
 def tokenizer_config(tokenizer: Tokenizer) -> dict[str, Any]:

@@ -6,7 +6,9 @@ Also derives MNN's header lists (special, stop and prefix ids) the way MNN's exp
 
 from __future__ import annotations
 
+import decimal
 import json
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -70,6 +72,37 @@ def serde_float(literal: str) -> float:
         value /= 1e308
         exponent += 308
     return -value if negative else value
+
+
+def serde_literal(value: float) -> str | None:
+    """A JSON number that :func:`serde_float` (HF's loader) reads as exactly ``value``, or None
+    where serde_json can read no text as ``value``.
+
+    Python's shortest ``repr`` is read one ulp off for about one score in ten. serde_json keeps a
+    u64 significand and divides it by one power of ten, so a significand of 17 to 20 digits,
+    chosen among the f64 values next to ``value * 10**k``, reaches every value it can produce.
+    """
+    if not math.isfinite(value):
+        return None
+    text = repr(value)
+    if serde_float(text) == value:
+        return text
+    sign, magnitude = ("-" if value < 0 else ""), abs(value)
+    top = decimal.Decimal(magnitude).adjusted()
+    for digits in (17, 18, 19, 20):
+        k = digits - 1 - top  # value = significand / 10**k, or * 10**-k when k < 0
+        if abs(k) >= len(_POW10):
+            continue
+        candidate = float(decimal.Decimal(magnitude).scaleb(k))
+        for _ in range(4):
+            candidate = math.nextafter(candidate, 0.0)
+        for _ in range(9):
+            if candidate < 2**64 and candidate.is_integer():
+                text = f"{sign}{int(candidate)}e{-k}"
+                if serde_float(text) == value:
+                    return text
+            candidate = math.nextafter(candidate, math.inf)
+    return None
 
 
 def serde_int(literal: str) -> int | float:
