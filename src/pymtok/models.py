@@ -624,6 +624,13 @@ class Unigram(_VocabModel):
         return start_of, node_id
 
 
+def _piece_types(model: str, piece_types: Any, count: int) -> list[int]:
+    """SentencePiece's piece type codes, one per vocabulary entry."""
+    if not isinstance(piece_types, Sequence) or len(piece_types) != count:
+        raise FormatError(f"{model} needs one piece type per piece ({count}), got {piece_types!r:.80}")
+    return list(piece_types)
+
+
 class SentencePieceUnigram(Unigram):
     """The ``sentencepiece`` library's own unigram Viterbi, for pieces kept with SentencePiece types.
 
@@ -655,12 +662,8 @@ class SentencePieceUnigram(Unigram):
         super().__init__(vocab=vocab, unk_id=unk_id, byte_fallback=byte_fallback)
         if unk_id is None:
             raise FormatError("SentencePieceUnigram needs the id of its UNKNOWN piece (unk_id)")
-        if not isinstance(piece_types, Sequence) or len(piece_types) != len(self.pieces):
-            raise FormatError(
-                f"SentencePieceUnigram needs one piece type per piece ({len(self.pieces)}), got {piece_types!r:.80}"
-            )
         f32 = array("f", self.scores)  # the library keeps scores as float32
-        self.piece_types = list(piece_types)
+        self.piece_types = _piece_types("SentencePieceUnigram", piece_types, len(self.pieces))
         normal = [i for i, t in enumerate(piece_types) if t == self._NORMAL]
         min_score = min((f32[i] for i in normal), default=0.0)
         # max_score_ starts at FLT_MIN in the library, so it is never below that
@@ -793,10 +796,7 @@ class SentencePieceBPE(_VocabModel):
                 raise FormatError(f"SentencePieceBPE vocab entry #{i} {entry!r:.80} is not [piece, score]")
             pieces.append(entry[0])
             scores.append(float(entry[1]))
-        if not isinstance(piece_types, Sequence) or len(piece_types) != len(pieces):
-            raise FormatError(
-                f"SentencePieceBPE needs one piece type per piece ({len(pieces)}), got {piece_types!r:.80}"
-            )
+        piece_types = _piece_types("SentencePieceBPE", piece_types, len(pieces))
         if not isinstance(unk_id, int) or not 0 <= unk_id < len(pieces) or piece_types[unk_id] != self._UNKNOWN:
             raise FormatError(f"SentencePieceBPE unk_id {unk_id!r} is not the id of an UNKNOWN piece")
         # sentencepiece keeps two maps and looks the reserved one (control, unknown, byte) up first
@@ -811,7 +811,7 @@ class SentencePieceBPE(_VocabModel):
             ids.setdefault(piece, i)
         super().__init__(ids)
         self.pieces = pieces
-        self.piece_types = list(piece_types)
+        self.piece_types = piece_types
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
         self._symbols = symbols
