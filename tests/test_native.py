@@ -49,6 +49,12 @@ ACCELERATED = [
     "albert-base-v2",
 ]
 
+# Pre-tokenizers the native core has no program for: the pure pre-tokenizer, then the native model
+MODEL_ONLY = [
+    "chatglm3-6b",       # Split on a literal string, MergedWithNext
+    "falcon",            # Punctuation and Digits, ByteLevel before other steps
+]
+
 
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> pymtok.Tokenizer:
@@ -73,7 +79,28 @@ def test_native_is_used(name: str) -> None:
         assert type(tok.normalizer).__module__ == "pymtok._native"
 
 
-@pytest.mark.parametrize("name", ACCELERATED)
+@pytest.mark.parametrize("name", MODEL_ONLY)
+def test_native_model_under_a_pure_pre_tokenizer(name: str) -> None:
+    tok = load(name)
+    assert tok._native_segment is not None
+    assert tok._native_text is None
+
+
+def test_split_pattern_without_a_scanner() -> None:
+    """A Split pattern the native core cannot scan (here: llama3's, reworded) runs the pure split
+    and the native byte-level BPE on its pieces: ids as HF's."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = json.loads(Path(fixture_path("tokenizers", "llama3", "tokenizer.json")).read_text(encoding="utf-8"))
+    split = config["pre_tokenizer"]["pretokenizers"][0]
+    split["pattern"]["Regex"] = r"\p{L}+| ?\p{N}{1,2}|\s+|[^\s\p{L}\p{N}]+"
+    tok = pymtok.Tokenizer.from_config(config)
+    assert tok._native_segment is not None and tok._native_text is None
+    hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    for text in corpus_chunks(200, seed=11):
+        assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("name", ACCELERATED + MODEL_ONLY)
 def test_corpus_chunks(name: str) -> None:
     for text in corpus_chunks(240, seed=7):
         assert_same_ids(name, text)
@@ -101,7 +128,7 @@ texts = st.one_of(
 )
 
 
-@pytest.mark.parametrize("name", ACCELERATED)
+@pytest.mark.parametrize("name", ACCELERATED + MODEL_ONLY)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=texts)
 def test_generated_strings(name: str, text: str) -> None:

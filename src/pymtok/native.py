@@ -85,15 +85,43 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
     # Split keeps no pattern string: that comes from the config the pipeline was built from.
     pre_config = config.get("pre_tokenizer") if "model" in config else None
     steps = _steps(tokenizer.pre_tokenizer, pre_config)
-    if steps is None or len(steps) > _native.MAX_STEPS:
-        return None
-    kinds = [step[0] for step in steps]
+    kinds = [step[0] for step in steps or ()]
     # ByteLevel maps to GPT-2 characters: the native core works on the bytes themselves, so it
     # must be the last step (later steps would cut the mapped characters).
-    if "byte_level" in kinds[:-1]:
-        return None
+    if steps is None or len(steps) > _native.MAX_STEPS or "byte_level" in kinds[:-1]:
+        return _pieces_encoder(tokenizer)
     byte_level = bool(kinds) and kinds[-1] == "byte_level"
-    model = tokenizer.model
+    encoder = _model_encoder(_native, tokenizer.model, steps, byte_level)
+    if encoder is None:
+        return None
+    encode: SegmentEncoder = encoder.encode
+    return encode
+
+
+def _pieces_encoder(tokenizer: Tokenizer) -> SegmentEncoder | None:
+    """The pure pre-tokenizer, then the native model on each of its pieces: for a pre-tokenizer
+    the native core has no program for (a Split pattern without a native scanner, ByteLevel
+    before other steps). Its pieces are text as the model sees it (GPT-2 characters after a
+    ByteLevel), so the model runs on them as they are."""
+    pre = tokenizer.pre_tokenizer
+    if pre is None:
+        return None
+    encoder = _model_encoder(_core(), tokenizer.model, [], False)
+    if encoder is None:
+        return None
+    encode_piece = encoder.encode
+
+    def encode(normalized: str, offset: int) -> list[int]:
+        ids: list[int] = []
+        for piece, _ in pre([(normalized, offset)]):
+            ids += encode_piece(piece, 0)
+        return ids
+
+    return encode
+
+
+def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool) -> Any:
+    """The native Encoder running ``steps`` and then ``model``, or None where it has no exact one."""
     if type(model) in (models.BPE, models.WordPiece) and not _ids_fit(model.vocab):
         return None
     encoder: Any
@@ -132,8 +160,7 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
         )
     else:
         return None
-    encode: SegmentEncoder = encoder.encode
-    return encode
+    return encoder
 
 
 def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
