@@ -186,6 +186,8 @@ class Split:
             matches = self._findall(text)
             if "" not in matches and sum(map(len, matches)) == len(text):
                 out += zip(matches, accumulate(map(len, matches), initial=offset))
+            elif not matches and self.behavior == "Isolated":
+                out.append((text, offset))  # Isolated: nothing to cut ([0-9]{3} in most pieces)
             else:
                 out += _split([(text, offset)], self._find, self.behavior, self.invert)
         return out
@@ -199,9 +201,39 @@ def _char_finder(char_class: Callable[[], str]) -> Finder:
     return lambda text: [m.span() for m in compiled().finditer(text)]
 
 
-_PUNCTUATION = _char_finder(lambda: hex_class(_PUNCTUATION_9))
+class _CharRuns:
+    """Cutting pieces at the characters of a class in one ``findall`` per piece, for the two
+    behaviours whose pieces are regular: Isolated (each such character alone, the runs between
+    whole) and Contiguous (runs of such characters, runs of others)."""
+
+    BEHAVIORS = ("Isolated", "Contiguous")
+
+    def __init__(self, char_class: Callable[[], str]) -> None:
+        self._class = char_class
+
+    @functools.cached_property
+    def _patterns(self) -> dict[str, Callable[[str], list[str]]]:
+        members = self._class()
+        others = f"[^{members}]+"
+        return {
+            "Isolated": regex.compile(f"{members}|{others}", FLAGS).findall,
+            "Contiguous": regex.compile(f"{members}+|{others}", FLAGS).findall,
+        }
+
+    def split(self, pieces: list[PreToken], behavior: str) -> list[PreToken]:
+        findall = self._patterns[behavior]
+        out: list[PreToken] = []
+        for text, offset in pieces:
+            matches = findall(text)
+            out += zip(matches, accumulate(map(len, matches), initial=offset))
+        return out
+
+
+_PUNCTUATION_9_CLASS = functools.cache(lambda: hex_class(_PUNCTUATION_9))
+_PUNCTUATION = _char_finder(_PUNCTUATION_9_CLASS)
+_PUNCTUATION_RUNS = _CharRuns(_PUNCTUATION_9_CLASS)
 # Rust's char::is_numeric: Unicode 17.0, whatever the ``regex`` module's version.
-_NUMERIC = _char_finder(lambda: unicode_17_set(r"\p{N}"))
+_NUMERIC_RUNS = _CharRuns(lambda: unicode_17_set(r"\p{N}"))
 
 
 def _matches(compiled: re.Pattern[str] | regex.Pattern[str], pieces: list[PreToken]) -> list[PreToken]:
@@ -233,6 +265,8 @@ class Punctuation:
         self.behavior = _check_behavior("Punctuation", behavior)
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
+        if self.behavior in _CharRuns.BEHAVIORS:
+            return _PUNCTUATION_RUNS.split(pieces, self.behavior)
         return _split(pieces, _PUNCTUATION, self.behavior, False)
 
 
@@ -243,8 +277,7 @@ class Digits:
         self.individual_digits = individual_digits
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
-        behavior = "Isolated" if self.individual_digits else "Contiguous"
-        return _split(pieces, _NUMERIC, behavior, False)
+        return _NUMERIC_RUNS.split(pieces, "Isolated" if self.individual_digits else "Contiguous")
 
 
 class WhitespaceSplit:
