@@ -183,6 +183,8 @@ def _sequences(tok: Tokenizer, texts: list[str], type_id: int, detailed: bool) -
     """Each text's tokens before post-processing (HF's ``encode_single_sequence``): with offsets,
     token strings and word ids when ``detailed``, else the ids alone (in one ``encode_batch``)."""
     out: list[Encoding] = []
+    if not texts:
+        return out
     if not detailed:
         for ids in tok.encode_batch(texts, add_special_tokens=False):
             n = len(ids)
