@@ -89,9 +89,9 @@ def test_written_file_round_trips_from_lazy_tables(monkeypatch: pytest.MonkeyPat
     assert dumps_mtok(tok.config, tok.meta) == mtok_bytes("qwen3")
 
 
-def test_pure_fallback_when_native_declines(monkeypatch: pytest.MonkeyPatch) -> None:
-    # a pattern the native core has no scanner for keeps the model on the pure path: the dicts
-    # are built from the tables on first use, and the ids stay those of the pure reader
+def test_pure_pre_tokenizer_before_the_native_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a pattern the native core has no scanner for is split on the pure path, and the model
+    # runs native on the .mtok's tables: the ids stay those of the pure reader
     tok = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
     config = dict(tok.config)
     config["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": r"\s+|\w+|[^\s\w]+"}, "behavior": "Isolated", "invert": False}
@@ -100,7 +100,7 @@ def test_pure_fallback_when_native_declines(monkeypatch: pytest.MonkeyPatch) -> 
     lazy = loads_mtok(data)
     monkeypatch.setenv("PYMTOK_PURE", "1")
     pure = loads_mtok(data)
-    assert lazy._native_segment is None and isinstance(lazy.model.vocab, models.IndexedVocab)
+    assert lazy._native_segment is not None and lazy._native_text is None
     text = "Hello wörld, 123 これは テスト"
     assert lazy.encode(text) == pure.encode(text)
 

@@ -150,6 +150,16 @@ def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool
             "WordPiece", tuple(steps), _model_tables(model)[0], unk_id=unk,
             prefix=model.continuing_subword_prefix, max_chars=model.max_input_chars_per_word,
         )
+    elif type(model) in (models.SentencePieceBPE, models.SentencePieceUnigram):
+        # the library's models take the whole normalized text: no pre-tokenizer runs before them
+        if steps or not all(isinstance(t, int) and 0 <= t < 256 for t in model.piece_types):
+            return None
+        pieces = list(model.pieces)
+        scores = model._scores if type(model) is models.SentencePieceBPE else model._f32_scores
+        encoder = _native.SentencePieceModel(
+            "BPE" if type(model) is models.SentencePieceBPE else "Unigram", pieces, bytes(model.piece_types),
+            list(scores), model.unk_id, model.byte_fallback,
+        )
     elif type(model) is models.Unigram:
         if model.unk_id is None or byte_level:
             return None
@@ -261,6 +271,15 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
         pc: Any = normalizer
         units = struct.pack(f"<{len(pc._units)}I", *pc._units)
         native = _native.Normalizer(normalizer, "precompiled", units=units, replacements=pc._replacements)
+        return native
+    if kind is normalizers.SentencePiece:
+        sp: Any = normalizer
+        native = _native.SentencePieceNormalizer(
+            normalizer, units=struct.pack(f"<{len(sp._units)}I", *sp._units), replacements=sp._replacements,
+            user=list(sp.user_defined_symbols), add_dummy_prefix=sp.add_dummy_prefix,
+            remove_extra_whitespaces=sp.remove_extra_whitespaces, escape_whitespaces=sp.escape_whitespaces,
+            treat_whitespace_as_suffix=sp.treat_whitespace_as_suffix,
+        )
         return native
     if kind is normalizers.Replace:
         rp: Any = normalizer

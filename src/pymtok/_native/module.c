@@ -1341,6 +1341,258 @@ static PyObject *grapheme_ends(PyObject *module, PyObject *text) {
     return list;
 }
 
+/* ---- SentencePieceModel ---------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    SpModel model;
+    int ready;
+} SentencePieceModel;
+
+static void SentencePieceModel_dealloc(SentencePieceModel *self) {
+    if (self->ready)
+        sp_model_free(&self->model);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int SentencePieceModel_init(SentencePieceModel *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"kind", "pieces", "types", "scores", "unk_id", "byte_fallback", NULL};
+    const char *kind;
+    PyObject *pieces, *scores;
+    Py_buffer types;
+    int unk_id, byte_fallback;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO!y*O!ip", kwlist, &kind, &PyList_Type, &pieces, &types,
+                                     &PyList_Type, &scores, &unk_id, &byte_fallback))
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(pieces);
+    int k = !strcmp(kind, "BPE") ? SP_KIND_BPE : !strcmp(kind, "Unigram") ? SP_KIND_UNIGRAM : -1;
+    int rc = -1;
+    const uint8_t **keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *keys);
+    size_t *lens = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *lens);
+    float *f32 = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *f32);
+    if (!keys || !lens || !f32) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (k < 0 || types.len != n || PyList_GET_SIZE(scores) != n || unk_id < 0 || unk_id >= n) {
+        PyErr_SetString(PyExc_ValueError, "SentencePieceModel: kind 'BPE' or 'Unigram', one type and score per "
+                                          "piece, unk_id a piece's id");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t len;
+        PyObject *piece = PyList_GET_ITEM(pieces, i);
+        keys[i] = PyUnicode_Check(piece) ? (const uint8_t *)PyUnicode_AsUTF8AndSize(piece, &len) : NULL;
+        double score = PyFloat_AsDouble(PyList_GET_ITEM(scores, i));
+        if (!keys[i] || (score == -1.0 && PyErr_Occurred())) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "SentencePieceModel: pieces must be str");
+            goto done;
+        }
+        lens[i] = (size_t)len;
+        f32[i] = (float)score;
+    }
+    if (self->ready)
+        sp_model_free(&self->model);
+    self->ready = 0;
+    if (sp_model_init(&self->model, k, keys, lens, types.buf, f32, (size_t)n, unk_id, byte_fallback) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    self->ready = 1;
+    rc = 0;
+done:
+    PyBuffer_Release(&types);
+    PyMem_Free(keys);
+    PyMem_Free(lens);
+    PyMem_Free(f32);
+    return rc;
+}
+
+static PyObject *SentencePieceModel_encode(SentencePieceModel *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "encode(text: str, offset: int)");
+        return NULL;
+    }
+    if (!self->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "SentencePieceModel is not initialised");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text), at = find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n);
+    if (at < n) {
+        raise_surrogate(text, at);
+        return NULL;
+    }
+    Py_ssize_t len;
+    const uint8_t *utf8 = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &len);
+    if (!utf8)
+        return NULL;
+    IdBuf out = {0};
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = sp_model_encode(&self->model, utf8, (size_t)len, &out);
+    Py_END_ALLOW_THREADS
+    PyObject *list = err ? PyErr_NoMemory() : PyList_New((Py_ssize_t)out.n);
+    for (size_t i = 0; list && i < out.n; i++) {
+        PyObject *id = PyLong_FromLong(out.v[i]);
+        if (!id) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, id);
+    }
+    free(out.v);
+    return list;
+}
+
+static PyMethodDef SentencePieceModel_methods[] = {
+    {"encode", (PyCFunction)(void (*)(void))SentencePieceModel_encode, METH_FASTCALL,
+     "encode(text, offset) -> list[int]: the ids of a whole normalized text (offset unused)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SentencePieceModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.SentencePieceModel",
+    .tp_basicsize = sizeof(SentencePieceModel),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)SentencePieceModel_init,
+    .tp_dealloc = (destructor)SentencePieceModel_dealloc,
+    .tp_methods = SentencePieceModel_methods,
+    .tp_doc = "The sentencepiece library's BPE or Unigram model (pymtok.models.SentencePieceBPE / "
+              "SentencePieceUnigram) on whole normalized texts.",
+};
+
+/* ---- SentencePieceNormalizer ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    SpNormalizer norm;
+    uint32_t *units;
+    uint8_t *repl;
+    PyObject *pure; /* the pure normalizer: it raises the errors of a bad charsmap */
+} SentencePieceNormalizer;
+
+static void SentencePieceNormalizer_dealloc(SentencePieceNormalizer *self) {
+    sp_normalizer_free(&self->norm);
+    free(self->units);
+    free(self->repl);
+    Py_XDECREF(self->pure);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* SentencePieceNormalizer(pure, units=<little-endian u32 bytes>, replacements=<bytes>, user=<list[str]>,
+ * add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, treat_whitespace_as_suffix) */
+static int SentencePieceNormalizer_init(SentencePieceNormalizer *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"pure", "units", "replacements", "user", "add_dummy_prefix", "remove_extra_whitespaces",
+                             "escape_whitespaces", "treat_whitespace_as_suffix", NULL};
+    PyObject *pure, *user;
+    Py_buffer units, repl;
+    SpNormalizer *m = &self->norm;
+    if (self->pure) {
+        PyErr_SetString(PyExc_RuntimeError, "SentencePieceNormalizer is already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oy*y*O!pppp", kwlist, &pure, &units, &repl, &PyList_Type, &user,
+                                     &m->add_dummy_prefix, &m->remove_extra_whitespaces, &m->escape_whitespaces,
+                                     &m->treat_whitespace_as_suffix))
+        return -1;
+    int rc = -1;
+    Py_ssize_t nuser = PyList_GET_SIZE(user);
+    const uint8_t **keys = PyMem_Malloc((size_t)(nuser ? nuser : 1) * sizeof *keys);
+    size_t *lens = PyMem_Malloc((size_t)(nuser ? nuser : 1) * sizeof *lens);
+    size_t nunits = (size_t)units.len / 4;
+    self->units = malloc(nunits ? nunits * 4 : 1);
+    self->repl = malloc((size_t)repl.len + 1);
+    if (!keys || !lens || !self->units || !self->repl) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *u = units.buf;
+    for (size_t i = 0; i < nunits; i++)
+        self->units[i] = (uint32_t)u[4 * i] | (uint32_t)u[4 * i + 1] << 8 | (uint32_t)u[4 * i + 2] << 16 |
+                         (uint32_t)u[4 * i + 3] << 24;
+    memcpy(self->repl, repl.buf, (size_t)repl.len);
+    m->units = self->units;
+    m->nunits = nunits;
+    m->repl = self->repl;
+    m->nrepl = (size_t)repl.len;
+    for (Py_ssize_t i = 0; i < nuser; i++) {
+        Py_ssize_t len;
+        PyObject *piece = PyList_GET_ITEM(user, i);
+        if (!PyUnicode_Check(piece) || !(keys[i] = (const uint8_t *)PyUnicode_AsUTF8AndSize(piece, &len))) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "SentencePieceNormalizer: user pieces must be str");
+            goto done;
+        }
+        lens[i] = (size_t)len;
+    }
+    if (sp_normalizer_init(m, keys, lens, (size_t)nuser) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    self->pure = Py_NewRef(pure);
+    rc = 0;
+done:
+    PyBuffer_Release(&units);
+    PyBuffer_Release(&repl);
+    PyMem_Free(keys);
+    PyMem_Free(lens);
+    return rc;
+}
+
+static PyObject *SentencePieceNormalizer_call(SentencePieceNormalizer *self, PyObject *args, PyObject *kw) {
+    PyObject *text;
+    if (!self->pure) {
+        PyErr_SetString(PyExc_RuntimeError, "SentencePieceNormalizer is not initialised");
+        return NULL;
+    }
+    if (kw || !PyArg_ParseTuple(args, "U", &text))
+        return kw ? (PyErr_SetString(PyExc_TypeError, "SentencePieceNormalizer takes one str"), NULL) : NULL;
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
+    if (find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n) < n)
+        return PyObject_CallOneArg(self->pure, text); /* the pure normalizer's own error */
+    Py_ssize_t len;
+    const uint8_t *utf8 = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &len);
+    if (!utf8)
+        return NULL;
+    uint8_t *out = NULL;
+    size_t out_n = 0;
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = sp_normalize(&self->norm, utf8, (size_t)len, &out, &out_n);
+    Py_END_ALLOW_THREADS
+    if (err == -1)
+        return PyErr_NoMemory();
+    PyObject *result = err ? NULL : PyUnicode_DecodeUTF8((const char *)out, (Py_ssize_t)out_n, "strict");
+    free(out);
+    if (!result) {
+        /* a bad charsmap value, or replacements that are not UTF-8: the pure path names it */
+        PyErr_Clear();
+        return PyObject_CallOneArg(self->pure, text);
+    }
+    return result;
+}
+
+static PyMemberDef SentencePieceNormalizer_members[] = {
+    {"pure", T_OBJECT_EX, offsetof(SentencePieceNormalizer, pure), READONLY,
+     "the pure-Python normalizer this one reproduces"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject SentencePieceNormalizerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.SentencePieceNormalizer",
+    .tp_basicsize = sizeof(SentencePieceNormalizer),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)SentencePieceNormalizer_init,
+    .tp_dealloc = (destructor)SentencePieceNormalizer_dealloc,
+    .tp_call = (ternaryfunc)SentencePieceNormalizer_call,
+    .tp_members = SentencePieceNormalizer_members,
+    .tp_doc = "The sentencepiece library's normalizer (pymtok.normalizers.SentencePiece).",
+};
+
 static PyMethodDef module_methods[] = {
     {"grapheme_ends", grapheme_ends, METH_O, "grapheme_ends(text) -> list[int]: the end of each grapheme cluster."},
     {NULL, NULL, 0, NULL},
@@ -1356,13 +1608,17 @@ static struct PyModuleDef native_module = {
 
 PyMODINIT_FUNC PyInit__native(void) {
     init_gpt2_map();
-    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0)
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0 ||
+        PyType_Ready(&SentencePieceModelType) < 0 || PyType_Ready(&SentencePieceNormalizerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m)
         return NULL;
     if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
-        PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 || mtok_tables_register(m) < 0 ||
+        PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 ||
+        PyModule_AddObjectRef(m, "SentencePieceModel", (PyObject *)&SentencePieceModelType) < 0 ||
+        PyModule_AddObjectRef(m, "SentencePieceNormalizer", (PyObject *)&SentencePieceNormalizerType) < 0 ||
+        mtok_tables_register(m) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CLEAN", BERT_CLEAN) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CHINESE", BERT_CHINESE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_STRIP", BERT_STRIP) < 0 ||

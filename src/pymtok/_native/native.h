@@ -456,4 +456,50 @@ int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out)
 /* Rust's char::is_whitespace (the White_Space property), from unicode_data.h. */
 int rust_white_space(uint32_t c);
 
+/* ---- SentencePiece's own models (sentencepiece.c) ------------------------------------------- */
+
+enum { SP_KIND_BPE, SP_KIND_UNIGRAM };
+
+typedef struct {
+    int kind;
+    StrMap ids;           /* piece -> id as the model's vocabulary answers it */
+    StrMap matchable;     /* the pieces matched (Unigram) or merged (BPE) in text -> first id */
+    StrMap user;          /* user-defined pieces: BPE's unmergeable symbols */
+    StrMap prefixes;      /* Unigram: prefixes of matchable pieces -> id + 1, or 0 */
+    uint8_t *types;       /* SentencePiece piece types, one per id */
+    float *scores;
+    size_t *user_lengths; /* distinct byte lengths of the user-defined pieces, longest first */
+    size_t nuser_lengths;
+    float max_score, unk_score;
+    int32_t unk_id;
+    int byte_fallback;
+    int word_split;       /* BPE: texts may be cut before each U+2581 (sp_model_init) */
+    int32_t fallback[256];
+} SpModel;
+
+int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size_t *lens, const uint8_t *types,
+                  const float *scores, size_t n, int32_t unk_id, int byte_fallback);
+/* The ids of a whole normalized text (UTF-8); -1 when out of memory. Runs without the GIL. */
+int sp_model_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf *out);
+void sp_model_free(SpModel *m);
+
+/* sentencepiece's normalizer (pymtok.normalizers.SentencePiece); units and repl are a
+ * precompiled_charsmap's (nunits 0: none), owned by the caller. */
+typedef struct {
+    const uint32_t *units;
+    size_t nunits;
+    const uint8_t *repl;
+    size_t nrepl;
+    StrMap user;          /* user-defined pieces, passed through unchanged */
+    size_t *user_lengths; /* their distinct byte lengths, longest first */
+    size_t nuser_lengths;
+    int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, treat_whitespace_as_suffix;
+} SpNormalizer;
+
+int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t *lens, size_t nuser);
+void sp_normalizer_free(SpNormalizer *m);
+/* The normalized UTF-8 of in[0..n) (valid UTF-8) into a malloc'd *out; -1 when out of memory,
+ * -2 for a charsmap value outside its replacements (the pure normalizer raises FormatError). */
+int sp_normalize(const SpNormalizer *m, const uint8_t *in, size_t n, uint8_t **out, size_t *out_n);
+
 #endif

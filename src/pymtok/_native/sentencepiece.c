@@ -1,0 +1,648 @@
+/* The sentencepiece library's own models, as pymtok.models.SentencePieceBPE and
+ * SentencePieceUnigram describe them (bpe_model.cc, unigram_model.cc): pieces with SentencePiece
+ * types and float32 scores, on a whole normalized text (no pre-tokenizer). UTF-8 throughout. */
+#include "native.h"
+
+#include <float.h>
+
+enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_USER_DEFINED = 4, SP_UNUSED = 5 };
+
+/* setdefault: the first id of a piece spelled twice wins, as in the library's maps */
+static int put_first(StrMap *m, const uint8_t *key, size_t len, int32_t id) {
+    return strmap_get(m, key, len) >= 0 ? 0 : strmap_put(m, key, len, id);
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size_t *lens, const uint8_t *types,
+                  const float *scores, size_t n, int32_t unk_id, int byte_fallback) {
+    memset(m, 0, sizeof *m);
+    m->kind = kind;
+    m->unk_id = unk_id;
+    m->byte_fallback = byte_fallback;
+    m->types = malloc(n ? n : 1);
+    m->scores = malloc((n ? n : 1) * sizeof *m->scores);
+    size_t prefixes = 0;
+    for (size_t i = 0; i < n; i++)
+        prefixes += lens[i];
+    if (!m->types || !m->scores || strmap_init(&m->ids, n) < 0 || strmap_init(&m->matchable, n) < 0 ||
+        strmap_init(&m->user, n) < 0 || (kind == SP_KIND_UNIGRAM && strmap_init(&m->prefixes, prefixes) < 0))
+        goto fail;
+    memcpy(m->types, types, n);
+    memcpy(m->scores, scores, n * sizeof *scores);
+    for (int b = 0; b < 256; b++)
+        m->fallback[b] = -1;
+    /* Two maps in the library: the reserved pieces (control, unknown, byte) looked up first,
+     * then the others, which are also the ones matched or merged in text. */
+    m->max_score = FLT_MIN;
+    float min_score = FLT_MAX;
+    int any_normal = 0;
+    for (size_t i = 0; i < n; i++) {
+        int t = types[i];
+        int matched = kind == SP_KIND_BPE ? (t == SP_NORMAL || t == SP_USER_DEFINED || t == SP_UNUSED)
+                                          : (t == SP_NORMAL || t == SP_USER_DEFINED);
+        if (matched) {
+            if (put_first(&m->matchable, pieces[i], lens[i], (int32_t)i) < 0)
+                goto fail;
+        } else if (put_first(&m->ids, pieces[i], lens[i], (int32_t)i) < 0) {
+            goto fail;
+        }
+        if (t == SP_USER_DEFINED && put_first(&m->user, pieces[i], lens[i], (int32_t)i) < 0)
+            goto fail;
+        if (t == SP_NORMAL) {
+            any_normal = 1;
+            if (scores[i] > m->max_score)
+                m->max_score = scores[i];
+            if (scores[i] < min_score)
+                min_score = scores[i];
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        int t = types[i];
+        int matched = kind == SP_KIND_BPE ? (t == SP_NORMAL || t == SP_USER_DEFINED || t == SP_UNUSED)
+                                          : (t == SP_NORMAL || t == SP_USER_DEFINED);
+        if (matched && put_first(&m->ids, pieces[i], lens[i], strmap_get(&m->matchable, pieces[i], lens[i])) < 0)
+            goto fail;
+    }
+    /* the <0xXX> pieces: looked up as the model's vocabulary does (BPE: reserved pieces first;
+     * Unigram: HF's map, where the last of a duplicated piece wins) */
+    static const char hex[] = "0123456789ABCDEF";
+    if (kind == SP_KIND_BPE) {
+        for (int b = 0; b < 256; b++) {
+            const uint8_t name[6] = {'<', '0', 'x', (uint8_t)hex[b >> 4], (uint8_t)hex[b & 15], '>'};
+            m->fallback[b] = strmap_get(&m->ids, name, 6);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const uint8_t *p = pieces[i];
+            if (lens[i] != 6 || memcmp(p, "<0x", 3) || p[5] != '>' || !p[3] || !p[4])
+                continue;
+            const char *hi = memchr(hex, p[3], 16), *lo = memchr(hex, p[4], 16);
+            if (hi && lo)
+                m->fallback[(hi - hex) * 16 + (lo - hex)] = (int32_t)i;
+        }
+    }
+    m->unk_score = (float)((double)(any_normal ? min_score : 0.0f) - 10.0);
+    if (kind == SP_KIND_UNIGRAM) {
+        /* every prefix of a matchable piece at a character boundary: Viterbi's search stops at
+         * the first that is none. Values are id + 1 for a piece, 0 for a prefix only. */
+        for (size_t i = 0; i < n; i++) {
+            int t = types[i];
+            if (t != SP_NORMAL && t != SP_USER_DEFINED)
+                continue;
+            for (size_t e = utf8_len(pieces[i][0]); e <= lens[i]; e += e < lens[i] ? utf8_len(pieces[i][e]) : 1) {
+                int32_t id = strmap_get(&m->matchable, pieces[i], e);
+                int32_t have = strmap_get(&m->prefixes, pieces[i], e);
+                if ((have < 0 || (have == 0 && id >= 0)) &&
+                    strmap_put(&m->prefixes, pieces[i], e, id >= 0 ? id + 1 : 0) < 0)
+                    goto fail;
+            }
+        }
+    }
+    /* merges stay inside words when no mergeable piece holds U+2581 after its start and no
+     * UNUSED piece asks for splitting back by what was proposed anywhere in the text */
+    m->word_split = kind == SP_KIND_BPE;
+    for (size_t i = 0; i < n && m->word_split; i++) {
+        int t = types[i];
+        if (t == SP_UNUSED)
+            m->word_split = 0;
+        else if (t == SP_NORMAL || t == SP_USER_DEFINED)
+            for (size_t b = 1; b + 3 <= lens[i]; b++)
+                if (!memcmp(pieces[i] + b, "\xE2\x96\x81", 3))
+                    m->word_split = 0;
+    }
+    size_t distinct = 0;
+    m->user_lengths = malloc((n ? n : 1) * sizeof *m->user_lengths);
+    if (!m->user_lengths)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        if (types[i] != SP_USER_DEFINED)
+            continue;
+        size_t k = 0;
+        while (k < distinct && m->user_lengths[k] != lens[i])
+            k++;
+        if (k == distinct)
+            m->user_lengths[distinct++] = lens[i];
+    }
+    qsort(m->user_lengths, distinct, sizeof *m->user_lengths, cmp_desc);
+    m->nuser_lengths = distinct;
+    return 0;
+fail:
+    sp_model_free(m);
+    return -1;
+}
+
+void sp_model_free(SpModel *m) {
+    strmap_free(&m->ids);
+    strmap_free(&m->matchable);
+    strmap_free(&m->user);
+    strmap_free(&m->prefixes);
+    free(m->types);
+    free(m->scores);
+    free(m->user_lengths);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- BPE ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    size_t start, len; /* bytes of the text; len 0 once merged into its left neighbour */
+    int64_t prev, next;
+    int frozen;        /* a user-defined piece: never merged */
+} Symbol;
+
+typedef struct {
+    float score;
+    size_t left, right, size;
+} Candidate;
+
+/* The agenda's order: the highest score first, then the leftmost (then as the tuple compares). */
+static int before(const Candidate *a, const Candidate *b) {
+    if (a->score != b->score)
+        return a->score > b->score;
+    if (a->left != b->left)
+        return a->left < b->left;
+    if (a->right != b->right)
+        return a->right < b->right;
+    return a->size < b->size;
+}
+
+typedef struct {
+    Candidate *v;
+    size_t n, cap;
+} Agenda;
+
+static int agenda_push(Agenda *h, Candidate c) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        Candidate *v = realloc(h->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i && before(&c, &h->v[(i - 1) / 2])) {
+        h->v[i] = h->v[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->v[i] = c;
+    return 0;
+}
+
+static Candidate agenda_pop(Agenda *h) {
+    Candidate top = h->v[0], last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c]))
+            c++;
+        if (!before(&h->v[c], &last))
+            break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n)
+        h->v[i] = last;
+    return top;
+}
+
+/* The pair an UNUSED piece was last proposed from, to split it back into (bpe_model.cc's
+ * rev_merge, written when the pair is proposed, not when it is merged). */
+typedef struct {
+    size_t left_start, left_len, right_start, right_len;
+} RevMerge;
+
+typedef struct {
+    const SpModel *m;
+    const uint8_t *text;
+    Symbol *sym;
+    Agenda agenda;
+    StrMap rev_keys; /* merged piece -> index in rev; initialised on first use */
+    int rev_ready;
+    RevMerge *rev;
+    size_t nrev, cap_rev, max_rev;
+    IdBuf *out;
+    int previous_unk;
+} BpeRun;
+
+static int propose(BpeRun *r, int64_t left, int64_t right) {
+    if (left < 0 || right < 0)
+        return 0;
+    const Symbol *a = &r->sym[left], *b = &r->sym[right];
+    if (a->frozen || b->frozen)
+        return 0;
+    size_t size = a->len + b->len;
+    int32_t id = strmap_get(&r->m->matchable, r->text + a->start, size);
+    if (id < 0)
+        return 0;
+    if (agenda_push(&r->agenda, (Candidate){r->m->scores[id], (size_t)left, (size_t)right, size}) < 0)
+        return -1;
+    if (r->m->types[id] != SP_UNUSED)
+        return 0;
+    if (!r->rev_ready) {
+        if (strmap_init(&r->rev_keys, r->max_rev) < 0)
+            return -1;
+        r->rev_ready = 1;
+    }
+    int32_t at = strmap_get(&r->rev_keys, r->text + a->start, size);
+    if (at < 0) {
+        if (r->nrev == r->cap_rev) {
+            size_t cap = r->cap_rev ? r->cap_rev * 2 : 16;
+            RevMerge *v = realloc(r->rev, cap * sizeof *v);
+            if (!v)
+                return -1;
+            r->rev = v;
+            r->cap_rev = cap;
+        }
+        at = (int32_t)r->nrev++;
+        if (strmap_put(&r->rev_keys, r->text + a->start, size, at) < 0)
+            return -1;
+    }
+    r->rev[at] = (RevMerge){a->start, a->len, b->start, b->len};
+    return 0;
+}
+
+static int emit(BpeRun *r, size_t start, size_t len) {
+    const SpModel *m = r->m;
+    int32_t id = strmap_get(&m->ids, r->text + start, len);
+    if (id < 0)
+        id = m->unk_id;
+    if (m->types[id] == SP_UNUSED && r->rev_ready) {
+        int32_t at = strmap_get(&r->rev_keys, r->text + start, len);
+        if (at >= 0) {
+            RevMerge rv = r->rev[at];
+            return emit(r, rv.left_start, rv.left_len) < 0 ? -1 : emit(r, rv.right_start, rv.right_len);
+        }
+    }
+    int unknown = m->types[id] == SP_UNKNOWN;
+    if (unknown && m->byte_fallback) {
+        for (size_t i = 0; i < len; i++) {
+            int32_t b = m->fallback[r->text[start + i]];
+            if (ids_push(r->out, b >= 0 ? b : id) < 0)
+                return -1;
+        }
+    } else if (!(unknown && r->previous_unk) && ids_push(r->out, id) < 0) {
+        return -1; /* a run of unknown symbols is one unknown piece */
+    }
+    r->previous_unk = unknown;
+    return 0;
+}
+
+/* BPE on text[start, end): the symbols, their merges, their ids. */
+static int bpe_word(const SpModel *m, const uint8_t *text, size_t start, size_t end, Symbol *sym, Agenda *agenda,
+                    IdBuf *out, int *previous_unk) {
+    BpeRun r = {.m = m, .text = text, .sym = sym, .agenda = *agenda, .out = out, .max_rev = end - start,
+                .previous_unk = *previous_unk};
+    r.agenda.n = 0;
+    int err = -1;
+    size_t count = 0, n = end;
+    for (size_t i = start; i < n;) {
+        size_t len = 0;
+        for (size_t k = 0; k < m->nuser_lengths && !len; k++) {
+            size_t l = m->user_lengths[k];
+            if (l <= n - i && strmap_get(&m->user, text + i, l) >= 0)
+                len = l;
+        }
+        int frozen = len != 0;
+        if (!frozen) {
+            len = utf8_len(text[i]);
+            if (len > n - i)
+                len = n - i;
+        }
+        r.sym[count] = (Symbol){i, len, (int64_t)count - 1, (int64_t)count + 1, frozen};
+        count++;
+        i += len;
+    }
+    if (count)
+        r.sym[count - 1].next = -1;
+    for (size_t i = 1; i < count; i++)
+        if (propose(&r, (int64_t)i - 1, (int64_t)i) < 0)
+            goto done;
+    while (r.agenda.n) {
+        Candidate c = agenda_pop(&r.agenda);
+        Symbol *a = &r.sym[c.left], *b = &r.sym[c.right];
+        if (!a->len || !b->len || a->len + b->len != c.size)
+            continue; /* stale: one side was merged since */
+        a->len += b->len;
+        b->len = 0;
+        a->next = b->next;
+        if (b->next >= 0)
+            r.sym[b->next].prev = (int64_t)c.left;
+        if (propose(&r, a->prev, (int64_t)c.left) < 0 || propose(&r, (int64_t)c.left, a->next) < 0)
+            goto done;
+    }
+    for (int64_t i = count ? 0 : -1; i >= 0; i = r.sym[i].next)
+        if (emit(&r, r.sym[i].start, r.sym[i].len) < 0)
+            goto done;
+    err = 0;
+done:
+    *agenda = r.agenda; /* its buffer, reused by the next word */
+    *previous_unk = r.previous_unk;
+    free(r.rev);
+    if (r.rev_ready)
+        strmap_free(&r.rev_keys);
+    return err;
+}
+
+static const uint8_t SP_SPACE[3] = {0xE2, 0x96, 0x81}; /* U+2581, the escaped space */
+
+static int bpe_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
+    Symbol *sym = malloc((n ? n : 1) * sizeof *sym);
+    Agenda agenda = {0};
+    int previous_unk = 0, err = sym ? 0 : -1;
+    /* With word_split no symbol can hold U+2581 but at its start, so no merge crosses the
+     * position before one: each word merges alone, in the order it would among all of them. */
+    for (size_t start = 0; start < n && !err;) {
+        size_t end = n;
+        if (m->word_split)
+            for (size_t i = start + 1; i + 3 <= n; i++)
+                if (text[i] == 0xE2 && !memcmp(text + i, SP_SPACE, 3)) {
+                    end = i;
+                    break;
+                }
+        err = bpe_word(m, text, start, end, sym, &agenda, out, &previous_unk);
+        start = end;
+    }
+    free(sym);
+    free(agenda.v);
+    return err;
+}
+
+/* ---- Unigram -------------------------------------------------------------------------------- */
+
+static int unigram_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
+    /* per byte position (only character boundaries are reached): float32 path scores */
+    float *best = calloc(n + 1, sizeof *best);
+    int64_t *start_of = malloc((n + 1) * sizeof *start_of);
+    int32_t *node = malloc((n + 1) * sizeof *node);
+    int err = -1;
+    if (!best || !start_of || !node)
+        goto done;
+    for (size_t i = 0; i <= n; i++)
+        start_of[i] = -1;
+    for (size_t i = 0; i < n; i += utf8_len(text[i]) <= n - i ? utf8_len(text[i]) : n - i) {
+        float here = best[i];
+        size_t first = utf8_len(text[i]) <= n - i ? utf8_len(text[i]) : n - i;
+        int single = 0;
+        for (size_t end = i + first; end <= n;) {
+            int32_t value = strmap_get(&m->prefixes, text + i, end - i);
+            if (value < 0)
+                break;
+            if (value > 0) {
+                int32_t id = value - 1;
+                double score;
+                if (m->types[id] == SP_USER_DEFINED) {
+                    float rounded = (float)((double)(end - i) * (double)m->max_score);
+                    score = (double)rounded - 0.1;
+                } else {
+                    score = (double)m->scores[id];
+                }
+                /* every candidate rounded to float32 before the comparison, as the library */
+                float cand = (float)((double)here + score);
+                if (start_of[end] == -1 || cand > best[end]) {
+                    best[end] = cand;
+                    start_of[end] = (int64_t)i;
+                    node[end] = id;
+                }
+                if (end == i + first)
+                    single = 1;
+            }
+            if (end == n)
+                break;
+            end += utf8_len(text[end]) <= n - end ? utf8_len(text[end]) : n - end;
+        }
+        if (!single) {
+            float cand = (float)((double)m->unk_score + (double)here);
+            if (start_of[i + first] == -1 || cand > best[i + first]) {
+                best[i + first] = cand;
+                start_of[i + first] = (int64_t)i;
+                node[i + first] = m->unk_id;
+            }
+        }
+    }
+    /* the best path, last node first, then emitted from the start */
+    size_t count = 0;
+    for (int64_t end = (int64_t)n; end > 0; end = start_of[end])
+        count++;
+    int64_t *ends = malloc((count ? count : 1) * sizeof *ends);
+    if (!ends)
+        goto done;
+    size_t k = count;
+    for (int64_t end = (int64_t)n; end > 0; end = start_of[end])
+        ends[--k] = end;
+    int previous_unk = 0;
+    err = 0;
+    for (size_t j = 0; j < count && !err; j++) {
+        int64_t end = ends[j], start = start_of[end];
+        int32_t id = node[end];
+        if (id != m->unk_id) {
+            err = ids_push(out, id);
+            previous_unk = 0;
+            continue;
+        }
+        if (m->byte_fallback) {
+            for (int64_t b = start; b < end && !err; b++) {
+                int32_t byte_id = m->fallback[text[b]];
+                err = ids_push(out, byte_id >= 0 ? byte_id : id);
+            }
+        } else if (!previous_unk) {
+            err = ids_push(out, id); /* a run of unknown characters is one unknown piece */
+        }
+        previous_unk = 1;
+    }
+    free(ends);
+done:
+    free(best);
+    free(start_of);
+    free(node);
+    return err;
+}
+
+int sp_model_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
+    return m->kind == SP_KIND_BPE ? bpe_encode(m, text, n, out) : unigram_encode(m, text, n, out);
+}
+
+/* ---- the normalizer (normalizer.cc) ---------------------------------------------------------- */
+
+int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t *lens, size_t nuser) {
+    m->user_lengths = malloc((nuser ? nuser : 1) * sizeof *m->user_lengths);
+    if (!m->user_lengths || strmap_init(&m->user, nuser) < 0)
+        return -1;
+    size_t distinct = 0;
+    for (size_t i = 0; i < nuser; i++) {
+        if (put_first(&m->user, user[i], lens[i], (int32_t)i) < 0)
+            return -1;
+        size_t k = 0;
+        while (k < distinct && m->user_lengths[k] != lens[i])
+            k++;
+        if (k == distinct)
+            m->user_lengths[distinct++] = lens[i];
+    }
+    qsort(m->user_lengths, distinct, sizeof *m->user_lengths, cmp_desc);
+    m->nuser_lengths = distinct;
+    return 0;
+}
+
+void sp_normalizer_free(SpNormalizer *m) {
+    strmap_free(&m->user);
+    free(m->user_lengths);
+    m->user_lengths = NULL;
+}
+
+static size_t unit_offset(uint32_t unit) {
+    return (size_t)(unit >> 10) << ((unit & 0x200) >> 6);
+}
+
+/* darts-clone's common-prefix search over d[start, end) from node: the longest key's length and
+ * value; *node is where the walk stands after all of it, or -1 if it ended. -2 for a value
+ * outside the replacements. */
+static int walk(const SpNormalizer *m, const uint8_t *d, size_t start, size_t end, int64_t *node, size_t *best,
+                uint32_t *value) {
+    size_t count = m->nunits;
+    int64_t at = *node;
+    *best = 0;
+    *value = 0;
+    for (size_t i = start; i < end; i++) {
+        uint8_t byte = d[i];
+        at ^= byte;
+        if (byte == 0 || (size_t)at >= count || (m->units[at] & 0x800000FFu) != byte) {
+            *node = -1;
+            return 0;
+        }
+        uint32_t unit = m->units[at];
+        at ^= (int64_t)unit_offset(unit);
+        if (unit & 0x100) {
+            if ((size_t)at >= count || (m->units[at] & 0x7FFFFFFFu) >= m->nrepl)
+                return -2;
+            *best = i + 1 - start;
+            *value = m->units[at] & 0x7FFFFFFFu;
+        }
+    }
+    *node = at;
+    return 0;
+}
+
+/* NormalizePrefix: the normalized bytes of the input's next unit (*piece, *piece_n) and its
+ * length in the input. The input is valid UTF-8 (a Python str's). */
+static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t pos, const uint8_t **piece,
+                     size_t *piece_n, size_t *used) {
+    for (size_t k = 0; k < m->nuser_lengths; k++) {
+        size_t l = m->user_lengths[k];
+        if (l <= n - pos && strmap_get(&m->user, d + pos, l) >= 0) {
+            *piece = d + pos;
+            *piece_n = *used = l;
+            return 0;
+        }
+    }
+    size_t size = utf8_len(d[pos]);
+    if (size > n - pos)
+        size = n - pos;
+    if (m->nunits) {
+        int64_t node = (int64_t)unit_offset(m->units[0]);
+        size_t best, more;
+        uint32_t value, more_value;
+        if (walk(m, d, pos, pos + size, &node, &best, &value) < 0)
+            return -2;
+        if (node >= 0 && pos + size < n) {
+            /* a key runs on past this character (a letter and its accent) */
+            if (walk(m, d, pos + size, n, &node, &more, &more_value) < 0)
+                return -2;
+            if (more) {
+                best = size + more;
+                value = more_value;
+            }
+        }
+        if (best) {
+            const uint8_t *r = m->repl + value, *stop = memchr(r, 0, m->nrepl - value);
+            *piece = r;
+            *piece_n = stop ? (size_t)(stop - r) : m->nrepl - value;
+            *used = best;
+            return 0;
+        }
+    }
+    *piece = d + pos;
+    *piece_n = *used = size;
+    return 0;
+}
+
+static int out_put(uint8_t **out, size_t *n, size_t *cap, const uint8_t *s, size_t len) {
+    if (*cap - *n < len) {
+        size_t c = *cap * 2 + len + 64;
+        uint8_t *v = realloc(*out, c);
+        if (!v)
+            return -1;
+        *out = v;
+        *cap = c;
+    }
+    memcpy(*out + *n, s, len);
+    *n += len;
+    return 0;
+}
+
+int sp_normalize(const SpNormalizer *m, const uint8_t *d, size_t n, uint8_t **out, size_t *out_n) {
+    size_t cap = n + n / 2 + 16, on = 0, pos = 0;
+    uint8_t *o = malloc(cap);
+    if (!o)
+        return -1;
+    const uint8_t *space = m->escape_whitespaces ? SP_SPACE : (const uint8_t *)" ";
+    size_t space_n = m->escape_whitespaces ? 3 : 1;
+    const uint8_t *piece;
+    size_t piece_n, used;
+    int err = 0;
+    if (m->remove_extra_whitespaces) {
+        while (pos < n) {
+            if ((err = next_unit(m, d, n, pos, &piece, &piece_n, &used)) < 0)
+                goto fail;
+            if (piece_n != 1 || piece[0] != ' ')
+                break;
+            pos += used;
+        }
+    }
+    if (pos == n) {
+        *out = o;
+        *out_n = 0;
+        return 0;
+    }
+    if (m->add_dummy_prefix && !m->treat_whitespace_as_suffix && out_put(&o, &on, &cap, space, space_n) < 0)
+        goto oom;
+    int previous_space = m->remove_extra_whitespaces;
+    while (pos < n) {
+        if ((err = next_unit(m, d, n, pos, &piece, &piece_n, &used)) < 0)
+            goto fail;
+        if (previous_space)
+            while (piece_n && piece[0] == ' ') {
+                piece++;
+                piece_n--;
+            }
+        if (piece_n) {
+            for (size_t i = 0; i < piece_n; i++) {
+                int sp = piece[i] == ' ' && m->escape_whitespaces;
+                if (out_put(&o, &on, &cap, sp ? SP_SPACE : piece + i, sp ? 3 : 1) < 0)
+                    goto oom;
+            }
+            previous_space = piece[piece_n - 1] == ' ';
+        }
+        pos += used;
+        if (!m->remove_extra_whitespaces)
+            previous_space = 0;
+    }
+    if (m->remove_extra_whitespaces)
+        while (on >= space_n && !memcmp(o + on - space_n, space, space_n))
+            on -= space_n;
+    if (m->add_dummy_prefix && m->treat_whitespace_as_suffix && out_put(&o, &on, &cap, space, space_n) < 0)
+        goto oom;
+    *out = o;
+    *out_n = on;
+    return 0;
+oom:
+    err = -1;
+fail:
+    free(o);
+    return err;
+}
