@@ -223,7 +223,8 @@ def load(lib: str, model: str, fixtures: Path, mtok_dir: Path) -> tuple[peers.Li
     except ImportError as error:
         return None, {"error": "not installed", "detail": str(error)[:200]}
     except Exception as error:  # whatever a peer raises on a file it cannot read
-        return None, {"error": f"fails to load: {type(error).__name__}: {str(error)[:300]}"}
+        message = (str(error).strip().splitlines() or [""])[0]
+        return None, {"error": f"fails to load: {type(error).__name__}: {message[:300]}"}
     if lib in ("pymtok", "pymtok-mtok") and not library.native:
         return None, {"error": "the native core does not accelerate this tokenizer"}
     return library, {"seconds": seconds}
@@ -685,20 +686,23 @@ def load_report(loads: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def not_loaded(results: dict[str, Any], libs: list[str]) -> list[str]:
+    """One line per library and error, naming the models it failed on."""
     lines = []
     for lib in libs:
-        failures = {model: per_lib[lib]["load"]["error"] for model, per_lib in results.items()
-                    if lib in per_lib and "error" in per_lib[lib]["load"]}
-        if failures and all(e == "not installed" for e in failures.values()):
-            lines.append(f"- {lib}: not installed")
-        else:
-            lines += [f"- {lib} on {model}: {error}" for model, error in failures.items()]
+        by_error: dict[str, list[str]] = {}
+        for model, per_lib in results.items():
+            if lib in per_lib and "error" in per_lib[lib]["load"]:
+                by_error.setdefault(per_lib[lib]["load"]["error"], []).append(model)
+        for error, models in by_error.items():
+            where = "" if len(models) == len(results) else f" on {', '.join(models)}"
+            lines.append(f"- {lib}{where}: {error}")
     return lines
 
 
 def report(info: dict[str, Any], results: dict[str, Any], loads: dict[str, Any], args: argparse.Namespace) -> list[str]:
     libs = [lib for lib in LIBRARIES if any(lib in per_lib for per_lib in results.values())]
-    versions = ", ".join(f"{lib} {v}" for lib, v in info["versions"].items() if v and lib in (*libs, "pymtok"))
+    versions = ", ".join(f"{peers.DISTRIBUTIONS[lib]} {v}" for lib, v in info["versions"].items()
+                         if v and lib in libs and lib not in ("pymtok-mtok", "pymtok-pure"))
     lines = [f"Machine: {info['cpu']}, {info['cpus']} cores, {info['system']}, Python {info['python']}; "
              f"load average at the start {', '.join(f'{x:.1f}' for x in info['load_average'])} "
              "(the machine may be shared: single-thread rows are CPU time, batch rows wall time).",

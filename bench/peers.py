@@ -76,7 +76,8 @@ def _pymtok(path: Path) -> Library:
     return Library(
         encode=lambda t: tok.encode(t, add_special_tokens=False),
         batch=lambda ts: tok.encode_batch(ts, add_special_tokens=False, num_threads=2),
-        decode=tok.decode,
+        # without transformers' text fix-ups: HF tokenizers' decode, the one the peers give
+        decode=lambda ids: tok.decode(ids, clean_up_tokenization_spaces=False),
         stream=stream,
         offsets=lambda t: tok(t, add_special_tokens=False, return_offsets_mapping=True),
         call=lambda t: tok(t, add_special_tokens=False),
@@ -159,7 +160,7 @@ def load_sentencepiece(model_dir: Path, mtok_dir: Path) -> Library:
 
     relative = SPM_MODEL.get(model_dir.name)
     if relative is None:
-        raise FileNotFoundError(f"no sentencepiece .model fixture for {model_dir.name}")
+        raise FileNotFoundError("no sentencepiece .model among the fixtures for this model")
     sp = sentencepiece.SentencePieceProcessor(model_file=str(model_dir.parent.parent / relative))
     return Library(encode=sp.encode, batch=lambda ts: sp.encode(ts, num_threads=2), decode=sp.decode)
 

@@ -59,5 +59,6 @@ def test_a_library_that_does_not_load_is_listed() -> None:
                      "tokie": {"load": {"error": "not installed"}}}}
     table = bench.encode_table(results, ["hf", "fastokens", "tokie"], "warm")
     assert all(line.split(" | ")[3:5] == ["-", "-"] for line in table[2:])
+    results["n"] = {"hf": entry(["a"]), "fastokens": {"load": {"seconds": 0.1}}, "tokie": {"load": {"error": "not installed"}}}
     assert bench.not_loaded(results, ["fastokens", "tokie"]) == [
         "- fastokens on m: fails to load: ValueError: no", "- tokie: not installed"]
