@@ -747,7 +747,13 @@ def report(info: dict[str, Any], results: dict[str, Any], loads: dict[str, Any],
     failures = not_loaded(results, libs)
     if failures:
         lines += ["## Not loaded", *failures]
-    return lines
+    # a blank line before every table and after every heading: Markdown needs them to see a table
+    spaced: list[str] = []
+    for line in lines:
+        if spaced and spaced[-1] and (line.startswith("| model") or spaced[-1].startswith("#")):
+            spaced.append("")
+        spaced.append(line)
+    return spaced
 
 
 def mismatches(results: dict[str, Any]) -> list[str]:
