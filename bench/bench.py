@@ -1,45 +1,52 @@
-"""pymtok against its peers: throughput, batch throughput, load time, memory, worst cases.
+"""pymtok against the exact tokenizers one can install: encode warm and cold, big strings, decode,
+per-call cost, offsets, batch, peak memory, load time, worst cases.
 
-One command:
+One command (the peers come with the ``bench`` extra: ``pip install -e ".[bench]"``):
 
     PYMTOK_FIXTURES=/work/shared/fixtures python3 bench/bench.py [--quick] [--json out.json]
 
-For each model (llama3, qwen3, gpt-4o, gemma-v1, mistral-7b-v0.1, all-minilm-l6-v2, t5-small)
-and corpus group (English prose, code, CJK, other scripts) it times pymtok's native path,
-pymtok's pure-Python path (``PYMTOK_PURE=1``), HF ``tokenizers`` and, where the vocabulary
-allows, ``tiktoken`` (an ``Encoding`` built from the same byte-level vocab and pattern) and
-``sentencepiece`` (Mistral's own ``.model``). Every library runs in its own subprocess so that
-its load time and peak RSS are its own. Every run checks that the ids equal HF's.
+Libraries: pymtok on ``tokenizer.json`` ("pymtok"), on the ``.mtok`` exported from it ("pymtok-mtok")
+and its pure-Python path ("pymtok-pure", ``PYMTOK_PURE=1``); HF ``tokenizers``, the reference
+every id is checked against; and the peers of ``peers.py`` (tiktoken, sentencepiece, fastokens,
+gigatoken, tuetoken, quicktok, splintr, tokie). Each runs in processes of its own, so that its
+load, its caches and its memory are its own. A peer that is not installed, or refuses a model, is
+listed as such; a peer whose ids differ from HF's on some documents of a row is reported as
+"differ n/N" instead of its speed, and is not counted as a peer to beat on that row.
 
-Texts are documents of about 2 KB cut at line ends, encoded one by one (single thread) and
-as one batch on 2 threads. MB/s counts UTF-8 bytes; times are the best of several rounds, as
-the machine may be shared. Every library, the pure-Python path included, gets the same texts and
-rounds. The best round runs with whatever the earlier rounds left in the caches (HF's BPE cache,
-pymtok's per-piece caches), so the first round is reported too, for pymtok's pure path and HF:
-the first pass over the group's texts, caches cold (but for one warm-up document).
+Texts are documents of about 2 KB cut at line ends, from the corpus groups en, code, cjk, other
+and mixed (every corpus file, taken from its second half, interleaved). Encode rows are single
+thread and timed in CPU time (``time.process_time``: the machine may be shared), in three states:
+warm (the documents encoded before: best of ``--rounds``), new text in a warmed process (warm up on
+every other document of the group, time the ones between, once) and first pass in a fresh process
+(a new process loads the library and encodes the group once). MB/s counts UTF-8 bytes.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import hashlib
 import json
 import os
+import platform
 import random
-import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import peers
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ["llama3", "qwen3", "gpt-4o", "gemma-v1", "mistral-7b-v0.1", "all-minilm-l6-v2", "t5-small"]
-GROUPS = {
+GROUPS: dict[str, list[str] | None] = {
     "en": ["en_prose_sherlock_holmes.txt", "en_prose_botchan.txt"],
     "code": ["code_python_cpython_stdlib.txt", "code_cpp_sentencepiece.txt",
              "code_js_huggingface_tokenizers.txt", "latex_math_hott_book.txt"],
@@ -47,13 +54,18 @@ GROUPS = {
             "ja_wagahaiwa_nekodearu.txt", "ko_konlpy_law_bills.txt"],
     "other": ["ru_fortunes.txt", "ar_quran_tanzil.txt", "hi_udhr.txt", "ar_udhr.txt",
               "emoji_unicode_emoji_test.txt"],
+    "mixed": None,  # every corpus file
 }
-TIKTOKEN_MODELS = ("llama3", "gpt-4o", "qwen3")
-SPM_MODEL = {"mistral-7b-v0.1": "legacy/sentencepiece/mistral-7b-v0.1.model"}
+LIBRARIES = list(peers.LOADERS)
+REFERENCE = "hf"
 DOC_CHARS = 2000
-
-Encode = Callable[[str], list[int]]
-EncodeBatch = Callable[[list[str]], list[list[int]]]
+# RSS on a 50 MB text: pymtok on every model, every library on these
+RSS_ALL_MODELS = ("llama3",)
+# not the pure path (minutes on 50 MB), nor HF, whose Encoding keeps every token's string and
+# offsets: some 130 bytes per input byte, gigabytes on 50 MB on a machine that may be shared
+RSS_LIBRARIES = [lib for lib in LIBRARIES if lib not in ("pymtok-pure", REFERENCE)]
+LOAD_MODELS = ("qwen3", "gemma-v1", "llama3", "gpt-4o")
+WORKER_TIMEOUT = 1800
 
 
 # ---- corpus ------------------------------------------------------------------------------
@@ -63,28 +75,61 @@ def corpus_dir(fixtures: Path) -> Path:
     return Path(env) if env else fixtures.parent / "corpus"
 
 
-def documents(fixtures: Path, group: str, budget: int) -> list[str]:
-    """About ``budget`` UTF-8 bytes of the group's files, in documents cut at line ends."""
-    files = GROUPS[group]
-    share = budget // len(files)
+def _corpus_files(fixtures: Path, group: str) -> list[Path]:
+    names = GROUPS[group]
+    if names is None:
+        return sorted(corpus_dir(fixtures).glob("*.txt"))
+    return [corpus_dir(fixtures) / name for name in names]
+
+
+def _cut(text: str, budget: int) -> list[str]:
+    """Documents of about DOC_CHARS characters cut at line ends, up to ``budget`` UTF-8 bytes."""
     docs: list[str] = []
-    for name in files:
-        text = (corpus_dir(fixtures) / name).read_text(encoding="utf-8")
-        used = 0
-        lines = text.split("\n")
-        doc: list[str] = []
-        size = 0
-        for line in lines:
-            doc.append(line)
-            size += len(line) + 1
-            if size >= DOC_CHARS:
-                chunk = "\n".join(doc) + "\n"
-                docs.append(chunk)
-                used += len(chunk.encode("utf-8"))
-                doc, size = [], 0
-                if used >= share:
-                    break
+    used, size, doc = 0, 0, []
+    for line in text.split("\n"):
+        doc.append(line)
+        size += len(line) + 1
+        if size >= DOC_CHARS:
+            chunk = "\n".join(doc) + "\n"
+            docs.append(chunk)
+            used += len(chunk.encode("utf-8"))
+            doc, size = [], 0
+            if used >= budget:
+                break
     return docs
+
+
+def documents(fixtures: Path, group: str, budget: int) -> list[str]:
+    """About ``budget`` UTF-8 bytes of the group's files, in documents cut at line ends. The mixed
+    group takes each file from a line end past its middle, text the other groups do not hold,
+    and interleaves the files so that the stream changes language at every document."""
+    files = _corpus_files(fixtures, group)
+    share = budget // len(files)
+    per_file = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if GROUPS[group] is None:
+            text = text[text.find("\n", len(text) // 2) + 1:]
+        per_file.append(_cut(text, share))
+    if GROUPS[group] is not None:
+        return [doc for docs in per_file for doc in docs]
+    longest = max(map(len, per_file))
+    return [docs[i] for i in range(longest) for docs in per_file if i < len(docs)]
+
+
+def big_string(fixtures: Path, size: int) -> str:
+    """One string of about ``size`` UTF-8 bytes: every corpus file's documents, interleaved."""
+    files = _corpus_files(fixtures, "mixed")
+    per_file = [_cut(path.read_text(encoding="utf-8"), size // len(files)) for path in files]
+    longest = max(map(len, per_file))
+    return "".join(docs[i] for i in range(longest) for docs in per_file if i < len(docs))
+
+
+def repeated_corpus(fixtures: Path, size: int) -> str:
+    """About ``size`` UTF-8 bytes: the whole corpus, repeated."""
+    whole = "".join(path.read_text(encoding="utf-8") for path in _corpus_files(fixtures, "mixed"))
+    whole_bytes = len(whole.encode("utf-8"))
+    return whole * (size // whole_bytes) + whole[: len(whole) * (size % whole_bytes) // whole_bytes]
 
 
 def worst_cases() -> dict[str, str]:
@@ -98,228 +143,539 @@ def worst_cases() -> dict[str, str]:
     }
 
 
-# ---- one library in one process ------------------------------------------------------------
-
-def digest(all_ids: Sequence[Sequence[int]]) -> str:
-    h = hashlib.blake2b(digest_size=12)
-    for ids in all_ids:
-        h.update(array("q", ids).tobytes())
-        h.update(b"|")
-    return h.hexdigest()
+def utf8_size(texts: Iterable[str]) -> int:
+    return sum(len(t.encode("utf-8")) for t in texts)
 
 
-def best_time(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
-    times, result = round_times(fn, rounds)
-    return min(times), result
+# ---- measuring, inside a worker ------------------------------------------------------------
+
+def digest(ids: Iterable[int]) -> str:
+    return hashlib.blake2b(array("q", peers.as_list(ids)).tobytes(), digest_size=8).hexdigest()
 
 
-def round_times(fn: Callable[[], Any], rounds: int) -> tuple[list[float], Any]:
-    """The seconds of each of ``rounds`` calls of ``fn``, in order, and the last result."""
-    times, result = [], None
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def cpu(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """CPU seconds of one call of ``fn`` (every thread of the process), and its result."""
+    gc.collect()
+    start = time.process_time()
+    result = fn()
+    return time.process_time() - start, result
+
+
+def best_cpu(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
+    best, result = float("inf"), None
     for _ in range(rounds):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return times, result
+        seconds, result = cpu(fn)
+        best = min(best, seconds)
+    return best, result
 
 
-def tiktoken_encoding(tokenizer_json: Path) -> Callable[[], Any]:
-    """A constructor of a tiktoken Encoding with the HF file's byte-level vocab and pattern."""
-    import tiktoken
-
-    config = json.loads(tokenizer_json.read_text(encoding="utf-8"))
-    sys.path.insert(0, str(ROOT / "src"))
-    from pymtok.byte_level import CHAR_TO_BYTE
-
-    ranks = {bytes(CHAR_TO_BYTE[c] for c in token): id for token, id in config["model"]["vocab"].items()}
-    pattern = next(p["pattern"]["Regex"] for p in config["pre_tokenizer"]["pretokenizers"] if p["type"] == "Split")
-    return lambda: tiktoken.Encoding("bench", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
-
-
-def load_library(lib: str, model: str, fixtures: Path, mtok_dir: Path) -> tuple[Encode, EncodeBatch, dict[str, float]]:
-    """The library's encode and 2-thread batch encode, and its load times in seconds."""
-    tokenizer_json = fixtures / "tokenizers" / model / "tokenizer.json"
-    loads: dict[str, float] = {}
-    if lib in ("pymtok", "pymtok-pure"):
-        import pymtok
-
-        seconds, tok = best_time(lambda: pymtok.load(tokenizer_json), 1)
-        loads["tokenizer.json"] = seconds
-        mtok = mtok_dir / model / "tokenizer.mtok"
-        if mtok.is_file():
-            loads[".mtok"], _ = best_time(lambda: pymtok.load(mtok), 1)
-        if lib == "pymtok" and tok._native_segment is None:
-            raise SystemExit(f"{model}: the native core does not accelerate this tokenizer")
-        return (lambda t: tok.encode(t, add_special_tokens=False),
-                lambda ts: tok.encode_batch(ts, add_special_tokens=False, num_threads=2), loads)
-    if lib == "hf":
-        from tokenizers import Tokenizer
-
-        def hf_load() -> Any:
-            tok = Tokenizer.from_file(str(tokenizer_json))
-            tok.no_padding()
-            tok.no_truncation()
-            return tok
-
-        loads["tokenizer.json"], hf = best_time(hf_load, 1)
-        # HF's batch runs on its rayon pool: RAYON_NUM_THREADS=2 is set by the parent
-        return (lambda t: hf.encode(t, add_special_tokens=False).ids,
-                lambda ts: [e.ids for e in hf.encode_batch(ts, add_special_tokens=False)], loads)
-    if lib == "tiktoken":
-        construct = tiktoken_encoding(tokenizer_json)
-        loads["construct"], enc = best_time(construct, 1)
-        return enc.encode_ordinary, lambda ts: enc.encode_ordinary_batch(ts, num_threads=2), loads
-    if lib == "sentencepiece":
-        import sentencepiece
-
-        path = fixtures / SPM_MODEL[model]
-        loads[".model"], sp = best_time(lambda: sentencepiece.SentencePieceProcessor(model_file=str(path)), 1)
-        return sp.encode, lambda ts: sp.encode(ts, num_threads=2), loads
-    raise SystemExit(f"unknown library {lib}")
-
-
-def rss_mb() -> float:
-    """This process's current resident set (VmRSS), mapped file pages included."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def best_load(load: Callable[[], Any], rounds: int) -> float:
-    """The best time of ``rounds`` loads, each timed alone: the previous tokenizer is freed (and
-    cyclic garbage collected) before the clock starts, not inside the next load's time."""
-    best = float("inf")
+def best_wall(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
+    """Wall seconds, for the threaded batch calls: CPU time would add the threads up."""
+    best, result = float("inf"), None
     for _ in range(rounds):
         gc.collect()
         start = time.perf_counter()
-        tok = load()
+        result = fn()
         best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def bare(text: str) -> str:
+    return text
+
+
+def per_call_seconds(encode: Callable[[str], Any], calls: int) -> float:
+    """Seconds of one ``encode("Hello")`` over a call of a bare Python function, best of 5."""
+    def loop(fn: Callable[[str], Any]) -> float:
+        best = float("inf")
+        for _ in range(5):
+            start = time.process_time()
+            for _ in range(calls):
+                fn("Hello")
+            best = min(best, time.process_time() - start)
+        return best
+    return (loop(encode) - loop(bare)) / calls
+
+
+def section(out: dict[str, Any], name: str, fn: Callable[[], Any]) -> None:
+    """Run one measurement; a library that fails in it has the error recorded, not the run."""
+    try:
+        out[name] = fn()
+    except Exception as error:  # a peer's failure is a finding to report, whatever its type
+        out[name] = {"error": f"{type(error).__name__}: {str(error)[:300]}"}
+        traceback.print_exc()
+
+
+def load(lib: str, model: str, fixtures: Path, mtok_dir: Path) -> tuple[peers.Library | None, dict[str, Any]]:
+    try:
+        seconds, library = cpu(lambda: peers.LOADERS[lib](fixtures / "tokenizers" / model, mtok_dir))
+    except ImportError as error:
+        return None, {"error": "not installed", "detail": str(error)[:200]}
+    except Exception as error:  # whatever a peer raises on a file it cannot read
+        message = (str(error).strip().splitlines() or [""])[0]
+        return None, {"error": f"fails to load: {type(error).__name__}: {message[:300]}"}
+    if lib in ("pymtok", "pymtok-mtok") and not library.native:
+        return None, {"error": "the native core does not accelerate this tokenizer"}
+    return library, {"seconds": seconds}
+
+
+def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Every in-process measurement of one library on one model."""
+    groups = {g: documents(args.fixtures, g, args.bytes) for g in GROUPS}
+    big = big_string(args.fixtures, args.big_bytes)
+    library, loaded = load(lib, model, args.fixtures, args.mtok_dir)
+    out: dict[str, Any] = {"load": loaded}
+    if library is None:
+        return out
+    encode = library.encode
+    all_ids: dict[str, list[Any]] = {}
+
+    def group(docs: list[str], name: str) -> dict[str, Any]:
+        warm_half, new_half = docs[0::2], docs[1::2]
+        for doc in warm_half:
+            encode(doc)
+        new_seconds, new_ids = cpu(lambda: [encode(d) for d in new_half])
+        warm_seconds, ids = best_cpu(lambda: [encode(d) for d in docs], args.rounds)
+        all_ids[name] = ids
+        return {"bytes": utf8_size(docs), "new_bytes": utf8_size(new_half), "warm": warm_seconds,
+                "new": new_seconds, "ids": [digest(i) for i in ids], "new_ids": [digest(i) for i in new_ids]}
+
+    out["groups"] = {}
+    for name, docs in groups.items():
+        section(out["groups"], name, lambda: group(docs, name))
+
+    def big_runs() -> dict[str, Any]:
+        first, ids = cpu(lambda: encode(big))
+        warm, _ = best_cpu(lambda: encode(big), args.rounds)
+        return {"bytes": utf8_size([big]), "new": first, "warm": warm, "ids": [digest(ids)], "n": len(ids)}
+
+    section(out, "big", big_runs)
+
+    if library.decode is not None:
+        decode = library.decode
+
+        def decode_runs() -> dict[str, Any]:
+            ids = [peers.as_list(i) for name in GROUPS if name in all_ids for i in all_ids[name]]
+            seconds, texts = best_cpu(lambda: [decode(i) for i in ids], args.rounds)
+            big_ids = peers.as_list(encode(big))
+            big_seconds, big_text = best_cpu(lambda: decode(big_ids), args.rounds)
+            return {"bytes": utf8_size(texts), "seconds": seconds, "texts": [text_digest(t) for t in texts],
+                    "big_bytes": utf8_size([big_text]), "big_seconds": big_seconds, "big_text": text_digest(big_text)}
+
+        section(out, "decode", decode_runs)
+    if library.stream is not None:
+        stream = library.stream
+
+        def stream_runs() -> dict[str, Any]:
+            ids, total = [], 0
+            for doc_ids in all_ids.get("mixed", []):
+                if total >= args.stream_ids:
+                    break
+                ids.append(peers.as_list(doc_ids))
+                total += len(ids[-1])
+            seconds, texts = best_cpu(lambda: [stream(i) for i in ids], args.rounds)
+            return {"bytes": utf8_size(texts), "seconds": seconds, "ids_count": total,
+                    "texts": [text_digest(t) for t in texts]}
+
+        section(out, "stream", stream_runs)
+
+    section(out, "per_call", lambda: {"seconds": per_call_seconds(encode, args.calls)})
+
+    def offsets_runs() -> dict[str, Any]:
+        docs = groups["mixed"]
+        result = {"bytes": utf8_size(docs), "encode": best_cpu(lambda: [encode(d) for d in docs], args.rounds)[0]}
+        for name, fn in (("offsets", library.offsets), ("call", library.call)):
+            if fn is not None:
+                result[name] = best_cpu(lambda: [fn(d) for d in docs], args.rounds)[0]
+        return result
+
+    section(out, "offsets", offsets_runs)
+
+    if library.batch is not None and lib != "pymtok-pure":
+        batch = library.batch
+        docs = [d for name in GROUPS for d in groups[name]]
+
+        def batch_runs() -> dict[str, Any]:
+            seconds, ids = best_wall(lambda: batch(docs), args.rounds)
+            one, _ = best_wall(lambda: [encode(d) for d in docs], args.rounds)
+            return {"bytes": utf8_size(docs), "seconds": seconds, "one_thread": one, "ids": [digest(i) for i in ids]}
+
+        section(out, "batch", batch_runs)
+
+    if lib in (REFERENCE, "pymtok") and not args.no_worst:
+        def worst_runs() -> dict[str, Any]:
+            return {case: {"seconds": cpu(lambda: encode(text))[0], "ids": digest(encode(text))}
+                    for case, text in worst_cases().items()}
+        section(out, "worst", worst_runs)
+    return out
+
+
+def first_worker(lib: str, model: str, group: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The first pass of a fresh process: load, then encode the group (or the big string) once."""
+    texts = [big_string(args.fixtures, args.big_bytes)] if group == "big" else documents(args.fixtures, group, args.bytes)
+    library, loaded = load(lib, model, args.fixtures, args.mtok_dir)
+    if library is None:
+        return {"load": loaded}
+    encode = library.encode
+    seconds, ids = cpu(lambda: [encode(t) for t in texts])
+    return {"bytes": utf8_size(texts), "seconds": seconds, "ids": [digest(i) for i in ids]}
+
+
+def rss_worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS while encoding one text of ``--rss-bytes``: over the RSS before the call, and
+    against what the returned ids themselves hold (the RSS they keep after the call)."""
+    text = repeated_corpus(args.fixtures, args.rss_bytes)
+    library, loaded = load(lib, model, args.fixtures, args.mtok_dir)
+    if library is None:
+        return {"load": loaded}
+    library.encode("warm up")
+    gc.collect()
+    # memory freed before the call goes back to the system, or the call would reuse it unseen
+    ctypes.CDLL(None).malloc_trim(0)
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here: the load's peak is not the call's
+    base = status_mb("VmRSS")
+    seconds, ids = cpu(lambda: library.encode(text))
+    peak = status_mb("VmHWM")
+    kept = status_mb("VmRSS")
+    return {"bytes": utf8_size([text]), "seconds": seconds, "n": len(ids), "peak_mb": peak - base,
+            "kept_mb": kept - base}
+
+
+# ---- .mtok and HF load time ----------------------------------------------------------------
+
+def best_load(load_fn: Callable[[], Any], rounds: int) -> float:
+    """The best CPU time of ``rounds`` loads, each timed alone: the previous tokenizer is freed
+    (and cyclic garbage collected) before the clock starts, not inside the next load's time."""
+    best = float("inf")
+    for _ in range(rounds):
+        seconds, tok = cpu(load_fn)
+        best = min(best, seconds)
         del tok
     return best
 
 
-def mtok_load(model: str, mtok_dir: Path, rounds: int) -> None:
-    """The .mtok load alone, in a fresh process: seconds until ready to encode, RSS growth."""
-    import pymtok
+def load_worker(what: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The .mtok load (or HF's from_file) alone, in a fresh process: CPU seconds until ready to
+    encode, RSS growth."""
+    if what == "mtok":
+        import pymtok
 
-    path = mtok_dir / model / "tokenizer.mtok"
-    base = rss_mb()
-    seconds, tok = best_time(lambda: pymtok.load(path), 1)  # first load: what a user waits for
-    grown = rss_mb() - base
-    tok.encode("warm")
-    native = tok._native_segment is not None
+        path = args.mtok_dir / model / "tokenizer.mtok"
+        load_fn: Callable[[], Any] = lambda: pymtok.load(path)
+    else:
+        from tokenizers import Tokenizer
+
+        path = args.fixtures / "tokenizers" / model / "tokenizer.json"
+        load_fn = lambda: Tokenizer.from_file(str(path))
+    base = status_mb("VmRSS")
+    seconds, tok = cpu(load_fn)
+    grown = status_mb("VmRSS") - base
     del tok
-    best = best_load(lambda: pymtok.load(path), rounds)
-    print(json.dumps({"first": seconds, "best": best, "rss_mb": grown, "file_mb": path.stat().st_size / 2**20,
-                      "native": native}))
-
-
-def hf_load(model: str, fixtures: Path, rounds: int) -> None:
-    from tokenizers import Tokenizer
-
-    path = fixtures / "tokenizers" / model / "tokenizer.json"
-    base = rss_mb()
-    seconds, tok = best_time(lambda: Tokenizer.from_file(str(path)), 1)
-    grown = rss_mb() - base
-    del tok
-    best = best_load(lambda: Tokenizer.from_file(str(path)), rounds)
-    print(json.dumps({"first": seconds, "best": best, "rss_mb": grown}))
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident set (VmHWM). Unlike ru_maxrss it is not inherited across
-    exec, so the driver's own memory does not leak into a worker's figure."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def worker(lib: str, model: str, fixtures: Path, mtok_dir: Path, budget: int, rounds: int, worst: bool) -> None:
-    groups = {g: documents(fixtures, g, budget) for g in GROUPS}
-    cases = worst_cases() if worst else {}
-    base_rss = peak_rss_mb()
-    encode, encode_batch, loads = load_library(lib, model, fixtures, mtok_dir)
-    out: dict[str, Any] = {"load": loads, "groups": {}, "worst": {}}
-    all_docs: list[str] = []
-    for group, docs in groups.items():
-        size = sum(len(d.encode("utf-8")) for d in docs)
-        encode(docs[0])  # warm-up (first-call costs such as compiling patterns)
-        times, ids = round_times(lambda: [encode(d) for d in docs], rounds)
-        out["groups"][group] = {"bytes": size, "seconds": min(times), "first_seconds": times[0],
-                                "digest": digest(ids)}
-        all_docs += docs
-    if lib != "pymtok-pure":  # pure-Python encoding gains nothing from threads: no batch figure
-        size = sum(len(d.encode("utf-8")) for d in all_docs)
-        seconds, ids = best_time(lambda: encode_batch(all_docs), rounds)
-        out["batch"] = {"bytes": size, "seconds": seconds, "digest": digest(ids)}
-    for case, text in cases.items():
-        seconds, ids = best_time(lambda: encode(text), 1)
-        out["worst"][case] = {"seconds": seconds, "digest": digest([ids])}
-    peak = peak_rss_mb()
-    out["rss_mb"] = {"peak": peak, "over_baseline": peak - base_rss}
-    print(json.dumps(out))
+    return {"first": seconds, "best": best_load(load_fn, args.rounds), "rss_mb": grown,
+            "file_mb": path.stat().st_size / 2**20}
 
 
 # ---- the driver ------------------------------------------------------------------------------
 
-def libraries(model: str) -> list[str]:
-    libs = ["pymtok", "pymtok-pure", "hf"]
-    if model in TIKTOKEN_MODELS:
-        libs.append("tiktoken")
-    if model in SPM_MODEL:
-        libs.append("sentencepiece")
-    return libs
+def run(kind: str, operands: Sequence[str], lib: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One worker process; its last stdout line is its JSON result."""
+    cmd = [sys.executable, __file__, kind, *operands, "--fixtures", str(args.fixtures),
+           "--mtok-dir", str(args.mtok_dir), "--bytes", str(args.bytes), "--rounds", str(args.rounds),
+           "--big-bytes", str(args.big_bytes), "--rss-bytes", str(args.rss_bytes),
+           "--stream-ids", str(args.stream_ids), "--calls", str(args.calls)]
+    if args.no_worst:
+        cmd.append("--no-worst")
+    try:
+        proc = subprocess.run(cmd, env=peers.environment(lib), capture_output=True, text=True,
+                              timeout=WORKER_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"load": {"error": f"timed out after {WORKER_TIMEOUT} s"}}
+    if proc.stderr.strip() and args.verbose:
+        print(proc.stderr[-3000:], file=sys.stderr)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        return {"load": {"error": f"worker failed: {tail[0][:300]}"}}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
 
 
-def run_worker(lib: str, model: str, args: argparse.Namespace, mtok_dir: Path) -> dict[str, Any] | None:
-    env = dict(os.environ, RAYON_NUM_THREADS="2", TOKENIZERS_PARALLELISM="true")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    if lib == "pymtok-pure":
-        env["PYMTOK_PURE"] = "1"
-    else:
-        env.pop("PYMTOK_PURE", None)
-    worst = lib in ("pymtok", "hf") and not args.no_worst
-    cmd = [sys.executable, __file__, "--worker", lib, model, "--fixtures", str(args.fixtures),
-           "--mtok-dir", str(mtok_dir), "--bytes", str(args.bytes), "--rounds", str(args.rounds)]
-    if worst:
-        cmd.append("--worst")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        print(f"  {lib} on {model} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+def export_mtok(model: str, fixtures: Path, mtok_dir: Path) -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    from pymtok.export import export
+
+    # written afresh every run: a file from an older pymtok would time that version's reader path
+    export(fixtures / "tokenizers" / model, mtok_dir / model)
+
+
+def machine() -> dict[str, Any]:
+    cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), platform.processor())
+    return {"host": platform.node(), "cpu": cpu_model, "cpus": os.cpu_count(), "python": platform.python_version(),
+            "system": f"{platform.system()} {platform.release()}", "load_average": os.getloadavg(),
+            "versions": {lib: peers.version(lib) for lib in LIBRARIES}}
+
+
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    libs = [lib for lib in LIBRARIES if lib in args.libs or lib == REFERENCE]
+    shutil.rmtree(args.mtok_dir / "quicktok", ignore_errors=True)
+    results: dict[str, Any] = {}
+    for model in args.models:
+        export_mtok(model, args.fixtures, args.mtok_dir)
+        per_lib: dict[str, Any] = {}
+        for lib in libs:
+            start = time.perf_counter()
+            entry = run("--worker", [lib, model], lib, args)
+            if "error" not in entry["load"]:
+                entry["first"] = {g: run("--first-worker", [lib, model, g], lib, args) for g in [*GROUPS, "big"]}
+                if lib in RSS_LIBRARIES and (lib.startswith("pymtok") or model in RSS_ALL_MODELS):
+                    entry["rss"] = run("--rss-worker", [lib, model], lib, args)
+            per_lib[lib] = entry
+            print(f"{model}: {lib} {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        results[model] = per_lib
+    return results
+
+
+def collect_loads(args: argparse.Namespace) -> dict[str, Any]:
+    loads: dict[str, Any] = {}
+    rounds = argparse.Namespace(**{**vars(args), "rounds": max(args.rounds, 5)})
+    for model in (m for m in args.models if m in LOAD_MODELS):
+        export_mtok(model, args.fixtures, args.mtok_dir)
+        print(f"{model}: load ...", file=sys.stderr, flush=True)
+        loads[model] = {what: run("--load-worker", [what, model], "pymtok", rounds) for what in ("mtok", "hf")}
+    return loads
+
+
+# ---- the report ------------------------------------------------------------------------------
+
+def fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.2f}x"
+
+
+Cell = tuple[float | None, str]  # (MB/s when exact, what the cell says)
+
+
+def rate(size: int, seconds: float) -> float:
+    return size / 1e6 / seconds if seconds > 0 else float("inf")
+
+
+def compare(ours: Sequence[str], reference: Sequence[str] | None) -> int | None:
+    """How many of the documents' digests differ from the reference's (None: no reference)."""
+    if reference is None or len(reference) != len(ours):
         return None
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return sum(a != b for a, b in zip(ours, reference))
 
 
-LOAD_MODELS = ("qwen3", "gemma-v1", "llama3", "gpt-4o")
+def cell(entry: dict[str, Any] | None, ids: Sequence[str] | None, reference: Sequence[str] | None,
+         size_key: str, seconds_key: str) -> Cell:
+    if not entry:
+        return None, "-"
+    if "error" in entry:
+        return None, "error"
+    differ = compare(ids or [], reference)
+    if differ is None:
+        return None, "no reference"
+    speed = rate(entry[size_key], entry[seconds_key])
+    if differ:
+        return None, f"differ {differ}/{len(reference or [])}"
+    return speed, f"{speed:.1f}"
 
 
-def run_load(model: str, args: argparse.Namespace, mtok_dir: Path) -> dict[str, Any]:
-    """.mtok load (native reader) against HF's from_file, each in fresh processes."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    env.pop("PYMTOK_PURE", None)
-    out: dict[str, Any] = {}
-    for what in ("mtok", "hf"):
-        cmd = [sys.executable, __file__, "--load-worker", what, model, "--fixtures", str(args.fixtures),
-               "--mtok-dir", str(mtok_dir), "--rounds", str(max(args.rounds, 5))]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"  {what} load of {model} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+def best_peer(cells: dict[str, Cell]) -> tuple[str | None, float | None]:
+    exact = [(speed, lib) for lib, (speed, _) in cells.items() if speed is not None and lib not in peers.PYMTOK]
+    if not exact:
+        return None, None
+    speed, lib = max(exact)
+    return lib, speed
+
+
+def loaded(entry: dict[str, Any] | None) -> bool:
+    return bool(entry) and "error" not in entry.get("load", {"error": ""})
+
+
+def encode_table(results: dict[str, Any], libs: list[str], state: str) -> list[str]:
+    header = ["model", "group", *libs, "fastest exact peer", "pymtok/peer", ".mtok/peer", ".mtok/json"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for model, per_lib in results.items():
+        ref = per_lib.get(REFERENCE)
+        for group in GROUPS:
+            cells: dict[str, Cell] = {}
+            for lib in libs:
+                entry = per_lib.get(lib)
+                if not loaded(entry):
+                    cells[lib] = (None, "-")
+                    continue
+                if state == "first":
+                    first = entry.get("first", {}).get(group)
+                    ref_first = ref.get("first", {}).get(group) if loaded(ref) else None
+                    cells[lib] = cell(first, (first or {}).get("ids"), (ref_first or {}).get("ids"), "bytes", "seconds")
+                    continue
+                g = entry.get("groups", {}).get(group)
+                ref_g = ref.get("groups", {}).get(group) if loaded(ref) else None
+                ids_key, size_key = ("ids", "bytes") if state == "warm" else ("new_ids", "new_bytes")
+                cells[lib] = cell(g, (g or {}).get(ids_key), (ref_g or {}).get(ids_key), size_key, state)
+            peer, speed = best_peer(cells)
+            lines.append("| " + " | ".join([model, group, *(cells[lib][1] for lib in libs),
+                                            f"{peer} {speed:.1f}" if peer else "-",
+                                            ratio(cells.get("pymtok", (None, ""))[0], speed),
+                                            ratio(cells.get("pymtok-mtok", (None, ""))[0], speed),
+                                            ratio(cells.get("pymtok-mtok", (None, ""))[0],
+                                                  cells.get("pymtok", (None, ""))[0])]) + " |")
+    return lines
+
+
+def simple_table(results: dict[str, Any], libs: list[str], pick: Callable[[dict[str, Any], dict[str, Any] | None], Cell],
+                 ratio_to_peer: bool = True, higher_is_better: bool = True) -> list[str]:
+    """One row per model, one cell per library; ``pick`` gives a loaded library's cell from its
+    entry and the reference's."""
+    header = ["model", *libs] + (["fastest exact peer", "pymtok/peer", ".mtok/peer"] if ratio_to_peer else [])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for model, per_lib in results.items():
+        ref = per_lib.get(REFERENCE) if loaded(per_lib.get(REFERENCE)) else None
+        cells = {lib: pick(per_lib[lib], ref) if loaded(per_lib.get(lib)) else (None, "-") for lib in libs}
+        row = [model, *(cells[lib][1] for lib in libs)]
+        if ratio_to_peer:
+            exact = [(v, lib) for lib, (v, _) in cells.items() if v is not None and lib not in peers.PYMTOK]
+            best = (max(exact) if higher_is_better else min(exact)) if exact else None
+            def vs(lib: str) -> str:
+                mine = cells.get(lib, (None, ""))[0]
+                if best is None or mine is None:
+                    return "-"
+                return ratio(mine, best[0]) if higher_is_better else ratio(best[0], mine)
+            row += [f"{best[1]} {best[0]:.{1 if higher_is_better else 2}f}" if best else "-", vs("pymtok"), vs("pymtok-mtok")]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def big_pick(entry: dict[str, Any], ref: dict[str, Any] | None, state: str) -> Cell:
+    source = entry.get("first", {}).get("big") if state == "cold" else entry.get("big")
+    ref_source = (ref or {}).get("first", {}).get("big") if state == "cold" else (ref or {}).get("big")
+    if not source or "error" in source or "load" in source:
+        return None, "error" if source else "-"
+    return cell(source, source["ids"], (ref_source or {}).get("ids"), "bytes", "seconds" if state == "cold" else state)
+
+
+def decode_pick(entry: dict[str, Any], ref: dict[str, Any] | None, which: str) -> Cell:
+    d = entry.get("decode")
+    ref_d = (ref or {}).get("decode")
+    if not d:
+        return None, "-"
+    if "error" in d:
+        return None, "error"
+    if which == "docs":
+        return cell(d, d["texts"], (ref_d or {}).get("texts"), "bytes", "seconds")
+    return cell(d, [d["big_text"]], [ref_d["big_text"]] if ref_d and "big_text" in ref_d else None,
+                "big_bytes", "big_seconds")
+
+
+def stream_pick(entry: dict[str, Any], ref: dict[str, Any] | None) -> Cell:
+    s = entry.get("stream")
+    if not s:
+        return None, "-"
+    if "error" in s:
+        return None, "error"
+    # HF's DecodeStream is the reference: its joined pieces are not always its decode (WordPiece)
+    return cell(s, s["texts"], ((ref or {}).get("stream") or {}).get("texts"), "bytes", "seconds")
+
+
+def per_call_pick(entry: dict[str, Any], ref: dict[str, Any] | None) -> Cell:
+    p = entry.get("per_call")
+    if not p or "error" in p:
+        return None, "-" if not p else "error"
+    micro = p["seconds"] * 1e6
+    return micro, f"{micro:.2f}"
+
+
+def batch_pick(entry: dict[str, Any], ref: dict[str, Any] | None) -> Cell:
+    b = entry.get("batch")
+    if not b:
+        return None, "-"
+    if "error" in b:
+        return None, "error"
+    return cell(b, b["ids"], ((ref or {}).get("batch") or {}).get("ids"), "bytes", "seconds")
+
+
+def rss_rows(results: dict[str, Any]) -> list[str]:
+    lines = ["| model | library | text (MB) | ids | encode (s) | peak over start (MB) | kept by the ids (MB) | "
+             "peak/kept | ids as 4-byte ints (MB) | peak/4-byte ids |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for model, per_lib in results.items():
+        for lib, entry in per_lib.items():
+            r = (entry or {}).get("rss")
+            if not r:
+                continue
+            if "error" in r.get("load", {}) or "n" not in r:
+                lines.append(f"| {model} | {lib} | " + " | ".join(["-"] * 8) + " |")
+                continue
+            ids_mb = r["n"] * 4 / 2**20
+            lines.append(f"| {model} | {lib} | {r['bytes'] / 2**20:.0f} | {r['n']} | {r['seconds']:.1f} | "
+                         f"{r['peak_mb']:.0f} | {r['kept_mb']:.0f} | {ratio(r['peak_mb'], r['kept_mb'])} | "
+                         f"{ids_mb:.0f} | {ratio(r['peak_mb'], ids_mb)} |")
+    return lines
+
+
+def offsets_rows(results: dict[str, Any]) -> list[str]:
+    lines = ["| model | library | encode (MB/s) | tok(...) (MB/s) | with offsets (MB/s) | encode/offsets |",
+             "|---|---|---|---|---|---|"]
+    for model, per_lib in results.items():
+        for lib, entry in per_lib.items():
+            o = (entry or {}).get("offsets") if loaded(entry) else None
+            if not o or "error" in o or "offsets" not in o:
+                continue
+            speeds = {k: rate(o["bytes"], o[k]) if k in o else None for k in ("encode", "call", "offsets")}
+            lines.append(f"| {model} | {lib} | {fmt(speeds['encode'])} | {fmt(speeds['call'])} | "
+                         f"{fmt(speeds['offsets'])} | {ratio(speeds['encode'], speeds['offsets'])} |")
+    return lines
+
+
+def batch_threads_rows(results: dict[str, Any]) -> list[str]:
+    lines = ["| model | library | one thread, one call per document (MB/s) | batch on 2 threads (MB/s) | 2 threads / 1 |",
+             "|---|---|---|---|---|"]
+    for model, per_lib in results.items():
+        for lib in ("pymtok", "pymtok-mtok"):
+            b = (per_lib.get(lib) or {}).get("batch")
+            if b and "error" not in b:
+                one, two = rate(b["bytes"], b["one_thread"]), rate(b["bytes"], b["seconds"])
+                lines.append(f"| {model} | {lib} | {one:.1f} | {two:.1f} | {ratio(two, one)} |")
+    return lines
+
+
+def worst_rows(results: dict[str, Any]) -> list[str]:
+    lines = ["| model | case | pymtok (s) | HF (s) | ids==HF |", "|---|---|---|---|---|"]
+    for model, per_lib in results.items():
+        ours = (per_lib.get("pymtok") or {}).get("worst")
+        theirs = (per_lib.get(REFERENCE) or {}).get("worst")
+        if not ours or not theirs or "error" in ours or "error" in theirs:
             continue
-        out[what] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out
+        for case, entry in ours.items():
+            other = theirs.get(case)
+            same = other is not None and other["ids"] == entry["ids"]
+            lines.append(f"| {model} | {case} | {entry['seconds']:.2f} | {fmt(other['seconds'] if other else None, '.2f')} | "
+                         f"{'yes' if same else 'NO'} |")
+    return lines
 
 
 def load_report(loads: dict[str, dict[str, Any]]) -> list[str]:
-    lines = ["## .mtok load (native reader) vs HF Tokenizer.from_file(tokenizer.json)",
-             "Targets: ready to encode in <= 10 ms and <= 1/50 of HF's time; RSS growth <= 2x the file.",
-             "| model | .mtok first (ms) | .mtok best (ms) | HF first (ms) | HF best (ms) | HF/.mtok (best) | "
+    lines = ["| model | .mtok first (ms) | .mtok best (ms) | HF first (ms) | HF best (ms) | HF/.mtok (best) | "
              "file (MB) | RSS .mtok (MB) | RSS/file | RSS HF (MB) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for model, entry in loads.items():
-        m, h = entry.get("mtok"), entry.get("hf")
+        m = entry.get("mtok") if "first" in entry.get("mtok", {}) else None
+        h = entry.get("hf") if "first" in entry.get("hf", {}) else None
         ms = (lambda d, k: fmt(d[k] * 1000 if d else None, ".1f"))
         lines.append(
             f"| {model} | {ms(m, 'first')} | {ms(m, 'best')} | {ms(h, 'first')} | {ms(h, 'best')} | "
@@ -329,148 +685,141 @@ def load_report(loads: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def export_mtok(model: str, fixtures: Path, mtok_dir: Path) -> None:
-    sys.path.insert(0, str(ROOT / "src"))
-    try:
-        from pymtok.export import export
-    except ImportError:
-        return  # no .mtok support yet: its load time is skipped
-    # written afresh every run: a file from an older pymtok would time that version's reader path
-    export(fixtures / "tokenizers" / model, mtok_dir / model)
-
-
-def mbps(entry: dict[str, Any] | None, seconds: str = "seconds") -> float | None:
-    """MB/s of a timed entry: of its best round, or of the round ``seconds`` names."""
-    if not entry or not entry.get(seconds):
-        return None
-    return entry["bytes"] / 1e6 / entry[seconds]
-
-
-def fmt(x: float | None, spec: str = ".1f") -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    return "-" if a is None or b is None or b == 0 else f"{a / b:.1f}x"
-
-
-def report(results: dict[str, dict[str, Any]]) -> list[str]:
-    lines = ["## Single-thread throughput (MB/s); ids == HF on every run",
-             "| model | group | pymtok | pure | HF | peer | peer MB/s | pymtok/HF | pymtok/peer | pure/HF | ids==HF |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for model, per_lib in results.items():
-        hf = per_lib.get("hf")
-        peer_name = next((lib for lib in ("tiktoken", "sentencepiece") if lib in per_lib), None)
-        peer = per_lib.get(peer_name) if peer_name else None
-        for group in GROUPS:
-            native = mbps(per_lib["pymtok"]["groups"][group]) if per_lib.get("pymtok") else None
-            pure = mbps(per_lib["pymtok-pure"]["groups"][group]) if per_lib.get("pymtok-pure") else None
-            h = mbps(hf["groups"][group]) if hf else None
-            p = mbps(peer["groups"][group]) if peer else None
-            same = all(
-                per_lib[lib]["groups"][group]["digest"] == hf["groups"][group]["digest"]
-                for lib in ("pymtok", "pymtok-pure") if per_lib.get(lib) and hf
-            )
-            peer_same = "" if not peer or not hf else (
-                " (peer ids " + ("equal" if peer["groups"][group]["digest"] == hf["groups"][group]["digest"]
-                                 else "differ") + ")")
-            lines.append(f"| {model} | {group} | {fmt(native)} | {fmt(pure)} | {fmt(h)} | {peer_name or '-'} | "
-                         f"{fmt(p)} | {ratio(native, h)} | {ratio(native, p)} | {ratio(pure, h)} | "
-                         f"{'yes' if same else 'NO'}{peer_same} |")
-    lines += ["", "## Pure-Python path against HF: best round and first pass (MB/s)",
-              "The first pass is the first round over a group's texts, caches cold; "
-              "the best round may reuse what earlier rounds cached.",
-              "| model | group | pure | HF | pure/HF | pure first | HF first | pure/HF first |",
-              "|---|---|---|---|---|---|---|---|"]
-    for model, per_lib in results.items():
-        pure, hf = per_lib.get("pymtok-pure"), per_lib.get("hf")
-        if not pure or not hf:
-            continue
-        for group in GROUPS:
-            u, h = pure["groups"][group], hf["groups"][group]
-            best, first = (mbps(u), mbps(h)), (mbps(u, "first_seconds"), mbps(h, "first_seconds"))
-            lines.append(f"| {model} | {group} | {fmt(best[0])} | {fmt(best[1])} | {ratio(*best)} | "
-                         f"{fmt(first[0])} | {fmt(first[1])} | {ratio(*first)} |")
-    lines += ["", "## Batch on 2 threads (MB/s), load time (s), peak RSS (MB over the process baseline)",
-              "| model | pymtok batch | HF batch | peer batch | pymtok/HF | pymtok/peer | load json | load .mtok | "
-              "HF load | peer load | RSS pymtok | RSS pure | RSS HF | RSS peer |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for model, per_lib in results.items():
-        nat, pure, hf = per_lib.get("pymtok"), per_lib.get("pymtok-pure"), per_lib.get("hf")
-        peer = next((per_lib[lib] for lib in ("tiktoken", "sentencepiece") if per_lib.get(lib)), None)
-        b = {k: mbps(v["batch"]) if v else None for k, v in (("n", nat), ("h", hf), ("p", peer))}
-        peer_load = next(iter(peer["load"].values())) if peer else None
-        rss = {k: v["rss_mb"]["over_baseline"] if v else None for k, v in (("n", nat), ("u", pure), ("h", hf), ("p", peer))}
-        lines.append(
-            f"| {model} | {fmt(b['n'])} | {fmt(b['h'])} | {fmt(b['p'])} | {ratio(b['n'], b['h'])} | "
-            f"{ratio(b['n'], b['p'])} | {fmt(nat['load'].get('tokenizer.json') if nat else None, '.2f')} | "
-            f"{fmt(nat['load'].get('.mtok') if nat else None, '.2f')} | "
-            f"{fmt(hf['load']['tokenizer.json'] if hf else None, '.2f')} | {fmt(peer_load, '.2f')} | "
-            f"{fmt(rss['n'], '.0f')} | {fmt(rss['u'], '.0f')} | {fmt(rss['h'], '.0f')} | {fmt(rss['p'], '.0f')} |")
-    lines += ["", "## Worst cases (seconds, one encode call)", "| model | case | pymtok | HF | ids==HF |",
-              "|---|---|---|---|---|"]
-    for model, per_lib in results.items():
-        nat, hf = per_lib.get("pymtok"), per_lib.get("hf")
-        if not nat or not hf:
-            continue
-        for case, entry in nat["worst"].items():
-            theirs = hf["worst"].get(case)
-            same = theirs is not None and theirs["digest"] == entry["digest"]
-            lines.append(f"| {model} | {case} | {entry['seconds']:.2f} | "
-                         f"{fmt(theirs['seconds'] if theirs else None, '.2f')} | {'yes' if same else 'NO'} |")
+def not_loaded(results: dict[str, Any], libs: list[str]) -> list[str]:
+    """One line per library and error, naming the models it failed on."""
+    lines = []
+    for lib in libs:
+        by_error: dict[str, list[str]] = {}
+        for model, per_lib in results.items():
+            if lib in per_lib and "error" in per_lib[lib]["load"]:
+                by_error.setdefault(per_lib[lib]["load"]["error"], []).append(model)
+        for error, models in by_error.items():
+            where = "" if len(models) == len(results) else f" on {', '.join(models)}"
+            lines.append(f"- {lib}{where}: {error}")
     return lines
+
+
+def report(info: dict[str, Any], results: dict[str, Any], loads: dict[str, Any], args: argparse.Namespace) -> list[str]:
+    libs = [lib for lib in LIBRARIES if any(lib in per_lib for per_lib in results.values())]
+    versions = ", ".join(f"{peers.DISTRIBUTIONS[lib]} {v}" for lib, v in info["versions"].items()
+                         if v and lib in libs and lib not in ("pymtok-mtok", "pymtok-pure"))
+    lines = [f"Machine: {info['cpu']}, {info['cpus']} cores, {info['system']}, Python {info['python']}; "
+             f"load average at the start {', '.join(f'{x:.1f}' for x in info['load_average'])} "
+             "(the machine may be shared: single-thread rows are CPU time, batch rows wall time).",
+             f"Versions: {versions}.",
+             f"Documents of ~2 KB, {args.bytes // 1000} KB per group, best of {args.rounds} rounds; "
+             "a cell is MB/s, or 'differ n/N' when the ids of n of the row's N documents differ from HF's, "
+             "or '-' when the library did not load the model (listed at the end).", ""]
+    titles = {"warm": "Encode, warm (the documents encoded before), single thread, MB/s",
+              "new": "Encode, new text in a warmed process (warmed on every other document, timed on the rest), MB/s",
+              "first": "Encode, first pass in a fresh process, MB/s"}
+    for state, title in titles.items():
+        lines += [f"## {title}", *encode_table(results, libs, state), ""]
+    lines += ["## One big string (~%.1f MB, all corpus files), MB/s" % (args.big_bytes / 1e6),
+              "Cold: the first encode of a fresh process; warm: the same string again.", "",
+              "### cold", *simple_table(results, libs, lambda e, r: big_pick(e, r, "cold")), "",
+              "### new text in a warmed process (after the groups' documents)",
+              *simple_table(results, libs, lambda e, r: big_pick(e, r, "new")), "",
+              "### warm", *simple_table(results, libs, lambda e, r: big_pick(e, r, "warm")), ""]
+    lines += ["## Decode (ids to text), MB/s of text", "Every group's documents, one call per document; "
+              "the text is checked against HF's decode of the same documents.", "",
+              *simple_table(results, libs, lambda e, r: decode_pick(e, r, "docs")), "",
+              "### Decode of the big string's ids in one call (linear in the ids: near the row above)",
+              *simple_table(results, libs, lambda e, r: decode_pick(e, r, "big")), "",
+              f"### decode_stream (ids fed one at a time; ~{args.stream_ids} ids of the mixed group), MB/s",
+              *simple_table(results, libs, stream_pick), ""]
+    lines += ["## Per call: `encode(\"Hello\")`, µs over a call of a bare Python function",
+              *simple_table(results, libs, per_call_pick, higher_is_better=False), ""]
+    lines += ["## Offsets: `tok(text, return_offsets_mapping=True)` against `encode` (mixed group, warm)",
+              *offsets_rows(results), ""]
+    lines += ["## Batch: every group's documents in one call on 2 threads, MB/s (wall time)",
+              *simple_table(results, libs, batch_pick), "",
+              "### pymtok's batch on 2 threads against one thread", *batch_threads_rows(results), ""]
+    lines += [f"## Peak RSS encoding one {args.rss_bytes / 1e6:.0f} MB text (the corpus repeated)",
+              "Peak: the highest RSS during the call over the RSS before it; kept: the RSS the returned ids "
+              "still hold after it.", *rss_rows(results), ""]
+    if not args.no_worst:
+        lines += ["## Worst cases (CPU seconds, one encode call)", *worst_rows(results), ""]
+    if loads:
+        lines += ["## .mtok load (native reader) vs HF Tokenizer.from_file(tokenizer.json), CPU time",
+                  "Targets: ready to encode in <= 10 ms and <= 1/50 of HF's time; RSS growth <= 2x the file.",
+                  *load_report(loads), ""]
+    failures = not_loaded(results, libs)
+    if failures:
+        lines += ["## Not loaded", *failures]
+    # a blank line before every table and after every heading: Markdown needs them to see a table
+    spaced: list[str] = []
+    for line in lines:
+        if spaced and spaced[-1] and (line.startswith("| model") or spaced[-1].startswith("#")):
+            spaced.append("")
+        spaced.append(line)
+    return spaced
+
+
+def mismatches(results: dict[str, Any]) -> list[str]:
+    """pymtok's rows whose ids differ from HF's: the run fails on them."""
+    bad = []
+    for model, per_lib in results.items():
+        ref = per_lib.get(REFERENCE)
+        if not loaded(ref):
+            continue
+        for lib in peers.PYMTOK:
+            entry = per_lib.get(lib)
+            if not loaded(entry):
+                continue
+            for group in GROUPS:
+                g, r = entry["groups"].get(group, {}), ref["groups"].get(group, {})
+                if "error" in g or compare(g.get("ids", []), r.get("ids")):
+                    bad.append(f"{model} {group} {lib}")
+    return bad
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fixtures", type=Path, default=Path(os.environ.get("PYMTOK_FIXTURES", ROOT.parent / "shared" / "fixtures")))
     parser.add_argument("--models", nargs="+", default=MODELS, choices=MODELS)
+    parser.add_argument("--libs", nargs="+", default=LIBRARIES, choices=LIBRARIES,
+                        help="libraries to run (HF, the reference, always runs)")
     parser.add_argument("--bytes", type=int, default=400_000, help="corpus bytes per group")
+    parser.add_argument("--big-bytes", type=int, default=3_000_000, help="bytes of the one big string")
+    parser.add_argument("--rss-bytes", type=int, default=50_000_000, help="bytes of the text the peak RSS is measured on")
+    parser.add_argument("--stream-ids", type=int, default=20_000, help="ids fed to decode_stream")
+    parser.add_argument("--calls", type=int, default=20_000, help="calls of encode(\"Hello\") per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="small sample, one round, no worst cases")
+    parser.add_argument("--quick", action="store_true", help="small sample, one round, no worst cases (seconds)")
     parser.add_argument("--no-worst", action="store_true")
+    parser.add_argument("--verbose", action="store_true", help="show the workers' stderr")
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results.json")
     parser.add_argument("--mtok-dir", type=Path, default=Path(tempfile.gettempdir()) / "pymtok-bench")
-    parser.add_argument("--worker", nargs=2, metavar=("LIBRARY", "MODEL"), help=argparse.SUPPRESS)
-    parser.add_argument("--worst", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--load-worker", nargs=2, metavar=("WHAT", "MODEL"), help=argparse.SUPPRESS)
     parser.add_argument("--load-only", action="store_true", help="only the .mtok load table")
+    for kind, metavar in (("--worker", ("LIBRARY", "MODEL")), ("--first-worker", ("LIBRARY", "MODEL", "GROUP")),
+                          ("--rss-worker", ("LIBRARY", "MODEL")), ("--load-worker", ("WHAT", "MODEL"))):
+        parser.add_argument(kind, nargs=len(metavar), metavar=metavar, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        worker(*args.worker, args.fixtures, args.mtok_dir, args.bytes, args.rounds, args.worst)
-        return
-    if args.load_worker:
-        what, model = args.load_worker
-        if what == "mtok":
-            mtok_load(model, args.mtok_dir, args.rounds)
-        else:
-            hf_load(model, args.fixtures, args.rounds)
-        return
-    loads: dict[str, dict[str, Any]] = {}
-    for model in (m for m in args.models if m in LOAD_MODELS):
-        export_mtok(model, args.fixtures, args.mtok_dir)
-        print(f"{model}: load ...", file=sys.stderr, flush=True)
-        loads[model] = run_load(model, args, args.mtok_dir)
+    if args.quick:
+        args.bytes, args.rounds, args.no_worst = 40_000, 1, True
+        args.big_bytes, args.rss_bytes, args.stream_ids, args.calls = 300_000, 2_000_000, 2_000, 2_000
+    for kind, fn in (("worker", worker), ("first_worker", first_worker), ("rss_worker", rss_worker),
+                     ("load_worker", load_worker)):
+        operands = getattr(args, kind)
+        if operands:
+            print(json.dumps(fn(*operands, args)))
+            return
+    info = machine()
+    print(f"{info['cpu']} x{info['cpus']}, Python {info['python']}, versions: {info['versions']}", file=sys.stderr)
+    args.mtok_dir.mkdir(parents=True, exist_ok=True)
+    loads = collect_loads(args)
     if args.load_only:
         print("\n".join(load_report(loads)))
         return
-    if args.quick:
-        args.bytes, args.rounds, args.no_worst = 100_000, 1, True
-    results: dict[str, dict[str, Any]] = {}
-    for model in args.models:
-        export_mtok(model, args.fixtures, args.mtok_dir)
-        results[model] = {}
-        for lib in libraries(model):
-            print(f"{model}: {lib} ...", file=sys.stderr, flush=True)
-            results[model][lib] = run_worker(lib, model, args, args.mtok_dir)
-    lines = report(results) + [""] + load_report(loads)
+    results = collect(args)
+    lines = report(info, results, loads, args)
     print("\n".join(lines))
-    args.json.write_text(json.dumps({"machine": os.uname().nodename, "cpus": os.cpu_count(),
-                                     "results": results, "loads": loads, "table": lines}, indent=1))
+    args.json.write_text(json.dumps({"machine": info, "results": results, "loads": loads, "table": lines}, indent=1))
     print(f"\nJSON: {args.json}", file=sys.stderr)
-    mismatched = [line for line in lines if "| NO" in line]
-    if mismatched:
-        raise SystemExit(f"ids differ from HF in {len(mismatched)} rows")
+    bad = mismatches(results)
+    if bad:
+        raise SystemExit(f"pymtok's ids differ from HF in {len(bad)} rows: {', '.join(bad)}")
 
 
 if __name__ == "__main__":
