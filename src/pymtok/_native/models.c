@@ -52,6 +52,14 @@ static inline int bpe_pair(const BPE *m, uint32_t left, uint32_t right, uint32_t
     return 1;
 }
 
+/* Start loading the slot of (left, right), from either map. */
+static inline void pair_prefetch(const BPE *m, uint32_t left, uint32_t right) {
+    if (m->mtok)
+        mtok_pair_prefetch(m->mtok, left, right);
+    else
+        pairmap_prefetch(&m->merges, left, right);
+}
+
 static inline void push_pair(const BPE *m, HeapItem *heap, size_t *len, const int32_t *c, size_t left,
                              size_t right) {
     uint32_t rank;
@@ -86,9 +94,8 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         prev[i] = (int32_t)i - 1;
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
-    if (!m->mtok)
-        for (size_t i = 0; i + 1 < n; i++)
-            pairmap_prefetch(&m->merges, (uint32_t)c[i], (uint32_t)c[i + 1]);
+    for (size_t i = 0; i + 1 < n; i++)
+        pair_prefetch(m, (uint32_t)c[i], (uint32_t)c[i + 1]);
     for (size_t i = 0; i + 1 < n; i++)
         push_pair(m, heap, &len, c, i, i + 1);
     while (len) {
@@ -106,13 +113,11 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         next[pos] = next[right];
         if (next[right] >= 0)
             prev[next[right]] = (int32_t)pos;
-        if (!m->mtok) {
-            /* both new pairs at once, so that their cache misses overlap */
-            if (prev[pos] >= 0)
-                pairmap_prefetch(&m->merges, (uint32_t)c[prev[pos]], (uint32_t)c[pos]);
-            if (next[pos] >= 0)
-                pairmap_prefetch(&m->merges, (uint32_t)c[pos], (uint32_t)c[next[pos]]);
-        }
+        /* both new pairs at once, so that their cache misses overlap */
+        if (prev[pos] >= 0)
+            pair_prefetch(m, (uint32_t)c[prev[pos]], (uint32_t)c[pos]);
+        if (next[pos] >= 0)
+            pair_prefetch(m, (uint32_t)c[pos], (uint32_t)c[next[pos]]);
         if (prev[pos] >= 0)
             push_pair(m, heap, &len, c, (size_t)prev[pos], pos);
         if (next[pos] >= 0)
@@ -245,7 +250,7 @@ static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
         if (e)
-            return ids_extend(out, e->ids, e->nids);
+            return ids_extend(out, cache_ids(e), e->nids);
     }
     size_t start = out->n;
     if (bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
@@ -255,21 +260,32 @@ static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     return 0;
 }
 
-/* One piece: its UTF-8 b[0..nb) with hash h, its code points cps[0..n). */
+/* One piece: its UTF-8 b[0..nb) with hash h, its code points cps[0..n). With ignore_merges a
+ * piece that is a token is that token; the cache is asked first, as a whole-token lookup (on a
+ * byte-level .mtok, of the piece mapped to GPT-2 characters) costs more than a cache hit. */
 static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
                     uint64_t h, Scratch *sc, IdBuf *out) {
     /* one character with a token is that token, whatever the merges: no cache lookup */
     int32_t tok = n == 1 && !m->byte_level ? char_token(m, cps[0]) : -1;
     if (tok >= 0)
         return ids_push(out, tok);
-    if (m->ignore_merges) {
-        int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
-                     : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
-                                     : mtok_token_id(m->mtok, b, nb);
-        if (id >= 0)
-            return ids_push(out, id);
+    if (!m->ignore_merges)
+        return bpe_cached(m, cache, cps, n, b, nb, h, sc, out);
+    int cacheable = nb <= CACHE_MAX_PIECE;
+    if (cacheable) {
+        const CacheEntry *e = cache_get(cache, b, nb, h);
+        if (e)
+            return ids_extend(out, cache_ids(e), e->nids);
     }
-    return bpe_cached(m, cache, cps, n, b, nb, h, sc, out);
+    int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
+                 : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
+                                 : mtok_token_id(m->mtok, b, nb);
+    size_t start = out->n;
+    if (id >= 0 ? ids_push(out, id) < 0 : bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
+        return -1;
+    if (cacheable)
+        cache_put(cache, b, nb, h, out->v + start, out->n - start);
+    return 0;
 }
 
 static int words_push(Cache *cache, Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, size_t nb) {
@@ -412,7 +428,7 @@ int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
         if (e)
-            return ids_extend(out, e->ids, e->nids);
+            return ids_extend(out, cache_ids(e), e->nids);
     }
     size_t first = out->n, start = 0;
     while (start < nb) {
@@ -538,7 +554,7 @@ int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n,
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
         if (e)
-            return ids_extend(out, e->ids, e->nids);
+            return ids_extend(out, cache_ids(e), e->nids);
     }
     size_t cells = nb + 1;
     if (scratch_work(sc, cells * (sizeof(double) + 3 * sizeof(int32_t))) < 0)

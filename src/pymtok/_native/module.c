@@ -19,7 +19,9 @@
 enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define MAX_STEPS 16
 #define CACHE_SLOTS (1u << 18)
-#define CACHE_ENTRIES 100000
+/* the piece cache's memory: some 200,000 English pieces or 60,000 long CJK ones before it is
+ * emptied and refilled with the text at hand */
+#define CACHE_BYTES ((size_t)8 << 20)
 #define INTS_MAX (1u << 20)
 #define BATCH_CHUNK_CHARS (1u << 13)
 
@@ -427,7 +429,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         PyErr_Format(PyExc_ValueError, "unknown model %s", model);
         return -1;
     }
-    if (cache_init(&self->cache, CACHE_SLOTS, CACHE_ENTRIES) < 0) {
+    if (cache_init(&self->cache, CACHE_SLOTS, CACHE_BYTES) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -502,11 +504,11 @@ static int read_text(Work *w, int kind, const void *data, size_t n) {
 }
 
 /* Runs without the GIL: pre-tokenizes one normalized segment and runs the model. */
-static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+static int segment_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
     if (self->model == MODEL_BPE && !self->nsteps) {
         /* one piece, which the pre-tokenizer would not touch: no copy */
         Span whole = {0, n, offset};
-        return bpe_spans(&self->bpe, &self->cache, s, &whole, 1, &w->sc, out);
+        return bpe_spans(&self->bpe, cache, s, &whole, 1, &w->sc, out);
     }
     if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
         return -1;
@@ -524,14 +526,14 @@ static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t of
     if (pretokenize(self->steps, self->nsteps, &p) < 0)
         goto done;
     if (self->model == MODEL_BPE) {
-        err = bpe_spans(&self->bpe, &self->cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
+        err = bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
         goto done;
     }
     for (size_t k = 0; k < p.spans.n; k++) {
         const uint32_t *piece = p.buf + p.spans.v[k].start;
         size_t len = p.spans.v[k].end - p.spans.v[k].start;
-        int r = self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, &self->cache, piece, len, &w->sc, out)
-                                               : unigram_piece(&self->ug, &self->cache, piece, len, &w->sc, out);
+        int r = self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, cache, piece, len, &w->sc, out)
+                                               : unigram_piece(&self->ug, cache, piece, len, &w->sc, out);
         if (r < 0)
             goto done;
     }
@@ -544,6 +546,13 @@ done:
     }
     w->spans = p.spans;
     w->tmp = p.tmp;
+    return err;
+}
+
+static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+    Cache *cache = cache_enter(&self->cache);
+    int err = segment_ids(self, cache, s, n, offset, w, out);
+    cache_leave(&self->cache, cache);
     return err;
 }
 
@@ -1083,6 +1092,12 @@ out:
     return result;
 }
 
+/* cache_stats() -> (entries, resets): the piece cache's entries now and how often it was emptied */
+static PyObject *Encoder_cache_stats(Encoder *self, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("(nn)", (Py_ssize_t)atomic_load(&self->cache.count), (Py_ssize_t)atomic_load(&self->cache.resets));
+}
+
 static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))Encoder_encode, METH_FASTCALL,
      "encode(normalized_segment, offset) -> list[int]: the ids of one segment."},
@@ -1096,6 +1111,8 @@ static PyMethodDef Encoder_methods[] = {
     {"encode_batch", (PyCFunction)(void (*)(void))Encoder_encode_batch, METH_FASTCALL,
      "encode_batch(texts, normalizer, add_special_tokens, num_threads) -> list[list[int]]: encode_text of\n"
      "each, on num_threads threads without the GIL."},
+    {"cache_stats", (PyCFunction)Encoder_cache_stats, METH_NOARGS,
+     "cache_stats() -> (entries, resets): the piece cache's entries and how often it was emptied when full."},
     {NULL, NULL, 0, NULL},
 };
 
