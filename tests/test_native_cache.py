@@ -72,3 +72,27 @@ def test_full_cache_shared_by_python_threads() -> None:
     for k, result in enumerate(results):
         assert result == expected[k::4]
     assert encoder.cache_stats()[1] >= 1
+
+
+def test_encoding_inside_a_python_normalizer() -> None:
+    # The thread's reused work buffers are in use while encode_text calls a Python normalizer;
+    # an encode made from inside it (another tokenizer, or the same) must bring its own.
+    outer = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    inner = pymtok.load(fixture_path("tokenizers", "gemma-v1", "tokenizer.json"))
+    encoder = native(outer)
+    native(inner)
+    texts = distinct_texts(seed=9)[:30]
+    seen: list[tuple[str, list[int]]] = []
+
+    def normalizer(piece: str) -> str:
+        long = piece * 3  # grows the inner call's buffers beyond the outer one's
+        seen.append((long, inner.encode(long, add_special_tokens=False)))
+        seen.append((piece, outer.encode(piece, add_special_tokens=False)))
+        return piece
+
+    expected = hf_ids("qwen3", texts)
+    assert [encoder.encode_text(t, normalizer, False) for t in texts] == expected
+    gemma, qwen = hf_tokenizer("gemma-v1"), hf_tokenizer("qwen3")
+    for k, (piece, ids) in enumerate(seen):
+        oracle = gemma if k % 2 == 0 else qwen
+        assert ids == oracle.encode(piece, add_special_tokens=False).ids

@@ -41,7 +41,7 @@ static inline HeapItem heap_pop(HeapItem *h, size_t *len) {
 
 /* The merge of (left, right) from the model's own map or a .mtok's tables: 1 with its rank and
  * result, or 0. */
-static inline int bpe_pair(const BPE *m, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+static inline int bpe_pair_table(const BPE *m, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
     if (m->mtok)
         return mtok_pair(m->mtok, left, right, rank, id);
     const PairSlot *s = pairmap_get(&m->merges, left, right);
@@ -52,19 +52,58 @@ static inline int bpe_pair(const BPE *m, uint32_t left, uint32_t right, uint32_t
     return 1;
 }
 
-/* Start loading the slot of (left, right), from either map. */
-static inline void pair_prefetch(const BPE *m, uint32_t left, uint32_t right) {
+static inline size_t memo_slot(uint32_t left, uint32_t right) {
+    return (size_t)((((uint64_t)left << 32 | right) * 0x9E3779B97F4A7C15ull) >> (64 - PAIR_MEMO_BITS));
+}
+
+/* The thread's pair memo for model m, emptied when it held another model's; NULL without
+ * memory (the tables answer alone). */
+static PairMemo *pair_memo(const BPE *m, Scratch *sc) {
+    size_t n = (size_t)1 << PAIR_MEMO_BITS;
+    if (!sc->pairs && !(sc->pairs = malloc(n * sizeof *sc->pairs)))
+        return NULL;
+    if (sc->pairs_of != m->serial) {
+        memset(sc->pairs, 0xFF, n * sizeof *sc->pairs);
+        sc->pairs_of = m->serial;
+    }
+    return sc->pairs;
+}
+
+/* bpe_pair_table through the memo (NULL: none). */
+static inline int bpe_pair(const BPE *m, PairMemo *memo, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+    if (!memo)
+        return bpe_pair_table(m, left, right, rank, id);
+    PairMemo *e = &memo[memo_slot(left, right)];
+    if (e->left != left || e->right != right) {
+        uint32_t r = 0;
+        int32_t i = -1;
+        if (!bpe_pair_table(m, left, right, &r, &i))
+            i = -1;
+        *e = (PairMemo){left, right, r, i};
+    }
+    *rank = e->rank;
+    *id = e->id;
+    return e->id >= 0;
+}
+
+/* Start loading the slot of (left, right), from either map, unless the memo holds the pair. */
+static inline void pair_prefetch(const BPE *m, const PairMemo *memo, uint32_t left, uint32_t right) {
+    if (memo) {
+        const PairMemo *e = &memo[memo_slot(left, right)];
+        if (e->left == left && e->right == right)
+            return;
+    }
     if (m->mtok)
         mtok_pair_prefetch(m->mtok, left, right);
     else
         pairmap_prefetch(&m->merges, left, right);
 }
 
-static inline void push_pair(const BPE *m, HeapItem *heap, size_t *len, const int32_t *c, size_t left,
+static inline void push_pair(const BPE *m, PairMemo *memo, HeapItem *heap, size_t *len, const int32_t *c, size_t left,
                              size_t right) {
     uint32_t rank;
     int32_t id;
-    if (bpe_pair(m, (uint32_t)c[left], (uint32_t)c[right], &rank, &id))
+    if (bpe_pair(m, memo, (uint32_t)c[left], (uint32_t)c[right], &rank, &id))
         heap_push(heap, len, (HeapItem){(uint64_t)rank << 32 | left, id, c[left], c[right]});
 }
 
@@ -77,8 +116,9 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         return 0;
     uint32_t rank;
     int32_t id;
+    PairMemo *memo = pair_memo(m, sc);
     if (n == 2) {
-        if (bpe_pair(m, (uint32_t)c[0], (uint32_t)c[1], &rank, &id)) {
+        if (bpe_pair(m, memo, (uint32_t)c[0], (uint32_t)c[1], &rank, &id)) {
             c[0] = id;
             *out_n = 1;
         }
@@ -95,9 +135,9 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
     for (size_t i = 0; i + 1 < n; i++)
-        pair_prefetch(m, (uint32_t)c[i], (uint32_t)c[i + 1]);
+        pair_prefetch(m, memo, (uint32_t)c[i], (uint32_t)c[i + 1]);
     for (size_t i = 0; i + 1 < n; i++)
-        push_pair(m, heap, &len, c, i, i + 1);
+        push_pair(m, memo, heap, &len, c, i, i + 1);
     while (len) {
         HeapItem top = heap_pop(heap, &len);
         size_t pos = (size_t)(top.key & 0xFFFFFFFFu);
@@ -106,7 +146,7 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         size_t right = (size_t)next[pos];
         /* HF looks the current pair up again; the queued pair itself needs no second lookup */
         if ((c[pos] != top.left || c[right] != top.right) &&
-            (!bpe_pair(m, (uint32_t)c[pos], (uint32_t)c[right], &rank, &id) || id != top.id))
+            (!bpe_pair(m, memo, (uint32_t)c[pos], (uint32_t)c[right], &rank, &id) || id != top.id))
             continue;
         c[pos] = top.id;
         c[right] = -1;
@@ -115,13 +155,13 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
             prev[next[right]] = (int32_t)pos;
         /* both new pairs at once, so that their cache misses overlap */
         if (prev[pos] >= 0)
-            pair_prefetch(m, (uint32_t)c[prev[pos]], (uint32_t)c[pos]);
+            pair_prefetch(m, memo, (uint32_t)c[prev[pos]], (uint32_t)c[pos]);
         if (next[pos] >= 0)
-            pair_prefetch(m, (uint32_t)c[pos], (uint32_t)c[next[pos]]);
+            pair_prefetch(m, memo, (uint32_t)c[pos], (uint32_t)c[next[pos]]);
         if (prev[pos] >= 0)
-            push_pair(m, heap, &len, c, (size_t)prev[pos], pos);
+            push_pair(m, memo, heap, &len, c, (size_t)prev[pos], pos);
         if (next[pos] >= 0)
-            push_pair(m, heap, &len, c, pos, (size_t)next[pos]);
+            push_pair(m, memo, heap, &len, c, pos, (size_t)next[pos]);
     }
     size_t w = 0;
     for (size_t i = 0; i < n; i++)

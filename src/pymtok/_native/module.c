@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <pythread.h>
 #include <structmember.h>
 
@@ -114,6 +115,9 @@ static void fallback_table(const StrMap *vocab, int32_t *table) {
         table[b] = strmap_get(vocab, (const uint8_t *)name, 6);
     }
 }
+
+/* BPE.serial: models made in this process, counted */
+static atomic_uint_fast64_t bpe_serials;
 
 static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *max_id) {
     BPE *m = &self->bpe;
@@ -400,6 +404,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         self->bpe.byte_fallback = byte_fallback;
         self->bpe.fuse_unk = fuse_unk;
         self->bpe.unk_id = unk_id;
+        self->bpe.serial = atomic_fetch_add(&bpe_serials, 1) + 1;
         if (build_bpe(self, vocab, merges, &max_id) < 0)
             return -1;
     } else if (strcmp(model, "WordPiece") == 0) {
@@ -465,10 +470,66 @@ static void work_free(Work *w) {
     free(w->sc.bytes);
     free(w->sc.work);
     free(w->sc.words);
+    free(w->sc.pairs);
     for (int i = 0; i < 3; i++)
         free(w->norm[i].v);
     free(w->cuts.v);
     free(w->sub.v);
+}
+
+/* Each thread keeps one Work between calls, so that a call on a short text allocates nothing
+ * but its ids; a Work grown past WORK_KEEP bytes by a long text is given back instead. A call
+ * made while the thread's Work is in use (a Python normalizer encoding with another tokenizer
+ * in the middle of a text) takes a Work of its own. */
+#define WORK_KEEP ((size_t)1 << 20)
+
+typedef struct {
+    Work w;
+    int busy;
+} ThreadWork;
+
+static pthread_key_t work_key;
+static int work_key_ok;
+
+static void thread_work_free(void *p) {
+    work_free(&((ThreadWork *)p)->w);
+    free(p);
+}
+
+static size_t work_bytes(const Work *w) {
+    size_t n = (w->text_cap + w->buf_cap) * sizeof(uint32_t) + (w->spans.cap + w->tmp.cap) * sizeof(Span) +
+               (w->sc.pairs ? sizeof(PairMemo) << PAIR_MEMO_BITS : 0) + w->sc.bytes_cap + w->sc.work_cap + w->sc.words_cap * sizeof(Word) +
+               (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
+    for (int i = 0; i < 3; i++)
+        n += w->norm[i].cap * sizeof(uint32_t);
+    return n;
+}
+
+/* The thread's Work, or *own emptied when it is in use or cannot be had. */
+static Work *work_take(Work *own) {
+    ThreadWork *t = work_key_ok ? pthread_getspecific(work_key) : NULL;
+    if (!t && work_key_ok && (t = calloc(1, sizeof *t)) && pthread_setspecific(work_key, t) != 0) {
+        free(t);
+        t = NULL;
+    }
+    if (t && !t->busy) {
+        t->busy = 1;
+        return &t->w;
+    }
+    memset(own, 0, sizeof *own);
+    return own;
+}
+
+static void work_give(Work *w, Work *own) {
+    if (w == own) {
+        work_free(own);
+        return;
+    }
+    if (work_bytes(w) > WORK_KEEP) {
+        work_free(w);
+        memset(w, 0, sizeof *w);
+    }
+    ((ThreadWork *)((char *)w - offsetof(ThreadWork, w)))->busy = 0;
 }
 
 static int grow_cps(uint32_t **v, size_t *cap, size_t n) {
@@ -652,12 +713,12 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
     const void *data = PyUnicode_DATA(text);
     size_t n = (size_t)PyUnicode_GET_LENGTH(text);
     IdBuf out = {0};
-    Work w = {0};
+    Work own, *w = work_take(&own);
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = read_text(&w, kind, data, n) < 0 ? -1 : encode_segment(self, w.text, n, offset, &w, &out);
+    err = read_text(w, kind, data, n) < 0 ? -1 : encode_segment(self, w->text, n, offset, w, &out);
     Py_END_ALLOW_THREADS
-    work_free(&w);
+    work_give(w, &own);
     PyObject *list = err ? PyErr_NoMemory() : id_list(self, &out, 0);
     free(out.v);
     return list;
@@ -845,9 +906,9 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
         return NULL;
     }
     IdBuf out = {0};
-    Work w = {0};
-    int err = encode_text_into(self, text, args[1], &w, &out);
-    work_free(&w);
+    Work own, *w = work_take(&own);
+    int err = encode_text_into(self, text, args[1], w, &out);
+    work_give(w, &own);
     PyObject *list = err ? NULL : id_list(self, &out, special);
     free(out.v);
     return list;
@@ -945,10 +1006,10 @@ static int batch_step(Batch *b, Work *w) {
 
 static void batch_helper(void *arg) {
     Batch *b = arg;
-    Work w = {0};
-    while (batch_step(b, &w))
+    Work own, *w = work_take(&own);
+    while (batch_step(b, w))
         ;
-    work_free(&w);
+    work_give(w, &own);
     if (atomic_fetch_sub(&b->left, 1) == 1)
         PyThread_release_lock(b->finished);
 }
@@ -1051,13 +1112,13 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
             }
         }
     }
-    Work w = {0};
+    Work own, *w = work_take(&own);
     size_t built = 0;
     int more = 1, err = 0;
     while (!err && built < b.nchunks) {
         if (more) {
             Py_BEGIN_ALLOW_THREADS
-            more = batch_step(&b, &w);
+            more = batch_step(&b, w);
             Py_END_ALLOW_THREADS
         } else if (atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) == CHUNK_PENDING) {
             break; /* the rest is the helpers' */
@@ -1065,7 +1126,7 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
         for (; !err && built < b.nchunks &&
                atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) != CHUNK_PENDING;
              built++)
-            err = batch_lists(&b, &b.chunks[built], normalizer, special, result, &w);
+            err = batch_lists(&b, &b.chunks[built], normalizer, special, result, w);
     }
     if (err)
         atomic_store(&b.stop, 1);
@@ -1079,10 +1140,10 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
         PyThread_free_lock(b.finished);
     }
     for (; !err && built < b.nchunks; built++)
-        err = batch_lists(&b, &b.chunks[built], normalizer, special, result, &w);
+        err = batch_lists(&b, &b.chunks[built], normalizer, special, result, w);
     if (err)
         Py_CLEAR(result);
-    work_free(&w);
+    work_give(w, &own);
     for (size_t c = built; c < b.nchunks; c++)
         free(b.chunks[c].out.v);
 out:
@@ -1373,6 +1434,9 @@ static struct PyModuleDef native_module = {
 
 PyMODINIT_FUNC PyInit__native(void) {
     init_gpt2_map();
+    /* without the key every call brings its own Work, as before it */
+    if (!work_key_ok)
+        work_key_ok = pthread_key_create(&work_key, thread_work_free) == 0;
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);

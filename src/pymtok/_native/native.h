@@ -322,6 +322,7 @@ typedef struct {
      * is clear, so pieces are cut there (models.c part_end); a collision only loses a cut. */
     uint64_t *joins;
     const struct MtokIndex *mtok; /* when set, vocab and merges are a .mtok's tables (mtok_tables.h) */
+    uint64_t serial;      /* this model among all made in the process: whose pairs a PairMemo holds */
 } BPE;
 
 typedef struct {
@@ -358,8 +359,22 @@ typedef struct {
     uint64_t h;
 } Word;
 
-/* Per-call scratch memory, reused across the pieces of one segment. */
+/* A thread's memo of the merge pairs it looked up last, one model's at a time: the pairs of
+ * text keep recurring (the bytes of a script's characters, common letter pairs), and the
+ * memo answers them from the core's own cache instead of the model's tables, which are far
+ * larger than the caches. Direct-mapped, with the whole key: a hit is always the pair's. */
 typedef struct {
+    uint32_t left, right; /* UINT32_MAX, UINT32_MAX: empty (ids are at most INT32_MAX) */
+    uint32_t rank;
+    int32_t id;           /* -1: the pair has no merge */
+} PairMemo;
+
+#define PAIR_MEMO_BITS 14
+
+/* Per-thread scratch memory (module.c Work), reused across pieces, segments and calls. */
+typedef struct {
+    PairMemo *pairs;      /* 2^PAIR_MEMO_BITS entries, or NULL */
+    uint64_t pairs_of;    /* the BPE.serial they belong to */
     uint8_t *bytes;
     size_t bytes_cap;
     void *work;
