@@ -41,7 +41,7 @@ static inline HeapItem heap_pop(HeapItem *h, size_t *len) {
 
 /* The merge of (left, right) from the model's own map or a .mtok's tables: 1 with its rank and
  * result, or 0. */
-static inline int bpe_pair(const BPE *m, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+static inline int bpe_pair_table(const BPE *m, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
     if (m->mtok)
         return mtok_pair(m->mtok, left, right, rank, id);
     const PairSlot *s = pairmap_get(&m->merges, left, right);
@@ -52,11 +52,58 @@ static inline int bpe_pair(const BPE *m, uint32_t left, uint32_t right, uint32_t
     return 1;
 }
 
-static inline void push_pair(const BPE *m, HeapItem *heap, size_t *len, const int32_t *c, size_t left,
+static inline size_t memo_slot(uint32_t left, uint32_t right) {
+    return (size_t)((((uint64_t)left << 32 | right) * 0x9E3779B97F4A7C15ull) >> (64 - PAIR_MEMO_BITS));
+}
+
+/* The thread's pair memo for model m, emptied when it held another model's; NULL without
+ * memory (the tables answer alone). */
+static PairMemo *pair_memo(const BPE *m, Scratch *sc) {
+    size_t n = (size_t)1 << PAIR_MEMO_BITS;
+    if (!sc->pairs && !(sc->pairs = malloc(n * sizeof *sc->pairs)))
+        return NULL;
+    if (sc->pairs_of != m->serial) {
+        memset(sc->pairs, 0xFF, n * sizeof *sc->pairs);
+        sc->pairs_of = m->serial;
+    }
+    return sc->pairs;
+}
+
+/* bpe_pair_table through the memo (NULL: none). */
+static inline int bpe_pair(const BPE *m, PairMemo *memo, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+    if (!memo)
+        return bpe_pair_table(m, left, right, rank, id);
+    PairMemo *e = &memo[memo_slot(left, right)];
+    if (e->left != left || e->right != right) {
+        uint32_t r = 0;
+        int32_t i = -1;
+        if (!bpe_pair_table(m, left, right, &r, &i))
+            i = -1;
+        *e = (PairMemo){left, right, r, i};
+    }
+    *rank = e->rank;
+    *id = e->id;
+    return e->id >= 0;
+}
+
+/* Start loading the slot of (left, right), from either map, unless the memo holds the pair. */
+static inline void pair_prefetch(const BPE *m, const PairMemo *memo, uint32_t left, uint32_t right) {
+    if (memo) {
+        const PairMemo *e = &memo[memo_slot(left, right)];
+        if (e->left == left && e->right == right)
+            return;
+    }
+    if (m->mtok)
+        mtok_pair_prefetch(m->mtok, left, right);
+    else
+        pairmap_prefetch(&m->merges, left, right);
+}
+
+static inline void push_pair(const BPE *m, PairMemo *memo, HeapItem *heap, size_t *len, const int32_t *c, size_t left,
                              size_t right) {
     uint32_t rank;
     int32_t id;
-    if (bpe_pair(m, (uint32_t)c[left], (uint32_t)c[right], &rank, &id))
+    if (bpe_pair(m, memo, (uint32_t)c[left], (uint32_t)c[right], &rank, &id))
         heap_push(heap, len, (HeapItem){(uint64_t)rank << 32 | left, id, c[left], c[right]});
 }
 
@@ -69,8 +116,9 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         return 0;
     uint32_t rank;
     int32_t id;
+    PairMemo *memo = pair_memo(m, sc);
     if (n == 2) {
-        if (bpe_pair(m, (uint32_t)c[0], (uint32_t)c[1], &rank, &id)) {
+        if (bpe_pair(m, memo, (uint32_t)c[0], (uint32_t)c[1], &rank, &id)) {
             c[0] = id;
             *out_n = 1;
         }
@@ -86,11 +134,10 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         prev[i] = (int32_t)i - 1;
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
-    if (!m->mtok)
-        for (size_t i = 0; i + 1 < n; i++)
-            pairmap_prefetch(&m->merges, (uint32_t)c[i], (uint32_t)c[i + 1]);
     for (size_t i = 0; i + 1 < n; i++)
-        push_pair(m, heap, &len, c, i, i + 1);
+        pair_prefetch(m, memo, (uint32_t)c[i], (uint32_t)c[i + 1]);
+    for (size_t i = 0; i + 1 < n; i++)
+        push_pair(m, memo, heap, &len, c, i, i + 1);
     while (len) {
         HeapItem top = heap_pop(heap, &len);
         size_t pos = (size_t)(top.key & 0xFFFFFFFFu);
@@ -99,24 +146,22 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         size_t right = (size_t)next[pos];
         /* HF looks the current pair up again; the queued pair itself needs no second lookup */
         if ((c[pos] != top.left || c[right] != top.right) &&
-            (!bpe_pair(m, (uint32_t)c[pos], (uint32_t)c[right], &rank, &id) || id != top.id))
+            (!bpe_pair(m, memo, (uint32_t)c[pos], (uint32_t)c[right], &rank, &id) || id != top.id))
             continue;
         c[pos] = top.id;
         c[right] = -1;
         next[pos] = next[right];
         if (next[right] >= 0)
             prev[next[right]] = (int32_t)pos;
-        if (!m->mtok) {
-            /* both new pairs at once, so that their cache misses overlap */
-            if (prev[pos] >= 0)
-                pairmap_prefetch(&m->merges, (uint32_t)c[prev[pos]], (uint32_t)c[pos]);
-            if (next[pos] >= 0)
-                pairmap_prefetch(&m->merges, (uint32_t)c[pos], (uint32_t)c[next[pos]]);
-        }
+        /* both new pairs at once, so that their cache misses overlap */
         if (prev[pos] >= 0)
-            push_pair(m, heap, &len, c, (size_t)prev[pos], pos);
+            pair_prefetch(m, memo, (uint32_t)c[prev[pos]], (uint32_t)c[pos]);
         if (next[pos] >= 0)
-            push_pair(m, heap, &len, c, pos, (size_t)next[pos]);
+            pair_prefetch(m, memo, (uint32_t)c[pos], (uint32_t)c[next[pos]]);
+        if (prev[pos] >= 0)
+            push_pair(m, memo, heap, &len, c, (size_t)prev[pos], pos);
+        if (next[pos] >= 0)
+            push_pair(m, memo, heap, &len, c, pos, (size_t)next[pos]);
     }
     size_t w = 0;
     for (size_t i = 0; i < n; i++)
@@ -245,7 +290,7 @@ static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
         if (e)
-            return ids_extend(out, e->ids, e->nids);
+            return ids_extend(out, cache_ids(e), e->nids);
     }
     size_t start = out->n;
     if (bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
@@ -255,21 +300,32 @@ static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     return 0;
 }
 
-/* One piece: its UTF-8 b[0..nb) with hash h, its code points cps[0..n). */
+/* One piece: its UTF-8 b[0..nb) with hash h, its code points cps[0..n). With ignore_merges a
+ * piece that is a token is that token; the cache is asked first, as a whole-token lookup (on a
+ * byte-level .mtok, of the piece mapped to GPT-2 characters) costs more than a cache hit. */
 static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
                     uint64_t h, Scratch *sc, IdBuf *out) {
     /* one character with a token is that token, whatever the merges: no cache lookup */
     int32_t tok = n == 1 && !m->byte_level ? char_token(m, cps[0]) : -1;
     if (tok >= 0)
         return ids_push(out, tok);
-    if (m->ignore_merges) {
-        int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
-                     : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
-                                     : mtok_token_id(m->mtok, b, nb);
-        if (id >= 0)
-            return ids_push(out, id);
+    if (!m->ignore_merges)
+        return bpe_cached(m, cache, cps, n, b, nb, h, sc, out);
+    int cacheable = nb <= CACHE_MAX_PIECE;
+    if (cacheable) {
+        const CacheEntry *e = cache_get(cache, b, nb, h);
+        if (e)
+            return ids_extend(out, cache_ids(e), e->nids);
     }
-    return bpe_cached(m, cache, cps, n, b, nb, h, sc, out);
+    int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
+                 : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
+                                 : mtok_token_id(m->mtok, b, nb);
+    size_t start = out->n;
+    if (id >= 0 ? ids_push(out, id) < 0 : bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
+        return -1;
+    if (cacheable)
+        cache_put(cache, b, nb, h, out->v + start, out->n - start);
+    return 0;
 }
 
 static int words_push(Cache *cache, Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, size_t nb) {
@@ -412,7 +468,7 @@ int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
         if (e)
-            return ids_extend(out, e->ids, e->nids);
+            return ids_extend(out, cache_ids(e), e->nids);
     }
     size_t first = out->n, start = 0;
     while (start < nb) {
@@ -538,7 +594,7 @@ int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n,
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
         if (e)
-            return ids_extend(out, e->ids, e->nids);
+            return ids_extend(out, cache_ids(e), e->nids);
     }
     size_t cells = nb + 1;
     if (scratch_work(sc, cells * (sizeof(double) + 3 * sizeof(int32_t))) < 0)

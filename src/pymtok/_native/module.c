@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <pythread.h>
 #include <structmember.h>
 
@@ -19,7 +20,9 @@
 enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define MAX_STEPS 16
 #define CACHE_SLOTS (1u << 18)
-#define CACHE_ENTRIES 100000
+/* the piece cache's memory: some 200,000 English pieces or 60,000 long CJK ones before it is
+ * emptied and refilled with the text at hand */
+#define CACHE_BYTES ((size_t)8 << 20)
 #define INTS_MAX (1u << 20)
 #define BATCH_CHUNK_CHARS (1u << 13)
 
@@ -112,6 +115,9 @@ static void fallback_table(const StrMap *vocab, int32_t *table) {
         table[b] = strmap_get(vocab, (const uint8_t *)name, 6);
     }
 }
+
+/* BPE.serial: models made in this process, counted */
+static atomic_uint_fast64_t bpe_serials;
 
 static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *max_id) {
     BPE *m = &self->bpe;
@@ -398,6 +404,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         self->bpe.byte_fallback = byte_fallback;
         self->bpe.fuse_unk = fuse_unk;
         self->bpe.unk_id = unk_id;
+        self->bpe.serial = atomic_fetch_add(&bpe_serials, 1) + 1;
         if (build_bpe(self, vocab, merges, &max_id) < 0)
             return -1;
     } else if (strcmp(model, "WordPiece") == 0) {
@@ -427,7 +434,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         PyErr_Format(PyExc_ValueError, "unknown model %s", model);
         return -1;
     }
-    if (cache_init(&self->cache, CACHE_SLOTS, CACHE_ENTRIES) < 0) {
+    if (cache_init(&self->cache, CACHE_SLOTS, CACHE_BYTES) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -463,10 +470,66 @@ static void work_free(Work *w) {
     free(w->sc.bytes);
     free(w->sc.work);
     free(w->sc.words);
+    free(w->sc.pairs);
     for (int i = 0; i < 3; i++)
         free(w->norm[i].v);
     free(w->cuts.v);
     free(w->sub.v);
+}
+
+/* Each thread keeps one Work between calls, so that a call on a short text allocates nothing
+ * but its ids; a Work grown past WORK_KEEP bytes by a long text is given back instead. A call
+ * made while the thread's Work is in use (a Python normalizer encoding with another tokenizer
+ * in the middle of a text) takes a Work of its own. */
+#define WORK_KEEP ((size_t)1 << 20)
+
+typedef struct {
+    Work w;
+    int busy;
+} ThreadWork;
+
+static pthread_key_t work_key;
+static int work_key_ok;
+
+static void thread_work_free(void *p) {
+    work_free(&((ThreadWork *)p)->w);
+    free(p);
+}
+
+static size_t work_bytes(const Work *w) {
+    size_t n = (w->text_cap + w->buf_cap) * sizeof(uint32_t) + (w->spans.cap + w->tmp.cap) * sizeof(Span) +
+               (w->sc.pairs ? sizeof(PairMemo) << PAIR_MEMO_BITS : 0) + w->sc.bytes_cap + w->sc.work_cap + w->sc.words_cap * sizeof(Word) +
+               (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
+    for (int i = 0; i < 3; i++)
+        n += w->norm[i].cap * sizeof(uint32_t);
+    return n;
+}
+
+/* The thread's Work, or *own emptied when it is in use or cannot be had. */
+static Work *work_take(Work *own) {
+    ThreadWork *t = work_key_ok ? pthread_getspecific(work_key) : NULL;
+    if (!t && work_key_ok && (t = calloc(1, sizeof *t)) && pthread_setspecific(work_key, t) != 0) {
+        free(t);
+        t = NULL;
+    }
+    if (t && !t->busy) {
+        t->busy = 1;
+        return &t->w;
+    }
+    memset(own, 0, sizeof *own);
+    return own;
+}
+
+static void work_give(Work *w, Work *own) {
+    if (w == own) {
+        work_free(own);
+        return;
+    }
+    if (work_bytes(w) > WORK_KEEP) {
+        work_free(w);
+        memset(w, 0, sizeof *w);
+    }
+    ((ThreadWork *)((char *)w - offsetof(ThreadWork, w)))->busy = 0;
 }
 
 static int grow_cps(uint32_t **v, size_t *cap, size_t n) {
@@ -502,11 +565,11 @@ static int read_text(Work *w, int kind, const void *data, size_t n) {
 }
 
 /* Runs without the GIL: pre-tokenizes one normalized segment and runs the model. */
-static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+static int segment_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
     if (self->model == MODEL_BPE && !self->nsteps) {
         /* one piece, which the pre-tokenizer would not touch: no copy */
         Span whole = {0, n, offset};
-        return bpe_spans(&self->bpe, &self->cache, s, &whole, 1, &w->sc, out);
+        return bpe_spans(&self->bpe, cache, s, &whole, 1, &w->sc, out);
     }
     if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
         return -1;
@@ -524,14 +587,14 @@ static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t of
     if (pretokenize(self->steps, self->nsteps, &p) < 0)
         goto done;
     if (self->model == MODEL_BPE) {
-        err = bpe_spans(&self->bpe, &self->cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
+        err = bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
         goto done;
     }
     for (size_t k = 0; k < p.spans.n; k++) {
         const uint32_t *piece = p.buf + p.spans.v[k].start;
         size_t len = p.spans.v[k].end - p.spans.v[k].start;
-        int r = self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, &self->cache, piece, len, &w->sc, out)
-                                               : unigram_piece(&self->ug, &self->cache, piece, len, &w->sc, out);
+        int r = self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, cache, piece, len, &w->sc, out)
+                                               : unigram_piece(&self->ug, cache, piece, len, &w->sc, out);
         if (r < 0)
             goto done;
     }
@@ -544,6 +607,13 @@ done:
     }
     w->spans = p.spans;
     w->tmp = p.tmp;
+    return err;
+}
+
+static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+    Cache *cache = cache_enter(&self->cache);
+    int err = segment_ids(self, cache, s, n, offset, w, out);
+    cache_leave(&self->cache, cache);
     return err;
 }
 
@@ -643,12 +713,12 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
     const void *data = PyUnicode_DATA(text);
     size_t n = (size_t)PyUnicode_GET_LENGTH(text);
     IdBuf out = {0};
-    Work w = {0};
+    Work own, *w = work_take(&own);
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = read_text(&w, kind, data, n) < 0 ? -1 : encode_segment(self, w.text, n, offset, &w, &out);
+    err = read_text(w, kind, data, n) < 0 ? -1 : encode_segment(self, w->text, n, offset, w, &out);
     Py_END_ALLOW_THREADS
-    work_free(&w);
+    work_give(w, &own);
     PyObject *list = err ? PyErr_NoMemory() : id_list(self, &out, 0);
     free(out.v);
     return list;
@@ -836,9 +906,9 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
         return NULL;
     }
     IdBuf out = {0};
-    Work w = {0};
-    int err = encode_text_into(self, text, args[1], &w, &out);
-    work_free(&w);
+    Work own, *w = work_take(&own);
+    int err = encode_text_into(self, text, args[1], w, &out);
+    work_give(w, &own);
     PyObject *list = err ? NULL : id_list(self, &out, special);
     free(out.v);
     return list;
@@ -936,10 +1006,10 @@ static int batch_step(Batch *b, Work *w) {
 
 static void batch_helper(void *arg) {
     Batch *b = arg;
-    Work w = {0};
-    while (batch_step(b, &w))
+    Work own, *w = work_take(&own);
+    while (batch_step(b, w))
         ;
-    work_free(&w);
+    work_give(w, &own);
     if (atomic_fetch_sub(&b->left, 1) == 1)
         PyThread_release_lock(b->finished);
 }
@@ -1042,13 +1112,13 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
             }
         }
     }
-    Work w = {0};
+    Work own, *w = work_take(&own);
     size_t built = 0;
     int more = 1, err = 0;
     while (!err && built < b.nchunks) {
         if (more) {
             Py_BEGIN_ALLOW_THREADS
-            more = batch_step(&b, &w);
+            more = batch_step(&b, w);
             Py_END_ALLOW_THREADS
         } else if (atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) == CHUNK_PENDING) {
             break; /* the rest is the helpers' */
@@ -1056,7 +1126,7 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
         for (; !err && built < b.nchunks &&
                atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) != CHUNK_PENDING;
              built++)
-            err = batch_lists(&b, &b.chunks[built], normalizer, special, result, &w);
+            err = batch_lists(&b, &b.chunks[built], normalizer, special, result, w);
     }
     if (err)
         atomic_store(&b.stop, 1);
@@ -1070,10 +1140,10 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
         PyThread_free_lock(b.finished);
     }
     for (; !err && built < b.nchunks; built++)
-        err = batch_lists(&b, &b.chunks[built], normalizer, special, result, &w);
+        err = batch_lists(&b, &b.chunks[built], normalizer, special, result, w);
     if (err)
         Py_CLEAR(result);
-    work_free(&w);
+    work_give(w, &own);
     for (size_t c = built; c < b.nchunks; c++)
         free(b.chunks[c].out.v);
 out:
@@ -1081,6 +1151,12 @@ out:
     PyMem_Free(b.ends);
     Py_DECREF(seq);
     return result;
+}
+
+/* cache_stats() -> (entries, resets): the piece cache's entries now and how often it was emptied */
+static PyObject *Encoder_cache_stats(Encoder *self, PyObject *unused) {
+    (void)unused;
+    return Py_BuildValue("(nn)", (Py_ssize_t)atomic_load(&self->cache.count), (Py_ssize_t)atomic_load(&self->cache.resets));
 }
 
 static PyMethodDef Encoder_methods[] = {
@@ -1096,6 +1172,8 @@ static PyMethodDef Encoder_methods[] = {
     {"encode_batch", (PyCFunction)(void (*)(void))Encoder_encode_batch, METH_FASTCALL,
      "encode_batch(texts, normalizer, add_special_tokens, num_threads) -> list[list[int]]: encode_text of\n"
      "each, on num_threads threads without the GIL."},
+    {"cache_stats", (PyCFunction)Encoder_cache_stats, METH_NOARGS,
+     "cache_stats() -> (entries, resets): the piece cache's entries and how often it was emptied when full."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1608,6 +1686,9 @@ static struct PyModuleDef native_module = {
 
 PyMODINIT_FUNC PyInit__native(void) {
     init_gpt2_map();
+    /* without the key every call brings its own Work, as before it */
+    if (!work_key_ok)
+        work_key_ok = pthread_key_create(&work_key, thread_work_free) == 0;
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0 ||
         PyType_Ready(&SentencePieceModelType) < 0 || PyType_Ready(&SentencePieceNormalizerType) < 0)
         return NULL;

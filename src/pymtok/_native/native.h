@@ -162,40 +162,63 @@ static inline const PairSlot *pairmap_get(const PairMap *m, uint32_t left, uint3
 
 /* ---- piece -> ids cache, shared by threads without locks ---------------------------------- */
 
-/* Entries are immutable once published with a compare-and-swap into an empty slot; readers
- * load slots with acquire ordering. Nothing is ever evicted: when the cache is full it stops
- * growing, which keeps lookups lock-free while other threads encode. */
+/* Entries live in one arena, allocated by bumping an offset, and are immutable once published
+ * with a compare-and-swap into an empty slot; readers load slots with acquire ordering. A full
+ * cache (too many entries for short probes, or its arena used up) is emptied at once, when the
+ * last encoder using it leaves (cache_leave): never while another thread reads it, so no
+ * reader can meet freed memory, and text that keeps changing keeps being cached. Memory stays
+ * bounded by the slot table and the arena, whatever the stream. */
 typedef struct {
     uint64_t hash;
     uint32_t len, nids;
-    int32_t *ids;      /* points into data[] */
-    uint8_t data[];    /* ids, then key bytes */
+    uint8_t data[];    /* ids (int32), then key bytes */
 } CacheEntry;
 
+static inline const int32_t *cache_ids(const CacheEntry *e) { return (const int32_t *)(const void *)e->data; }
+
 typedef struct {
-    _Atomic(CacheEntry *) *slots;
+    _Atomic uint32_t *slots; /* entry offset in the arena + 1; 0 is an empty slot */
     size_t mask;
-    atomic_size_t count;
+    uint8_t *arena;
+    size_t arena_bytes;
+    atomic_size_t used;      /* arena bytes handed out */
+    atomic_size_t count;     /* entries published */
     size_t max_entries;
+    atomic_int full;         /* a put found no room: empty the cache at the next chance */
+    atomic_uint users;       /* encoders inside (cache_enter), CACHE_RESETTING while one empties it */
+    atomic_size_t resets;    /* how often it was emptied (Encoder.cache_stats) */
 } Cache;
 
 #define CACHE_MAX_PIECE 256 /* bytes; longer pieces are rare and would bloat the cache */
 #define CACHE_PROBES 8
+#define CACHE_RESETTING (1u << 31)
 
-int cache_init(Cache *c, size_t slots, size_t max_entries);
-const CacheEntry *cache_get(Cache *c, const uint8_t *key, size_t len, uint64_t h);
+int cache_init(Cache *c, size_t slots, size_t arena_bytes);
+/* An encoder's use of the cache: the cache to read and fill, or NULL while another thread
+ * empties it (the encoder then runs without it); cache_leave with what cache_enter returned. */
+Cache *cache_enter(Cache *c);
+void cache_leave(Cache *c, Cache *entered);
+/* Both take the NULL of a cache in use elsewhere: a miss, and nothing stored. */
+const CacheEntry *cache_get(const Cache *c, const uint8_t *key, size_t len, uint64_t h);
 void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32_t *ids, size_t n);
+
+static inline const CacheEntry *cache_at(const Cache *c, uint32_t ref) {
+    return (const CacheEntry *)(const void *)(c->arena + ref - 1);
+}
 
 /* A piece's lookups run ahead of its use: first its slot is fetched, a few pieces later the
  * entry the slot points to, so that the two dependent misses of a hit overlap other work. */
 static inline void cache_prefetch_slot(const Cache *c, uint64_t h) {
-    __builtin_prefetch(&c->slots[h & c->mask]);
+    if (c)
+        __builtin_prefetch(&c->slots[h & c->mask]);
 }
 
-static inline void cache_prefetch_entry(Cache *c, uint64_t h) {
-    const CacheEntry *e = atomic_load_explicit(&c->slots[h & c->mask], memory_order_acquire);
-    if (e)
-        __builtin_prefetch(e);
+static inline void cache_prefetch_entry(const Cache *c, uint64_t h) {
+    if (!c)
+        return;
+    uint32_t ref = atomic_load_explicit(&c->slots[h & c->mask], memory_order_acquire);
+    if (ref)
+        __builtin_prefetch(cache_at(c, ref));
 }
 void cache_free(Cache *c);
 
@@ -299,6 +322,7 @@ typedef struct {
      * is clear, so pieces are cut there (models.c part_end); a collision only loses a cut. */
     uint64_t *joins;
     const struct MtokIndex *mtok; /* when set, vocab and merges are a .mtok's tables (mtok_tables.h) */
+    uint64_t serial;      /* this model among all made in the process: whose pairs a PairMemo holds */
 } BPE;
 
 typedef struct {
@@ -335,8 +359,22 @@ typedef struct {
     uint64_t h;
 } Word;
 
-/* Per-call scratch memory, reused across the pieces of one segment. */
+/* A thread's memo of the merge pairs it looked up last, one model's at a time: the pairs of
+ * text keep recurring (the bytes of a script's characters, common letter pairs), and the
+ * memo answers them from the core's own cache instead of the model's tables, which are far
+ * larger than the caches. Direct-mapped, with the whole key: a hit is always the pair's. */
 typedef struct {
+    uint32_t left, right; /* UINT32_MAX, UINT32_MAX: empty (ids are at most INT32_MAX) */
+    uint32_t rank;
+    int32_t id;           /* -1: the pair has no merge */
+} PairMemo;
+
+#define PAIR_MEMO_BITS 14
+
+/* Per-thread scratch memory (module.c Work), reused across pieces, segments and calls. */
+typedef struct {
+    PairMemo *pairs;      /* 2^PAIR_MEMO_BITS entries, or NULL */
+    uint64_t pairs_of;    /* the BPE.serial they belong to */
     uint8_t *bytes;
     size_t bytes_cap;
     void *work;

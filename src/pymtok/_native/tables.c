@@ -105,23 +105,67 @@ void pairmap_free(PairMap *m) {
 
 /* ---- Cache ------------------------------------------------------------------------------ */
 
-int cache_init(Cache *c, size_t slots, size_t max_entries) {
+int cache_init(Cache *c, size_t slots, size_t arena_bytes) {
+    /* large callocs and mallocs are fresh mappings: pages cost only once the cache fills them */
     c->slots = calloc(slots, sizeof *c->slots);
-    if (!c->slots)
+    c->arena = malloc(arena_bytes);
+    if (!c->slots || !c->arena) {
+        cache_free(c);
         return -1;
+    }
     c->mask = slots - 1;
+    c->arena_bytes = arena_bytes;
+    c->max_entries = slots / 4 * 3; /* probes stay short */
+    atomic_init(&c->used, 0);
     atomic_init(&c->count, 0);
-    c->max_entries = max_entries;
+    atomic_init(&c->full, 0);
+    atomic_init(&c->users, 0);
+    atomic_init(&c->resets, 0);
     return 0;
 }
 
-const CacheEntry *cache_get(Cache *c, const uint8_t *key, size_t len, uint64_t h) {
+Cache *cache_enter(Cache *c) {
+    if (atomic_fetch_add_explicit(&c->users, 1, memory_order_acquire) & CACHE_RESETTING) {
+        atomic_fetch_sub_explicit(&c->users, 1, memory_order_release);
+        return NULL;
+    }
+    return c;
+}
+
+void cache_leave(Cache *c, Cache *entered) {
+    if (!entered)
+        return;
+    unsigned alone = 1;
+    /* the last one out empties a full cache: no other thread holds an entry of it then, and
+     * those arriving meanwhile see CACHE_RESETTING and do without */
+    if (atomic_load_explicit(&c->full, memory_order_relaxed) &&
+        atomic_compare_exchange_strong_explicit(&c->users, &alone, 1u | CACHE_RESETTING, memory_order_acquire,
+                                                memory_order_relaxed)) {
+        memset((void *)c->slots, 0, (c->mask + 1) * sizeof *c->slots);
+        atomic_store_explicit(&c->used, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->count, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->full, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->resets, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&c->users, 1u | CACHE_RESETTING, memory_order_release);
+        return;
+    }
+    atomic_fetch_sub_explicit(&c->users, 1, memory_order_release);
+}
+
+static int entry_is(const CacheEntry *e, const uint8_t *key, size_t len, uint64_t h) {
+    return e->hash == h && e->len == len && memcmp(e->data + e->nids * sizeof(int32_t), key, len) == 0;
+}
+
+const CacheEntry *cache_get(const Cache *c, const uint8_t *key, size_t len, uint64_t h) {
+    if (!c)
+        return NULL;
     size_t i = (size_t)h & c->mask;
     for (int probe = 0; probe < CACHE_PROBES; probe++) {
-        const CacheEntry *e = atomic_load_explicit(&c->slots[i], memory_order_acquire);
-        if (!e)
+        uint32_t ref = atomic_load_explicit(&c->slots[i], memory_order_acquire);
+        if (!ref)
             return NULL;
-        if (e->hash == h && e->len == len && memcmp(e->data + e->nids * sizeof(int32_t), key, len) == 0)
+        const CacheEntry *e = cache_at(c, ref);
+        if (entry_is(e, key, len, h))
             return e;
         i = (i + 1) & c->mask;
     }
@@ -129,15 +173,24 @@ const CacheEntry *cache_get(Cache *c, const uint8_t *key, size_t len, uint64_t h
 }
 
 void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32_t *ids, size_t n) {
-    if (atomic_load_explicit(&c->count, memory_order_relaxed) >= c->max_entries)
+    if (!c)
         return;
-    CacheEntry *e = malloc(sizeof *e + n * sizeof(int32_t) + len);
-    if (!e)
-        return; /* a cache miss later is harmless */
+    size_t bytes = (sizeof(CacheEntry) + n * sizeof(int32_t) + len + 7) & ~(size_t)7;
+    if (atomic_load_explicit(&c->full, memory_order_relaxed))
+        return;
+    if (atomic_load_explicit(&c->count, memory_order_relaxed) >= c->max_entries) {
+        atomic_store_explicit(&c->full, 1, memory_order_relaxed);
+        return;
+    }
+    size_t at = atomic_fetch_add_explicit(&c->used, bytes, memory_order_relaxed);
+    if (at > c->arena_bytes - bytes || bytes > c->arena_bytes) {
+        atomic_store_explicit(&c->full, 1, memory_order_relaxed);
+        return;
+    }
+    CacheEntry *e = (CacheEntry *)(void *)(c->arena + at);
     e->hash = h;
     e->len = (uint32_t)len;
     e->nids = (uint32_t)n;
-    e->ids = (int32_t *)e->data;
     /* ids or key may be NULL when empty (an unused buffer), which memcpy does not allow */
     if (n)
         memcpy(e->data, ids, n * sizeof(int32_t));
@@ -145,28 +198,25 @@ void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32
         memcpy(e->data + n * sizeof(int32_t), key, len);
     size_t i = (size_t)h & c->mask;
     for (int probe = 0; probe < CACHE_PROBES; probe++) {
-        CacheEntry *expected = NULL;
-        if (atomic_compare_exchange_strong_explicit(&c->slots[i], &expected, e, memory_order_release,
+        uint32_t expected = 0;
+        if (atomic_compare_exchange_strong_explicit(&c->slots[i], &expected, (uint32_t)at + 1, memory_order_release,
                                                     memory_order_acquire)) {
             atomic_fetch_add_explicit(&c->count, 1, memory_order_relaxed);
             return;
         }
         /* another thread may have just stored this very piece */
-        if (expected->hash == h && expected->len == len &&
-            memcmp(expected->data + expected->nids * sizeof(int32_t), key, len) == 0)
-            break;
+        if (entry_is(cache_at(c, expected), key, len, h))
+            return;
         i = (i + 1) & c->mask;
     }
-    free(e);
+    /* the entry's bytes stay unused until the cache is emptied */
 }
 
 void cache_free(Cache *c) {
-    if (!c->slots)
-        return;
-    for (size_t i = 0; i <= c->mask; i++)
-        free(atomic_load_explicit(&c->slots[i], memory_order_relaxed));
-    free(c->slots);
+    free((void *)c->slots);
+    free(c->arena);
     c->slots = NULL;
+    c->arena = NULL;
 }
 
 /* ---- Scratch ---------------------------------------------------------------------------- */

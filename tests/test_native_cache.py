@@ -1,0 +1,98 @@
+"""The native core's piece cache once it is full: emptied and refilled, the ids stay HF's.
+
+The cache holds a bounded number of pieces (module.c CACHE_SLOTS, CACHE_BYTES); a stream of
+more distinct pieces than that fills it, it is emptied when no other thread reads it, and it
+fills again. These texts hold far more distinct pieces than it can, so every case below runs
+through at least one emptying, and compares each text with HF before, across and after it.
+"""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import pymtok
+from conftest import fixture_path, hf_tokenizer
+from pymtok.mtok import dumps_mtok, loads_mtok
+
+# more distinct pieces than the cache's 3/4 of 2**18 slots
+DISTINCT = 240_000
+LETTERS = "abcdefghijklmnopqrstuvwxyz" + "éüßøñ" + "данные" + "漢字仮名한국어"
+
+
+def distinct_texts(seed: int) -> list[str]:
+    """~2 KB texts of random words: nearly every word a piece never seen before."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choice(LETTERS) for _ in range(rng.randint(4, 9))) for _ in range(DISTINCT)]
+    return [" ".join(words[i : i + 250]) + "\n" for i in range(0, DISTINCT, 250)]
+
+
+def native(tok: pymtok.Tokenizer) -> object:
+    encoder = getattr(tok._native_segment, "__self__", None)
+    if encoder is None:
+        pytest.skip("pure-Python path: no native piece cache")
+    return encoder
+
+
+def hf_ids(name: str, texts: list[str]) -> list[list[int]]:
+    return [e.ids for e in hf_tokenizer(name).encode_batch(texts, add_special_tokens=False)]
+
+
+@pytest.mark.parametrize(
+    ("name", "via"),
+    [("llama3", "json"), ("qwen3", "mtok"), ("gemma-v1", "json"), ("t5-small", "json"), ("all-minilm-l6-v2", "json")],
+)
+def test_full_cache_is_emptied_and_ids_stay_exact(name: str, via: str) -> None:
+    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    if via == "mtok":
+        tok = loads_mtok(dumps_mtok(tok.config, tok.meta), name)
+    encoder = native(tok)
+    texts = distinct_texts(seed=len(name))
+    expected = hf_ids(name, texts)
+    assert [tok.encode(t, add_special_tokens=False) for t in texts] == expected
+    entries, resets = encoder.cache_stats()
+    assert resets >= 1 and entries > 0
+    # the texts of before the emptying, from a cache refilled with others
+    assert [tok.encode(t, add_special_tokens=False) for t in texts[:40]] == expected[:40]
+    # and on two threads, which share the cache and empty it between their texts
+    assert tok.encode_batch(texts, add_special_tokens=False, num_threads=2) == expected
+    assert encoder.cache_stats()[1] > resets
+
+
+def test_full_cache_shared_by_python_threads() -> None:
+    tok = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    encoder = native(tok)
+    texts = distinct_texts(seed=5)
+    expected = hf_ids("qwen3", texts)
+    parts = [texts[k::4] for k in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda part: [tok.encode(t, add_special_tokens=False) for t in part], parts))
+    for k, result in enumerate(results):
+        assert result == expected[k::4]
+    assert encoder.cache_stats()[1] >= 1
+
+
+def test_encoding_inside_a_python_normalizer() -> None:
+    # The thread's reused work buffers are in use while encode_text calls a Python normalizer;
+    # an encode made from inside it (another tokenizer, or the same) must bring its own.
+    outer = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    inner = pymtok.load(fixture_path("tokenizers", "gemma-v1", "tokenizer.json"))
+    encoder = native(outer)
+    native(inner)
+    texts = distinct_texts(seed=9)[:30]
+    seen: list[tuple[str, list[int]]] = []
+
+    def normalizer(piece: str) -> str:
+        long = piece * 3  # grows the inner call's buffers beyond the outer one's
+        seen.append((long, inner.encode(long, add_special_tokens=False)))
+        seen.append((piece, outer.encode(piece, add_special_tokens=False)))
+        return piece
+
+    expected = hf_ids("qwen3", texts)
+    assert [encoder.encode_text(t, normalizer, False) for t in texts] == expected
+    gemma, qwen = hf_tokenizer("gemma-v1"), hf_tokenizer("qwen3")
+    for k, (piece, ids) in enumerate(seen):
+        oracle = gemma if k % 2 == 0 else qwen
+        assert ids == oracle.encode(piece, add_special_tokens=False).ids
