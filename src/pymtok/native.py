@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import models, normalizers, pre_tokenizers, processors
+from . import decoders, models, normalizers, pre_tokenizers, processors
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
@@ -254,6 +254,89 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
         if any(a is not b for a, b in zip(fast, members)):
             return normalizers.Sequence(fast)  # type: ignore[arg-type]
     return normalizer
+
+
+def accelerate_decode(tokenizer: Tokenizer) -> Any:
+    """A native ``Decoder`` for ``tokenizer`` (``decode(ids, skip_special_tokens) -> str | None``),
+    or None when the decoder has a step the native core does not reproduce exactly (a regex
+    ``Replace``, ``SentencePiece``, empty patterns) or the ids are too sparse for a table.
+
+    Its table holds, for every id, the token ``Tokenizer._decode_tokens`` would pass the decoder
+    (the added token's decode form, else the model's) and whether skip_special_tokens drops it.
+    """
+    _native = _core()
+    if _native is None:
+        return None
+    decoder = tokenizer.decoder
+    steps = _decoder_steps(decoder) if decoder is not None else []
+    model = tokenizer.model
+    bound = _id_bound(model)
+    added = tokenizer.added
+    if steps is None or bound is None:
+        return None
+    bound = max(bound, max(added.by_id, default=-1) + 1)
+    if bound > 4 * (model.vocab_size + len(added.by_id)) + 2**16:
+        return None  # ids spread far apart: a table by id would be mostly holes
+    tokens: list[str | None] = [model.id_to_token(i) for i in range(bound)]
+    for id in added.by_id:
+        tokens[id] = added.token_for_decode(id)
+    special = added.special
+    specials = [id for id, token in enumerate(tokens) if token is not None and token in special]
+    try:
+        return _native.Decoder(tokens, specials, tuple(steps), decoder is None)
+    except UnicodeEncodeError:
+        return None  # a token with a lone surrogate has no UTF-8 form: the pure path copes
+
+
+def _id_bound(model: Any) -> int | None:
+    """One more than the largest id ``model.id_to_token`` may know, None when that is unknown."""
+    pieces = getattr(model, "pieces", None)
+    if isinstance(pieces, list):
+        return len(pieces)
+    vocab = getattr(model, "vocab", None)
+    tables = getattr(vocab, "tables", None)
+    if tables is not None:
+        return int(tables.max_id) + 1
+    if isinstance(vocab, Mapping):
+        return max(vocab.values(), default=-1) + 1
+    return None
+
+
+def _decoder_steps(decoder: Any) -> list[Step] | None:
+    """The native program of a decoder (Sequences flattened), None if it has no exact one."""
+    kind = type(decoder)
+    if kind is decoders.Sequence:
+        steps: list[Step] = []
+        for member in decoder.decoders:
+            sub = _decoder_steps(member)
+            if sub is None:
+                return None
+            steps += sub
+        return steps
+    if kind is decoders.ByteLevel:
+        return [("byte_level",)]
+    if kind is decoders.ByteFallback:
+        return [("byte_fallback",)]
+    if kind is decoders.Fuse:
+        return [("fuse",)]
+    if kind is decoders.Metaspace:
+        return [("metaspace", decoder.replacement, decoder.prepend_scheme != "never")]
+    if kind is decoders.Strip:
+        return [("strip", decoder.content, decoder.start, decoder.stop)]
+    if kind is decoders.WordPiece and isinstance(decoder.prefix, str):
+        return [("wordpiece", decoder.prefix, bool(decoder.cleanup))]
+    if kind is decoders.Replace and _nonempty(decoder._literal) and isinstance(decoder.content, str):
+        return [("replace", decoder._literal, decoder.content)]
+    if kind is decoders.BPEDecoder and _nonempty(decoder.suffix):
+        return [("bpe", decoder.suffix)]
+    if kind is decoders.CTC and _nonempty(decoder.pad_token, decoder.word_delimiter_token):
+        return [("ctc", decoder.pad_token, decoder.word_delimiter_token, bool(decoder.cleanup))]
+    return None
+
+
+def _nonempty(*literals: object) -> bool:
+    """Whether every one is a literal the native core can search for: a non-empty str."""
+    return all(isinstance(literal, str) and literal for literal in literals)
 
 
 _NOT_BUILT = (

@@ -161,7 +161,7 @@ class Tokenizer:
         self._pure_normalizer = normalizer  # what encode_words runs: it tracks alignments
         self.normalizer = native.accelerate_normalizer(normalizer)
         self.pre_tokenizer = pre_tokenizer
-        self.decoder = decoder
+        self._decoder = decoder
         self.post_processor = post_processor
         self.added = AddedVocabulary(
             added_tokens,
@@ -181,6 +181,18 @@ class Tokenizer:
         # accelerate_text set up)
         encoder = getattr(self._native_segment, "__self__", None)
         self._native_batch = encoder.encode_batch if self._native_text is not None else None
+        # Tokenizer.decode's native decoder, built on first use (its table costs a pass over the
+        # vocabulary); a callable taking (ids, skip_special_tokens), None for the pure path
+        self._native_decode: Callable[[Any, Any], str | None] = self._first_native_decode
+
+    @property
+    def decoder(self) -> decoders.Decoder | None:
+        return self._decoder
+
+    @decoder.setter
+    def decoder(self, decoder: decoders.Decoder | None) -> None:
+        self._decoder = decoder
+        self._native_decode = self._first_native_decode  # its table holds the old decoder's steps
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], meta: TokenizerMeta | None = None) -> Tokenizer:
@@ -466,16 +478,31 @@ class Tokenizer:
         ``clean_up_tokenization_spaces`` overrides the folder's setting; ``False`` turns off every
         transformers text fix-up, giving exactly HF ``tokenizers``' decode.
         """
-        text = self._decode_tokens(_token_ids(ids), skip_special_tokens)
+        # the native decoder takes a list or tuple of ints as it is, and says None to the rest
+        text = self._native_decode(ids, skip_special_tokens)
+        if text is None:
+            text = self._decode_checked(_token_ids(ids), skip_special_tokens)
         if clean_up_tokenization_spaces is False:
             return text
-        if self.meta.decode_suffix_as_space:
-            text = text.replace(self.meta.decode_suffix_as_space, " ").strip()
+        meta = self.meta
+        if meta.decode_suffix_as_space:
+            text = text.replace(meta.decode_suffix_as_space, " ").strip()
         # transformers 5 leaves BPE output alone: the cleanup was made for WordPiece spacing
-        if (clean_up_tokenization_spaces or self.meta.clean_up_tokenization_spaces) and not isinstance(
+        if (clean_up_tokenization_spaces or meta.clean_up_tokenization_spaces) and not isinstance(
             self.model, models.BPE
         ):
             text = decoders.clean_up_tokenization(text)
+        return text
+
+    def _decode_checked(self, ids: list[int], skip_special_tokens: bool) -> str:
+        text = self._native_decode(ids, skip_special_tokens)
+        return text if text is not None else self._decode_tokens(ids, skip_special_tokens)
+
+    def _first_native_decode(self, ids: Any, skip_special_tokens: bool) -> str | None:
+        """``_native_decode`` until the first call, which builds the native decoder's table."""
+        decoder = native.accelerate_decode(self)
+        self._native_decode = decoder.decode if decoder is not None else _no_native_decode
+        text: str | None = self._native_decode(ids, skip_special_tokens)
         return text
 
     def _decode_tokens(self, ids: list[int], skip_special_tokens: bool) -> str:
@@ -502,7 +529,8 @@ class Tokenizer:
         tolist = getattr(sequences, "tolist", None)
         if tolist is not None:
             sequences = tolist()
-        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
+        decode = self.decode
+        return [decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
     def decode_stream(self, skip_special_tokens: bool = False) -> DecodeStream:
         """An incremental decoder: feed ids one by one, get text as soon as it is complete."""
@@ -973,6 +1001,10 @@ def _check_encodable(text: str) -> None:
             f"text holds a lone surrogate {text[exc.start]!r} at index {exc.start}; "
             "it has no UTF-8 form to tokenize"
         ) from None
+
+
+def _no_native_decode(ids: Any, skip_special_tokens: Any) -> None:
+    return None
 
 
 class DecodeStream:

@@ -456,4 +456,52 @@ int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out)
 /* Rust's char::is_whitespace (the White_Space property), from unicode_data.h. */
 int rust_white_space(uint32_t c);
 
+/* ---- decoding (decode.c) ---------------------------------------------------------------- */
+
+/* A list of UTF-8 byte strings: element i is buf[end[i-1], end[i]). HF's decoders each take the
+ * token list and return an edited one, so the native core keeps that shape between steps. */
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+    size_t *end;
+    size_t n, ncap;
+} TokList;
+
+enum DecKind {
+    DEC_JOIN_LOSSY, /* ByteLevel after its per-token byte mapping is folded into the table */
+    DEC_BYTE_LEVEL, DEC_BYTE_FALLBACK, DEC_FUSE, DEC_METASPACE, DEC_WORDPIECE, DEC_REPLACE,
+    DEC_STRIP, DEC_BPE, DEC_CTC
+};
+
+typedef struct {
+    int kind;
+    uint8_t *a, *b; /* replace: pattern, content; metaspace: replacement; wordpiece: prefix;
+                       bpe: suffix; ctc: pad, delimiter; strip: content */
+    size_t na, nb;
+    size_t start, stop; /* strip */
+    int flag;           /* metaspace: drop it on the first token; wordpiece, ctc: cleanup */
+} DecStep;
+
+enum { DEC_PRESENT = 1, DEC_SPECIAL = 2 };
+
+typedef struct {
+    uint8_t *pool;   /* each id's token, after the steps folded in (decoder_fold) */
+    size_t *off;     /* n + 1 offsets into pool */
+    uint8_t *flags;  /* DEC_PRESENT, DEC_SPECIAL */
+    size_t n;        /* ids 0..n-1 */
+    DecStep *steps;  /* the steps run per call */
+    size_t nsteps;
+    int space_join;  /* no decoder: tokens joined with spaces, as transformers does */
+} Decoder;
+
+void toklist_free(TokList *l);
+/* Fold the per-token steps at the head of steps[0..nsteps) into each token of the table
+ * (Replace, Strip, ByteLevel's byte mapping) and keep the rest for decoder_run. Takes
+ * ownership of steps. */
+int decoder_fold(Decoder *d, DecStep *steps, size_t nsteps);
+/* ids to one UTF-8 string in out->buf[0, out->len): lossy only where the last step is
+ * DEC_JOIN_LOSSY (the caller decodes with "replace"), valid UTF-8 otherwise. */
+int decoder_run(const Decoder *d, const uint32_t *ids, size_t n, int skip_special, TokList *out, TokList *tmp);
+void decoder_free(Decoder *d);
+
 #endif
