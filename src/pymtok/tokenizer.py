@@ -242,6 +242,15 @@ class Tokenizer:
         >>> tok.encode("<|im_end|>", split_special_tokens=True)       # doctest: +SKIP
         [27, 91, 318, 6213, 91, 29]
         """
+        native_text = self._native_text
+        if (
+            native_text is not None
+            and type(text) is str
+            and pair is split_special_tokens is allowed_special is disallowed_special is None
+            and type(add_special_tokens) is bool
+            and not self.meta.split_special_tokens
+        ):
+            return native_text(text, add_special_tokens)  # the common call, with nothing to check
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
         if pair is not None and not isinstance(pair, str):
@@ -1011,7 +1020,9 @@ class DecodeStream:
     """Incremental decoding with HF ``DecodeStream``'s semantics.
 
     ``step(id)`` returns the text the new id completes, or ``None`` while a character is still
-    incomplete; the pieces joined equal ``decode`` of all ids.
+    incomplete; the pieces joined equal ``decode(ids, clean_up_tokenization_spaces=False)`` of
+    all ids (HF ``tokenizers``' decode, which its ``DecodeStream`` runs). Each step decodes only
+    the ids since the last text that came out, so a step costs the same however long the stream.
     """
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False) -> None:
@@ -1022,25 +1033,31 @@ class DecodeStream:
         self._prefix_index = 0
 
     def _decode(self, ids: list[int]) -> str:
-        return self._tok.decode(ids, self._skip)
+        text = self._tok._native_decode(ids, self._skip)
+        return text if text is not None else self._tok._decode_tokens(ids, self._skip)
 
     def step(self, id: int) -> str | None:
-        if not self._prefix and self._ids:
-            prefix = self._decode(self._ids)
+        if type(id) is not int or not 0 <= id < _U32:
+            id = _token_id(id)  # raises before the stream takes the id in
+        ids = self._ids
+        if not self._prefix and ids:
+            prefix = self._decode(ids)
             if not prefix.endswith("\ufffd"):
                 self._prefix = prefix
-                self._prefix_index = len(self._ids)
-        self._ids.append(id)
-        text = self._decode(self._ids)
-        if len(text.encode("utf-8")) <= len(self._prefix.encode("utf-8")) or text.endswith("\ufffd"):
+                self._prefix_index = len(ids)
+        ids.append(id)
+        text = self._decode(ids)
+        prefix = self._prefix
+        if not (len(text) > len(prefix) and text.startswith(prefix)):
+            # HF compares UTF-8 lengths: a text no longer than the prefix emits nothing
+            if len(text.encode("utf-8")) <= len(prefix.encode("utf-8")) or text.endswith("\ufffd"):
+                return None
+            raise ValueError(f"decode stream: text {text!r} no longer starts with the emitted {prefix!r}")
+        if text.endswith("\ufffd"):
             return None
-        if not text.startswith(self._prefix):
-            raise ValueError(
-                f"decode stream: text {text!r} no longer starts with the emitted {self._prefix!r}"
-            )
-        new_text = text[len(self._prefix) :]
-        new_index = len(self._ids) - self._prefix_index
-        self._ids = self._ids[self._prefix_index :]
-        self._prefix = self._decode(self._ids)
+        new_text = text[len(prefix) :]
+        new_index = len(ids) - self._prefix_index
+        del ids[: self._prefix_index]
+        self._prefix = self._decode(ids)
         self._prefix_index = new_index
         return new_text
