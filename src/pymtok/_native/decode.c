@@ -270,6 +270,7 @@ static size_t count_trailing(const uint8_t *s, size_t n, const uint8_t *c, size_
 static int apply_step_in(const DecStep *st, const TokList *in, TokList *out, TokList *tmp, TokList sc[3], int one) {
     static const uint8_t space = ' ';
     tl_reset(out);
+    tl_reset(tmp);
     size_t n;
     const uint8_t *s;
     switch (st->kind) {
@@ -288,7 +289,6 @@ static int apply_step_in(const DecStep *st, const TokList *in, TokList *out, Tok
         tl_reset(tmp);
         return tl_close(out);
     case DEC_BYTE_FALLBACK: {
-        tl_reset(tmp);
         for (size_t i = 0; i < in->n; i++) {
             s = tl_at(in, i, &n);
             int b = fallback_byte(s, n);
