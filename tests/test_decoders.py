@@ -365,9 +365,10 @@ def test_native_decoder_covers_every_fixture_and_falls_back_where_it_must() -> N
 
     if native._core() is None:
         pytest.skip("pure path: no native decoder")
-    for name in TOKENIZER_NAMES:
-        tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
-        assert native.accelerate_decode(tok) is not None, name
+    paths = [fixture_path("tokenizers", name, "tokenizer.json") for name in TOKENIZER_NAMES]
+    paths += [fixture_path("legacy", "sentencepiece", m) for m in ("test_model.model", "mistral-7b-v0.1.model")]
+    for path in paths:
+        assert native.accelerate_decode(pymtok.load(path)) is not None, path
     # a regex Replace has no native step: the pure path decodes, exactly
     cfg = {"type": "Replace", "pattern": {"Regex": "a+"}, "content": "-"}
     doc, ids = _decode_doc(cfg, ["caab", "a", "b"])
@@ -443,3 +444,4 @@ def test_decode_argument_checks() -> None:
         with pytest.raises((TypeError, OverflowError)):
             stream.step(bad_id)  # type: ignore[arg-type]
     assert stream.step(1) == "b"  # the stream is as it was before the bad ids
+

@@ -259,7 +259,8 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
 def accelerate_decode(tokenizer: Tokenizer) -> Any:
     """A native ``Decoder`` for ``tokenizer`` (``decode(ids, skip_special_tokens) -> str | None``),
     or None when the decoder has a step the native core does not reproduce exactly (a regex
-    ``Replace``, ``SentencePiece``, empty patterns) or the ids are too sparse for a table.
+    ``Replace``, empty patterns, ``SentencePiece`` inside a chain or with a denormalizer) or the
+    ids are too sparse for a table.
 
     Its table holds, for every id, the token ``Tokenizer._decode_tokens`` would pass the decoder
     (the added token's decode form, else the model's) and whether skip_special_tokens drops it.
@@ -269,6 +270,10 @@ def accelerate_decode(tokenizer: Tokenizer) -> Any:
         return None
     decoder = tokenizer.decoder
     steps = _decoder_steps(decoder) if decoder is not None else []
+    sp: Any = decoder if type(decoder) is decoders.SentencePiece else None
+    if sp is not None and sp._denormalize is None:
+        strip = bool(sp.add_dummy_prefix or sp.remove_extra_whitespaces)
+        steps = [("sentencepiece", sp.unk_surface, strip, bool(sp.remove_extra_whitespaces))]
     model = tokenizer.model
     bound = _id_bound(model)
     added = tokenizer.added
@@ -282,10 +287,22 @@ def accelerate_decode(tokenizer: Tokenizer) -> Any:
         tokens[id] = added.token_for_decode(id)
     special = added.special
     specials = [id for id, token in enumerate(tokens) if token is not None and token in special]
+    kinds = bytes(_sentencepiece_kind(_native, sp, token) for token in tokens) if sp is not None else b""
     try:
-        return _native.Decoder(tokens, specials, tuple(steps), decoder is None)
+        return _native.Decoder(tokens, specials, tuple(steps), decoder is None, kinds)
     except UnicodeEncodeError:
         return None  # a token with a lone surrogate has no UTF-8 form: the pure path copes
+
+
+def _sentencepiece_kind(_native: Any, sp: Any, token: str | None) -> int:
+    """How the SentencePiece decoder treats a piece, in the order it tests them."""
+    if token is None:
+        return 0
+    if token in sp._bytes:
+        return int(_native.DEC_BYTE_PIECE)
+    if token in sp._control:
+        return int(_native.DEC_CONTROL)
+    return int(_native.DEC_UNK) if token == sp.unk_piece else 0
 
 
 def _id_bound(model: Any) -> int | None:

@@ -221,14 +221,17 @@ static int append_gpt2_bytes(TokList *out, const uint8_t *s, size_t n) {
     return 0;
 }
 
+static int hex_digit(uint8_t c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
 /* HF's ByteFallback test: exactly "<0x" two hex digits ">" (u8::from_str_radix also takes "+F"). */
 static int fallback_byte(const uint8_t *s, size_t n) {
     if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
         return -1;
     int v = 0;
     for (size_t k = s[3] == '+' ? 4 : 3; k < 5; k++) {
-        uint8_t c = s[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = hex_digit(s[k]);
         if (d < 0)
             return -1;
         v = v * 16 + d;
@@ -445,6 +448,78 @@ int decoder_fold(Decoder *d, DecStep *steps, size_t nsteps) {
     return 0;
 }
 
+/* Bytes to text one character at a time, each byte that starts no well-formed character a
+ * U+FFFD (decoders._sentencepiece_bytes: the library's own recovery, unlike lossy UTF-8). */
+static int append_sentencepiece_bytes(TokList *out, const uint8_t *s, size_t n) {
+    if (tl_reserve(out, n * 3) < 0)
+        return -1;
+    uint8_t *o = out->buf + out->len;
+    for (size_t i = 0, sub; i < n;) {
+        size_t k = utf8_sequence(s + i, n - i, &sub);
+        if (k) {
+            memcpy(o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(o, REPLACEMENT, 3);
+            o += 3;
+            i++;
+        }
+    }
+    out->len = (size_t)(o - out->buf);
+    return 0;
+}
+
+/* SentencePieceProcessor::Decode, as decoders.SentencePiece: control pieces vanish, the unknown
+ * piece becomes its surface, byte pieces gather into runs, and the leading metaspace of the
+ * first piece that puts out text is dropped. */
+static int sentencepiece_run(const Decoder *d, const DecStep *st, const uint32_t *ids, size_t n, int skip_special,
+                             TokList *out, TokList *run) {
+    static const uint8_t metaspace[3] = {0xE2, 0x96, 0x81}, space = ' ';
+    const uint8_t drop = (uint8_t)(skip_special ? DEC_SPECIAL : 0);
+    int bos_ws = 1, bos_ws_seen = 0, strip = st->flag & DEC_SP_STRIP, remove_extra = st->flag & DEC_SP_REMOVE_EXTRA;
+    tl_reset(out);
+    tl_reset(run);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id = ids[i];
+        if (id >= d->n || !(d->flags[id] & DEC_PRESENT) || (d->flags[id] & drop))
+            continue;
+        uint8_t f = d->flags[id];
+        const uint8_t *s = d->pool + d->off[id];
+        size_t len = d->off[id + 1] - d->off[id];
+        if (f & DEC_BYTE_PIECE) { /* "<0xXX>", checked by native.py */
+            uint8_t byte = (uint8_t)(hex_digit(s[3]) * 16 + hex_digit(s[4]));
+            if (tl_append(run, &byte, 1) < 0)
+                return -1;
+            continue;
+        }
+        if (run->len) {
+            if (append_sentencepiece_bytes(out, run->buf, run->len) < 0)
+                return -1;
+            tl_reset(run);
+        }
+        if (bos_ws_seen || out->len)
+            bos_ws = 0;
+        bos_ws_seen = 0;
+        if (f & DEC_CONTROL)
+            continue;
+        if (f & DEC_UNK) {
+            if (tl_append(out, st->a, st->na) < 0)
+                return -1;
+            continue;
+        }
+        if (bos_ws && strip && len >= 3 && memcmp(s, metaspace, 3) == 0) {
+            s += 3, len -= 3;
+            bos_ws_seen = !remove_extra;
+        }
+        if (append_replaced(out, s, len, metaspace, 3, &space, 1) < 0)
+            return -1;
+    }
+    if (run->len && append_sentencepiece_bytes(out, run->buf, run->len) < 0)
+        return -1;
+    return tl_close(out);
+}
+
 /* The tokens of ids, one element each, or all in one element when join. */
 static int gather(const Decoder *d, const uint32_t *ids, size_t n, int skip_special, int join, TokList *out) {
     const uint8_t drop = (uint8_t)(skip_special ? DEC_SPECIAL : 0);
@@ -468,6 +543,8 @@ static int gather(const Decoder *d, const uint32_t *ids, size_t n, int skip_spec
 }
 
 int decoder_run(const Decoder *d, const uint32_t *ids, size_t n, int skip_special, TokList *out, TokList *tmp) {
+    if (d->nsteps && d->steps[0].kind == DEC_SENTENCEPIECE)
+        return sentencepiece_run(d, &d->steps[0], ids, n, skip_special, out, tmp);
     int first = d->nsteps ? d->steps[0].kind : -1;
     int join = first == DEC_FUSE || first == DEC_JOIN_LOSSY || (first < 0 && !d->space_join);
     TokList work = {0};

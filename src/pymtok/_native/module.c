@@ -1327,6 +1327,7 @@ typedef struct {
 
 static const char *const decoder_kinds[] = {
     "", "byte_level", "byte_fallback", "fuse", "metaspace", "wordpiece", "replace", "strip", "bpe", "ctc",
+    "sentencepiece",
 };
 
 static uint8_t *copy_bytes(const char *s, Py_ssize_t n) {
@@ -1368,6 +1369,12 @@ static int parse_decoder_step(PyObject *t, DecStep *st) {
     case DEC_BPE:
         ok = PyArg_ParseTuple(t, "ss#", &kind_name, &a, &na);
         break;
+    case DEC_SENTENCEPIECE: {
+        int strip, remove_extra;
+        ok = PyArg_ParseTuple(t, "ss#pp", &kind_name, &a, &na, &strip, &remove_extra);
+        flag = (strip ? DEC_SP_STRIP : 0) | (remove_extra ? DEC_SP_REMOVE_EXTRA : 0);
+        break;
+    }
     default:
         ok = PyArg_ParseTuple(t, "s", &kind_name);
     }
@@ -1398,11 +1405,13 @@ static int parse_decoder_step(PyObject *t, DecStep *st) {
 }
 
 static int DecoderObject_init(DecoderObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"tokens", "specials", "steps", "space_join", NULL};
+    static char *kwlist[] = {"tokens", "specials", "steps", "space_join", "kinds", NULL};
     PyObject *tokens, *specials, *steps;
     int space_join;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!p", kwlist, &PyList_Type, &tokens, &PyList_Type, &specials,
-                                     &PyTuple_Type, &steps, &space_join))
+    const char *kinds = NULL;
+    Py_ssize_t nkinds = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!p|y#", kwlist, &PyList_Type, &tokens, &PyList_Type, &specials,
+                                     &PyTuple_Type, &steps, &space_join, &kinds, &nkinds))
         return -1;
     decoder_free(&self->d);
     Decoder *d = &self->d;
@@ -1443,6 +1452,9 @@ static int DecoderObject_init(DecoderObject *self, PyObject *args, PyObject *kwd
         if (id >= 0 && (size_t)id < n)
             d->flags[id] |= DEC_SPECIAL;
     }
+    for (size_t i = 0; i < n && i < (size_t)nkinds; i++)
+        if (d->flags[i] & DEC_PRESENT)
+            d->flags[i] |= (uint8_t)(kinds[i] & (DEC_CONTROL | DEC_UNK | DEC_BYTE_PIECE));
     size_t nsteps = (size_t)PyTuple_GET_SIZE(steps);
     DecStep *parsed = calloc(nsteps + 1, sizeof *parsed);
     if (!parsed)
@@ -1536,8 +1548,9 @@ static PyTypeObject DecoderType = {
     .tp_init = (initproc)DecoderObject_init,
     .tp_dealloc = (destructor)DecoderObject_dealloc,
     .tp_methods = DecoderObject_methods,
-    .tp_doc = "Decoder(tokens, specials, steps, space_join): a decoder chain over a token table "
-              "(tokens[id] a str or None; specials the ids skip_special_tokens drops).",
+    .tp_doc = "Decoder(tokens, specials, steps, space_join, kinds=b''): a decoder chain over a token table "
+              "(tokens[id] a str or None; specials the ids skip_special_tokens drops; kinds[id] the "
+              "SentencePiece decoder's CONTROL, UNK or BYTE_PIECE flags).",
 };
 
 /* grapheme_ends(text) -> list[int]: where each extended grapheme cluster ends, for the tests
@@ -1587,6 +1600,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
         PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 || mtok_tables_register(m) < 0 ||
         PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
+        PyModule_AddIntConstant(m, "DEC_CONTROL", DEC_CONTROL) < 0 || PyModule_AddIntConstant(m, "DEC_UNK", DEC_UNK) < 0 ||
+        PyModule_AddIntConstant(m, "DEC_BYTE_PIECE", DEC_BYTE_PIECE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CLEAN", BERT_CLEAN) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CHINESE", BERT_CHINESE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_STRIP", BERT_STRIP) < 0 ||

@@ -470,7 +470,8 @@ typedef struct {
 enum DecKind {
     DEC_JOIN_LOSSY, /* ByteLevel after its per-token byte mapping is folded into the table */
     DEC_BYTE_LEVEL, DEC_BYTE_FALLBACK, DEC_FUSE, DEC_METASPACE, DEC_WORDPIECE, DEC_REPLACE,
-    DEC_STRIP, DEC_BPE, DEC_CTC
+    DEC_STRIP, DEC_BPE, DEC_CTC,
+    DEC_SENTENCEPIECE /* a whole decoder, never in a chain: it reads the pieces' kinds by id */
 };
 
 typedef struct {
@@ -479,15 +480,18 @@ typedef struct {
                        bpe: suffix; ctc: pad, delimiter; strip: content */
     size_t na, nb;
     size_t start, stop; /* strip */
-    int flag;           /* metaspace: drop it on the first token; wordpiece, ctc: cleanup */
+    int flag;           /* metaspace: drop it on the first token; wordpiece, ctc: cleanup;
+                           sentencepiece: DEC_SP_STRIP | DEC_SP_REMOVE_EXTRA */
 } DecStep;
 
-enum { DEC_PRESENT = 1, DEC_SPECIAL = 2 };
+enum { DEC_SP_STRIP = 1, DEC_SP_REMOVE_EXTRA = 2 };
+/* DEC_CONTROL, DEC_UNK and DEC_BYTE_PIECE: the piece kinds the SentencePiece decoder treats apart */
+enum { DEC_PRESENT = 1, DEC_SPECIAL = 2, DEC_CONTROL = 4, DEC_UNK = 8, DEC_BYTE_PIECE = 16 };
 
 typedef struct {
     uint8_t *pool;   /* each id's token, after the steps folded in (decoder_fold) */
     size_t *off;     /* n + 1 offsets into pool */
-    uint8_t *flags;  /* DEC_PRESENT, DEC_SPECIAL */
+    uint8_t *flags;  /* DEC_PRESENT, DEC_SPECIAL, ... */
     size_t n;        /* ids 0..n-1 */
     DecStep *steps;  /* the steps run per call */
     size_t nsteps;
