@@ -282,7 +282,7 @@ def accelerate_decode(tokenizer: Tokenizer) -> Any:
     bound = max(bound, max(added.by_id, default=-1) + 1)
     if bound > 4 * (model.vocab_size + len(added.by_id)) + 2**16:
         return None  # ids spread far apart: a table by id would be mostly holes
-    tokens: list[str | None] = [model.id_to_token(i) for i in range(bound)]
+    tokens = _tokens_by_id(model, bound)
     for id in added.by_id:
         tokens[id] = added.token_for_decode(id)
     special = added.special
@@ -292,6 +292,20 @@ def accelerate_decode(tokenizer: Tokenizer) -> Any:
         return _native.Decoder(tokens, specials, tuple(steps), decoder is None, kinds)
     except UnicodeEncodeError:
         return None  # a token with a lone surrogate has no UTF-8 form: the pure path copes
+
+
+def _tokens_by_id(model: Any, bound: int) -> list[str | None]:
+    """``model.id_to_token(id)`` for every id below ``bound``, without a call per id where the
+    model's own table answers the same."""
+    by_id = type(model).id_to_token
+    if by_id in (models.Unigram.id_to_token, models.SentencePieceBPE.id_to_token):
+        return [*model.pieces, *[None] * (bound - len(model.pieces))]
+    if by_id is models._VocabModel.id_to_token and type(model.vocab) is dict:
+        tokens: list[str | None] = [None] * bound
+        for token, id in model.vocab.items():  # later tokens of one id win, as in its inverse
+            tokens[id] = token
+        return tokens
+    return [model.id_to_token(i) for i in range(bound)]
 
 
 def _sentencepiece_kind(_native: Any, sp: Any, token: str | None) -> int:
