@@ -308,6 +308,11 @@ def _tokens_by_id(model: Any, bound: int) -> list[str | None]:
     return [model.id_to_token(i) for i in range(bound)]
 
 
+def decode_stream(decoder: Any, skip_special_tokens: bool) -> Any:
+    """The native core's DecodeStream over ``decoder`` (an :func:`accelerate_decode` result)."""
+    return _built().DecodeStream(decoder, skip_special_tokens)
+
+
 def _sentencepiece_kind(_native: Any, sp: Any, token: str | None) -> int:
     """How the SentencePiece decoder treats a piece, in the order it tests them."""
     if token is None:

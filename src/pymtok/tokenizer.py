@@ -509,10 +509,18 @@ class Tokenizer:
 
     def _first_native_decode(self, ids: Any, skip_special_tokens: bool) -> str | None:
         """``_native_decode`` until the first call, which builds the native decoder's table."""
-        decoder = native.accelerate_decode(self)
-        self._native_decode = decoder.decode if decoder is not None else _no_native_decode
+        self._native_decoder()
         text: str | None = self._native_decode(ids, skip_special_tokens)
         return text
+
+    def _native_decoder(self) -> Any:
+        """The native core's ``Decoder`` for this tokenizer (built on first use), None if none."""
+        fast = self._native_decode
+        if fast == self._first_native_decode:
+            decoder = native.accelerate_decode(self)
+            self._native_decode = decoder.decode if decoder is not None else _no_native_decode
+            return decoder
+        return getattr(fast, "__self__", None)
 
     def _decode_tokens(self, ids: list[int], skip_special_tokens: bool) -> str:
         tokens: list[str] = []
@@ -1031,6 +1039,10 @@ class DecodeStream:
         self._ids: list[int] = []
         self._prefix = ""
         self._prefix_index = 0
+        decoder = tokenizer._native_decoder()
+        if decoder is not None:
+            # the same steps in C, which keeps the ids and texts as bytes between calls
+            self.step = native.decode_stream(decoder, bool(skip_special_tokens)).step  # type: ignore[method-assign]
 
     def _decode(self, ids: list[int]) -> str:
         text = self._tok._native_decode(ids, self._skip)

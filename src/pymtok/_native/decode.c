@@ -597,3 +597,69 @@ void decoder_free(Decoder *d) {
     free(d->flags);
     memset(d, 0, sizeof *d);
 }
+
+/* ids to valid UTF-8 in out (decoder_run leaves a last lossy step to its caller). */
+static int decode_valid(const Decoder *d, const uint32_t *ids, size_t n, int skip, TokList *out, TokList *tmp,
+                        TokList *spare) {
+    if (decoder_run(d, ids, n, skip, out, tmp) < 0)
+        return -1;
+    if (utf8_valid(out->buf, out->len))
+        return 0;
+    tl_reset(spare);
+    if (append_lossy(spare, out->buf, out->len) < 0)
+        return -1;
+    TokList t = *out;
+    *out = *spare;
+    *spare = t;
+    return 0;
+}
+
+static int ends_with_replacement(const TokList *t) {
+    return t->len >= 3 && memcmp(t->buf + t->len - 3, REPLACEMENT, 3) == 0;
+}
+
+/* Tokenizer.DecodeStream.step, on bytes: a UTF-8 prefix test is the same as on characters. */
+int decode_stream_step(const Decoder *d, DecodeStreamState *s, uint32_t id, int skip, size_t *start) {
+    if (!s->prefix.len && s->n) {
+        if (decode_valid(d, s->ids, s->n, skip, &s->text, &s->tmp, &s->spare) < 0)
+            return -1;
+        if (!ends_with_replacement(&s->text)) {
+            TokList t = s->prefix;
+            s->prefix = s->text;
+            s->text = t;
+            s->prefix_index = s->n;
+        }
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        uint32_t *ids = realloc(s->ids, cap * sizeof *ids);
+        if (!ids)
+            return -1;
+        s->ids = ids;
+        s->cap = cap;
+    }
+    s->ids[s->n++] = id;
+    if (decode_valid(d, s->ids, s->n, skip, &s->text, &s->tmp, &s->spare) < 0)
+        return -1;
+    size_t np = s->prefix.len;
+    if (!(s->text.len > np && memcmp(s->text.buf, s->prefix.buf, np) == 0))
+        return s->text.len <= np || ends_with_replacement(&s->text) ? STREAM_NONE : STREAM_BAD_PREFIX;
+    if (ends_with_replacement(&s->text))
+        return STREAM_NONE;
+    size_t new_index = s->n - s->prefix_index;
+    memmove(s->ids, s->ids + s->prefix_index, (s->n - s->prefix_index) * sizeof *s->ids);
+    s->n -= s->prefix_index;
+    s->prefix_index = new_index;
+    *start = np;
+    /* the new prefix goes to s->prefix; s->text keeps the whole text for the caller */
+    return decode_valid(d, s->ids, s->n, skip, &s->prefix, &s->tmp, &s->spare) < 0 ? -1 : STREAM_TEXT;
+}
+
+void decode_stream_free(DecodeStreamState *s) {
+    free(s->ids);
+    toklist_free(&s->prefix);
+    toklist_free(&s->text);
+    toklist_free(&s->tmp);
+    toklist_free(&s->spare);
+    memset(s, 0, sizeof *s);
+}

@@ -1553,6 +1553,98 @@ static PyTypeObject DecoderType = {
               "SentencePiece decoder's CONTROL, UNK or BYTE_PIECE flags).",
 };
 
+/* pymtok._native.DecodeStream(decoder, skip_special_tokens): HF's DecodeStream on a Decoder. */
+typedef struct {
+    PyObject_HEAD
+    DecoderObject *decoder;
+    int skip;
+    DecodeStreamState st;
+} DecodeStreamObject;
+
+static int DecodeStreamObject_init(DecodeStreamObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"decoder", "skip_special_tokens", NULL};
+    PyObject *decoder;
+    int skip;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!p", kwlist, &DecoderType, &decoder, &skip))
+        return -1;
+    Py_INCREF(decoder);
+    Py_XSETREF(self->decoder, (DecoderObject *)decoder);
+    self->skip = skip;
+    decode_stream_free(&self->st);
+    return 0;
+}
+
+static void DecodeStreamObject_dealloc(DecodeStreamObject *self) {
+    Py_XDECREF(self->decoder);
+    decode_stream_free(&self->st);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* An id as Tokenizer._token_id takes one: an int (or __index__, not bool) that fits u32. */
+static int token_id_of(PyObject *o, uint32_t *id) {
+    PyObject *v = PyBool_Check(o) || !PyIndex_Check(o) ? NULL : PyNumber_Index(o);
+    if (!v) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "token ids must be int, got %s", Py_TYPE(o)->tp_name);
+        }
+        return -1;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || x < 0 || x > (long long)UINT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "token id %R is out of range: ids are unsigned 32-bit, as in HF", v);
+        Py_DECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    *id = (uint32_t)x;
+    return 0;
+}
+
+static PyObject *DecodeStreamObject_step(DecodeStreamObject *self, PyObject *arg) {
+    uint32_t id;
+    if (!self->decoder) {
+        PyErr_SetString(PyExc_TypeError, "DecodeStream was not initialized");
+        return NULL;
+    }
+    if (token_id_of(arg, &id) < 0)
+        return NULL;
+    size_t start = 0;
+    DecodeStreamState *st = &self->st;
+    int rc = decode_stream_step(&self->decoder->d, st, id, self->skip, &start);
+    if (rc < 0)
+        return PyErr_NoMemory();
+    if (rc == STREAM_NONE)
+        Py_RETURN_NONE;
+    if (rc == STREAM_TEXT)
+        return PyUnicode_DecodeUTF8((const char *)st->text.buf + start, (Py_ssize_t)(st->text.len - start), "strict");
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)st->text.buf, (Py_ssize_t)st->text.len, "strict");
+    PyObject *prefix = PyUnicode_DecodeUTF8((const char *)st->prefix.buf, (Py_ssize_t)st->prefix.len, "strict");
+    if (text && prefix)
+        PyErr_Format(PyExc_ValueError, "decode stream: text %R no longer starts with the emitted %R", text, prefix);
+    Py_XDECREF(text);
+    Py_XDECREF(prefix);
+    return NULL;
+}
+
+static PyMethodDef DecodeStreamObject_methods[] = {
+    {"step", (PyCFunction)DecodeStreamObject_step, METH_O,
+     "step(id) -> str | None: the text id completes, None while a character is incomplete"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DecodeStreamType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.DecodeStream",
+    .tp_basicsize = sizeof(DecodeStreamObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)DecodeStreamObject_init,
+    .tp_dealloc = (destructor)DecodeStreamObject_dealloc,
+    .tp_methods = DecodeStreamObject_methods,
+    .tp_doc = "DecodeStream(decoder, skip_special_tokens): HF's DecodeStream over a Decoder.",
+};
+
 /* grapheme_ends(text) -> list[int]: where each extended grapheme cluster ends, for the tests
  * that hold the native segmentation against the `regex` module's \X. */
 static PyObject *grapheme_ends(PyObject *module, PyObject *text) {
@@ -1592,7 +1684,8 @@ static struct PyModuleDef native_module = {
 
 PyMODINIT_FUNC PyInit__native(void) {
     init_gpt2_map();
-    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0 || PyType_Ready(&DecoderType) < 0)
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0 || PyType_Ready(&DecoderType) < 0 ||
+        PyType_Ready(&DecodeStreamType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m)
@@ -1600,6 +1693,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
         PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 || mtok_tables_register(m) < 0 ||
         PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
+        PyModule_AddObjectRef(m, "DecodeStream", (PyObject *)&DecodeStreamType) < 0 ||
         PyModule_AddIntConstant(m, "DEC_CONTROL", DEC_CONTROL) < 0 || PyModule_AddIntConstant(m, "DEC_UNK", DEC_UNK) < 0 ||
         PyModule_AddIntConstant(m, "DEC_BYTE_PIECE", DEC_BYTE_PIECE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CLEAN", BERT_CLEAN) < 0 ||

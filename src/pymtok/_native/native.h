@@ -508,4 +508,19 @@ int decoder_fold(Decoder *d, DecStep *steps, size_t nsteps);
 int decoder_run(const Decoder *d, const uint32_t *ids, size_t n, int skip_special, TokList *out, TokList *tmp);
 void decoder_free(Decoder *d);
 
+/* HF's DecodeStream: the ids since the last text that came out and the text they decode to. */
+typedef struct {
+    uint32_t *ids;
+    size_t n, cap;
+    size_t prefix_index;
+    TokList prefix, text, tmp, spare;
+} DecodeStreamState;
+
+enum { STREAM_NONE = 0, STREAM_TEXT = 1, STREAM_BAD_PREFIX = 2 };
+/* Take id in: STREAM_TEXT with the new text at s->text.buf[*start, s->text.len), STREAM_NONE
+ * while a character is incomplete, STREAM_BAD_PREFIX when the text no longer starts with what
+ * came out (HF's error; the stream keeps id), -1 out of memory. */
+int decode_stream_step(const Decoder *d, DecodeStreamState *s, uint32_t id, int skip_special, size_t *start);
+void decode_stream_free(DecodeStreamState *s);
+
 #endif
