@@ -31,7 +31,8 @@ static int tl_reserve(TokList *l, size_t extra) {
 static int tl_append(TokList *l, const uint8_t *p, size_t n) {
     if (tl_reserve(l, n) < 0)
         return -1;
-    memcpy(l->buf + l->len, p, n);
+    if (n) /* p may be an empty list's NULL buffer */
+        memcpy(l->buf + l->len, p, n);
     l->len += n;
     return 0;
 }
@@ -53,7 +54,7 @@ static int tl_close(TokList *l) {
 static inline const uint8_t *tl_at(const TokList *l, size_t i, size_t *n) {
     size_t start = i ? l->end[i - 1] : 0;
     *n = l->end[i] - start;
-    return l->buf + start;
+    return l->buf ? l->buf + start : l->buf;
 }
 
 static inline void tl_reset(TokList *l) {
@@ -146,6 +147,8 @@ static int append_lossy(TokList *out, const uint8_t *s, size_t n) {
 /* Append s with every leftmost non-overlapping pat (non-empty) replaced by rep. */
 static int append_replaced(TokList *out, const uint8_t *s, size_t n, const uint8_t *pat, size_t np,
                            const uint8_t *rep, size_t nr) {
+    if (!n)
+        return tl_reserve(out, 0);
     size_t i = 0;
     while (i + np <= n) {
         const uint8_t *hit = memchr(s + i, pat[0], n - i - np + 1);
@@ -335,7 +338,7 @@ static int apply_step_in(const DecStep *st, const TokList *in, TokList *out, Tok
         case DEC_WORDPIECE: {
             tl_reset(tmp);
             if (i > 0) {
-                if (n >= st->na && memcmp(s, st->a, st->na) == 0)
+                if (!st->na || (n >= st->na && memcmp(s, st->a, st->na) == 0))
                     s += st->na, n -= st->na;
                 else if (tl_append(tmp, &space, 1) < 0)
                     return -1;
@@ -348,7 +351,7 @@ static int apply_step_in(const DecStep *st, const TokList *in, TokList *out, Tok
         case DEC_CTC: {
             size_t np;
             const uint8_t *prev = i ? tl_at(in, i - 1, &np) : NULL;
-            if (prev && np == n && memcmp(prev, s, n) == 0)
+            if (prev && np == n && (!n || memcmp(prev, s, n) == 0))
                 continue; /* repeats collapse */
             size_t mark = out->len;
             tl_reset(tmp);
@@ -642,7 +645,7 @@ int decode_stream_step(const Decoder *d, DecodeStreamState *s, uint32_t id, int 
     if (decode_valid(d, s->ids, s->n, skip, &s->text, &s->tmp, &s->spare) < 0)
         return -1;
     size_t np = s->prefix.len;
-    if (!(s->text.len > np && memcmp(s->text.buf, s->prefix.buf, np) == 0))
+    if (!(s->text.len > np && (!np || memcmp(s->text.buf, s->prefix.buf, np) == 0)))
         return s->text.len <= np || ends_with_replacement(&s->text) ? STREAM_NONE : STREAM_BAD_PREFIX;
     if (ends_with_replacement(&s->text))
         return STREAM_NONE;
