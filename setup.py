@@ -16,8 +16,10 @@ setup(
             "pymtok._native",
             sources=[
                 str(NATIVE / name)
-                for name in ("module.c", "pretok.c", "models.c", "normalize.c", "added.c", "tables.c", "mtok_tables.c",
-                             "sentencepiece.c")
+                for name in (
+                    "module.c", "pretok.c", "models.c", "normalize.c", "added.c", "tables.c", "mtok_tables.c", "decode.c",
+                    "sentencepiece.c",
+                )
             ],
             depends=[str(NATIVE / name) for name in ("native.h", "unicode_data.h", "normalize_data.h", "mtok_tables.h")],
             # C11 for <stdatomic.h>; no -ffast-math: Unigram sums must round as HF's f64 ones

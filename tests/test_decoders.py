@@ -296,3 +296,152 @@ def test_clean_up_tokenization_on_corpus() -> None:
 @given(st.text(st.sampled_from(" .?!,'nmtsvredo\n"), max_size=40) | st.text(max_size=20))
 def test_clean_up_tokenization_hypothesis(text: str) -> None:
     assert decoders.clean_up_tokenization(text) == transformers_cleanup(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizer.decode (the native core's decoder when it is built, else the pure one) against
+# HF's whole-tokenizer decode: the table by id, added and special tokens, unknown ids
+
+
+def _decode_doc(cfg: dict | None, tokens: list[str]) -> tuple[dict, list[int]]:
+    """A tokenizer.json whose vocabulary is ``tokens`` (and two added tokens), and their ids."""
+    vocab: dict[str, int] = {}
+    for token in tokens:
+        vocab.setdefault(token, len(vocab))
+    n = len(vocab)
+    added = [
+        {"id": n, "content": "<|sp|>", "special": True, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False},
+        {"id": n + 1, "content": "<0x41>", "special": False, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False},
+    ]
+    doc = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": None, "pre_tokenizer": None, "post_processor": None, "decoder": cfg,
+        "model": {"type": "BPE", "vocab": vocab, "merges": []},
+    }
+    ids = [vocab[t] for t in tokens]
+    return doc, ids
+
+
+def assert_decode_same(cfg: dict | None, tokens: list[str], extra: list[int]) -> None:
+    from tokenizers import Tokenizer as HFTokenizer
+
+    import pymtok
+
+    doc, ids = _decode_doc(cfg, tokens)
+    n = len(doc["model"]["vocab"])
+    # the added tokens and ids no vocabulary has (HF skips them) spliced in
+    for k, e in enumerate(extra):
+        ids.insert(e % (len(ids) + 1), n + k % 4)
+    ours = pymtok.Tokenizer.from_config(doc)
+    hf = HFTokenizer.from_str(json.dumps(doc))
+    for skip in (False, True):
+        assert ours.decode(ids, skip, False) == hf.decode(ids, skip_special_tokens=skip), (cfg, ids)
+        assert ours.decode(tuple(ids), skip, False) == hf.decode(ids, skip_special_tokens=skip)
+    assert ours.batch_decode([ids, ids[:3]], clean_up_tokenization_spaces=False) == hf.decode_batch(
+        [ids, ids[:3]], skip_special_tokens=False
+    )
+
+
+extra_ids = st.lists(st.integers(0, 10**6), max_size=4)
+
+
+@SETTINGS
+@given(st.lists(chain_members, max_size=4), any_tokens, extra_ids)
+def test_tokenizer_decode_chain(members: list[dict], tokens: list[str], extra: list[int]) -> None:
+    assert_decode_same({"type": "Sequence", "decoders": members}, tokens, extra)
+
+
+@SETTINGS
+@given(st.one_of(chain_members, st.none()), any_tokens, extra_ids)
+def test_tokenizer_decode_single(cfg: dict | None, tokens: list[str], extra: list[int]) -> None:
+    assert_decode_same(cfg, tokens, extra)
+
+
+def test_native_decoder_covers_every_fixture_and_falls_back_where_it_must() -> None:
+    import pymtok
+    from pymtok import native
+
+    if native._core() is None:
+        pytest.skip("pure path: no native decoder")
+    paths = [fixture_path("tokenizers", name, "tokenizer.json") for name in TOKENIZER_NAMES]
+    paths += [fixture_path("legacy", "sentencepiece", m) for m in ("test_model.model", "mistral-7b-v0.1.model")]
+    for path in paths:
+        assert native.accelerate_decode(pymtok.load(path)) is not None, path
+    # a regex Replace has no native step: the pure path decodes, exactly
+    cfg = {"type": "Replace", "pattern": {"Regex": "a+"}, "content": "-"}
+    doc, ids = _decode_doc(cfg, ["caab", "a", "b"])
+    tok = pymtok.Tokenizer.from_config(doc)
+    assert native.accelerate_decode(tok) is None
+    assert tok.decode(ids) == "c-b-b"
+
+
+def test_decoder_swapped_after_decode_is_used() -> None:
+    import pymtok
+
+    doc, ids = _decode_doc({"type": "Metaspace"}, ["▁a", "▁b"])
+    tok = pymtok.Tokenizer.from_config(doc)
+    assert tok.decode(ids) == "a b"
+    tok.decoder = decoders.Fuse()
+    assert tok.decode(ids) == "▁a▁b"
+    tok.decoder = None
+    assert tok.decode(ids) == "▁a ▁b"
+
+
+@pytest.mark.parametrize("name", ["llama3", "gemma-v1", "chatglm3-6b", "all-minilm-l6-v2", "t5-small", "clip-vit"])
+def test_fixture_random_ids_match_hf(name: str) -> None:
+    """Any ids, unknown ones, specials and byte tokens that cut characters: HF's decode, and its
+    DecodeStream step by step."""
+    import pymtok
+    from tokenizers.decoders import DecodeStream
+
+    hf = hf_tokenizer(name)
+    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    size = hf.get_vocab_size(with_added_tokens=True)
+    special = sorted(tok.all_special_ids)
+    # the byte pieces and the added tokens are where decoders differ most
+    edge = [hf.token_to_id(f"<0x{b:02X}>") for b in (0xE3, 0x81, 0x82, 0xF0, 0x9F, 0x41, 0xFF)]
+    edge = [i for i in edge if i is not None] + special + [size, size + 7]
+    ids = st.lists(st.one_of(st.integers(0, size - 1), st.sampled_from(edge)), max_size=30)
+
+    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(ids, st.booleans())
+    def check(ids: list[int], skip: bool) -> None:
+        assert tok.decode(ids, skip, False) == hf.decode(ids, skip_special_tokens=skip)
+        ref, mine = DecodeStream(skip_special_tokens=skip), tok.decode_stream(skip)
+        for id in ids:
+            try:
+                want = ref.step(hf, id)
+            except Exception as exc:  # HF's "Invalid prefix encountered": a text that rewrote emitted text
+                assert "Invalid prefix" in str(exc)
+                with pytest.raises(ValueError, match="no longer starts with"):
+                    mine.step(id)
+                return
+            assert mine.step(id) == want
+
+    check()
+
+
+def test_decode_argument_checks() -> None:
+    import pymtok
+
+    doc, ids = _decode_doc({"type": "Fuse"}, ["a", "b"])
+    tok = pymtok.Tokenizer.from_config(doc)
+    with pytest.raises(OverflowError):
+        tok.decode([0, -1])
+    with pytest.raises(OverflowError):
+        tok.decode([0, 2**32])
+    with pytest.raises(OverflowError):
+        tok.decode((0, 2**80))
+    for bad in ([0, True], [0, "1"], [0, 1.0], [None]):
+        with pytest.raises(TypeError):
+            tok.decode(bad)
+    assert tok.decode([2**32 - 1, 1, 0]) == "ba"
+    stream = tok.decode_stream()
+    assert stream.step(0) == "a"
+    for bad_id in (True, "1", -1, 2**32):
+        with pytest.raises((TypeError, OverflowError)):
+            stream.step(bad_id)  # type: ignore[arg-type]
+    assert stream.step(1) == "b"  # the stream is as it was before the bad ids
+

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import models, normalizers, pre_tokenizers, processors
+from . import decoders, models, normalizers, pre_tokenizers, processors
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
@@ -300,6 +300,125 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
         if any(a is not b for a, b in zip(fast, members)):
             return normalizers.Sequence(fast)  # type: ignore[arg-type]
     return normalizer
+
+
+def accelerate_decode(tokenizer: Tokenizer) -> Any:
+    """A native ``Decoder`` for ``tokenizer`` (``decode(ids, skip_special_tokens) -> str | None``),
+    or None when the decoder has a step the native core does not reproduce exactly (a regex
+    ``Replace``, empty patterns, ``SentencePiece`` inside a chain or with a denormalizer) or the
+    ids are too sparse for a table.
+
+    Its table holds, for every id, the token ``Tokenizer._decode_tokens`` would pass the decoder
+    (the added token's decode form, else the model's) and whether skip_special_tokens drops it.
+    """
+    _native = _core()
+    if _native is None:
+        return None
+    decoder = tokenizer.decoder
+    steps = _decoder_steps(decoder) if decoder is not None else []
+    sp: Any = decoder if type(decoder) is decoders.SentencePiece else None
+    if sp is not None and sp._denormalize is None:
+        strip = bool(sp.add_dummy_prefix or sp.remove_extra_whitespaces)
+        steps = [("sentencepiece", sp.unk_surface, strip, bool(sp.remove_extra_whitespaces))]
+    model = tokenizer.model
+    bound = _id_bound(model)
+    added = tokenizer.added
+    if steps is None or bound is None:
+        return None
+    bound = max(bound, max(added.by_id, default=-1) + 1)
+    if bound > 4 * (model.vocab_size + len(added.by_id)) + 2**16:
+        return None  # ids spread far apart: a table by id would be mostly holes
+    tokens = _tokens_by_id(model, bound)
+    for id in added.by_id:
+        tokens[id] = added.token_for_decode(id)
+    special = added.special
+    specials = [id for id, token in enumerate(tokens) if token is not None and token in special]
+    kinds = bytes(_sentencepiece_kind(_native, sp, token) for token in tokens) if sp is not None else b""
+    try:
+        return _native.Decoder(tokens, specials, tuple(steps), decoder is None, kinds)
+    except UnicodeEncodeError:
+        return None  # a token with a lone surrogate has no UTF-8 form: the pure path copes
+
+
+def _tokens_by_id(model: Any, bound: int) -> list[str | None]:
+    """``model.id_to_token(id)`` for every id below ``bound``, without a call per id where the
+    model's own table answers the same."""
+    by_id = type(model).id_to_token
+    if by_id in (models.Unigram.id_to_token, models.SentencePieceBPE.id_to_token):
+        return [*model.pieces, *[None] * (bound - len(model.pieces))]
+    if by_id is models._VocabModel.id_to_token and type(model.vocab) is dict:
+        tokens: list[str | None] = [None] * bound
+        for token, id in model.vocab.items():  # later tokens of one id win, as in its inverse
+            tokens[id] = token
+        return tokens
+    return [model.id_to_token(i) for i in range(bound)]
+
+
+def decode_stream(decoder: Any, skip_special_tokens: bool) -> Any:
+    """The native core's DecodeStream over ``decoder`` (an :func:`accelerate_decode` result)."""
+    return _built().DecodeStream(decoder, skip_special_tokens)
+
+
+def _sentencepiece_kind(_native: Any, sp: Any, token: str | None) -> int:
+    """How the SentencePiece decoder treats a piece, in the order it tests them."""
+    if token is None:
+        return 0
+    if token in sp._bytes:
+        return int(_native.DEC_BYTE_PIECE)
+    if token in sp._control:
+        return int(_native.DEC_CONTROL)
+    return int(_native.DEC_UNK) if token == sp.unk_piece else 0
+
+
+def _id_bound(model: Any) -> int | None:
+    """One more than the largest id ``model.id_to_token`` may know, None when that is unknown."""
+    pieces = getattr(model, "pieces", None)
+    if isinstance(pieces, list):
+        return len(pieces)
+    vocab = getattr(model, "vocab", None)
+    tables = getattr(vocab, "tables", None)
+    if tables is not None:
+        return int(tables.max_id) + 1
+    if isinstance(vocab, Mapping):
+        return max(vocab.values(), default=-1) + 1
+    return None
+
+
+def _decoder_steps(decoder: Any) -> list[Step] | None:
+    """The native program of a decoder (Sequences flattened), None if it has no exact one."""
+    kind = type(decoder)
+    if kind is decoders.Sequence:
+        steps: list[Step] = []
+        for member in decoder.decoders:
+            sub = _decoder_steps(member)
+            if sub is None:
+                return None
+            steps += sub
+        return steps
+    if kind is decoders.ByteLevel:
+        return [("byte_level",)]
+    if kind is decoders.ByteFallback:
+        return [("byte_fallback",)]
+    if kind is decoders.Fuse:
+        return [("fuse",)]
+    if kind is decoders.Metaspace:
+        return [("metaspace", decoder.replacement, decoder.prepend_scheme != "never")]
+    if kind is decoders.Strip:
+        return [("strip", decoder.content, decoder.start, decoder.stop)]
+    if kind is decoders.WordPiece and isinstance(decoder.prefix, str):
+        return [("wordpiece", decoder.prefix, bool(decoder.cleanup))]
+    if kind is decoders.Replace and _nonempty(decoder._literal) and isinstance(decoder.content, str):
+        return [("replace", decoder._literal, decoder.content)]
+    if kind is decoders.BPEDecoder and _nonempty(decoder.suffix):
+        return [("bpe", decoder.suffix)]
+    if kind is decoders.CTC and _nonempty(decoder.pad_token, decoder.word_delimiter_token):
+        return [("ctc", decoder.pad_token, decoder.word_delimiter_token, bool(decoder.cleanup))]
+    return None
+
+
+def _nonempty(*literals: object) -> bool:
+    """Whether every one is a literal the native core can search for: a non-empty str."""
+    return all(isinstance(literal, str) and literal for literal in literals)
 
 
 _NOT_BUILT = (

@@ -167,7 +167,7 @@ class Tokenizer:
         self._pure_normalizer = normalizer  # what encode_words runs: it tracks alignments
         self.normalizer = native.accelerate_normalizer(normalizer)
         self.pre_tokenizer = pre_tokenizer
-        self.decoder = decoder
+        self._decoder = decoder
         self.post_processor = post_processor
         self.added = AddedVocabulary(
             added_tokens,
@@ -187,6 +187,18 @@ class Tokenizer:
         # accelerate_text set up)
         encoder = getattr(self._native_segment, "__self__", None)
         self._native_batch = encoder.encode_batch if self._native_text is not None else None
+        # Tokenizer.decode's native decoder, built on first use (its table costs a pass over the
+        # vocabulary); a callable taking (ids, skip_special_tokens), None for the pure path
+        self._native_decode: Callable[[Any, Any], str | None] = self._first_native_decode
+
+    @property
+    def decoder(self) -> decoders.Decoder | None:
+        return self._decoder
+
+    @decoder.setter
+    def decoder(self, decoder: decoders.Decoder | None) -> None:
+        self._decoder = decoder
+        self._native_decode = self._first_native_decode  # its table holds the old decoder's steps
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], meta: TokenizerMeta | None = None) -> Tokenizer:
@@ -236,6 +248,15 @@ class Tokenizer:
         >>> tok.encode("<|im_end|>", split_special_tokens=True)       # doctest: +SKIP
         [27, 91, 318, 6213, 91, 29]
         """
+        native_text = self._native_text
+        if (
+            native_text is not None
+            and type(text) is str
+            and pair is split_special_tokens is allowed_special is disallowed_special is None
+            and type(add_special_tokens) is bool
+            and not self.meta.split_special_tokens
+        ):
+            return native_text(text, add_special_tokens)  # the common call, with nothing to check
         if not isinstance(text, str):
             raise TypeError(f"encode() takes a str, got {type(text).__name__}")
         if pair is not None and not isinstance(pair, str):
@@ -472,17 +493,40 @@ class Tokenizer:
         ``clean_up_tokenization_spaces`` overrides the folder's setting; ``False`` turns off every
         transformers text fix-up, giving exactly HF ``tokenizers``' decode.
         """
-        text = self._decode_tokens(_token_ids(ids), skip_special_tokens)
+        # the native decoder takes a list or tuple of ints as it is, and says None to the rest
+        text = self._native_decode(ids, skip_special_tokens)
+        if text is None:
+            text = self._decode_checked(_token_ids(ids), skip_special_tokens)
         if clean_up_tokenization_spaces is False:
             return text
-        if self.meta.decode_suffix_as_space:
-            text = text.replace(self.meta.decode_suffix_as_space, " ").strip()
+        meta = self.meta
+        if meta.decode_suffix_as_space:
+            text = text.replace(meta.decode_suffix_as_space, " ").strip()
         # transformers 5 leaves BPE output alone: the cleanup was made for WordPiece spacing
-        if (clean_up_tokenization_spaces or self.meta.clean_up_tokenization_spaces) and not isinstance(
+        if (clean_up_tokenization_spaces or meta.clean_up_tokenization_spaces) and not isinstance(
             self.model, models.BPE
         ):
             text = decoders.clean_up_tokenization(text)
         return text
+
+    def _decode_checked(self, ids: list[int], skip_special_tokens: bool) -> str:
+        text = self._native_decode(ids, skip_special_tokens)
+        return text if text is not None else self._decode_tokens(ids, skip_special_tokens)
+
+    def _first_native_decode(self, ids: Any, skip_special_tokens: bool) -> str | None:
+        """``_native_decode`` until the first call, which builds the native decoder's table."""
+        self._native_decoder()
+        text: str | None = self._native_decode(ids, skip_special_tokens)
+        return text
+
+    def _native_decoder(self) -> Any:
+        """The native core's ``Decoder`` for this tokenizer (built on first use), None if none."""
+        fast = self._native_decode
+        if fast == self._first_native_decode:
+            decoder = native.accelerate_decode(self)
+            self._native_decode = decoder.decode if decoder is not None else _no_native_decode
+            return decoder
+        return getattr(fast, "__self__", None)
 
     def _decode_tokens(self, ids: list[int], skip_special_tokens: bool) -> str:
         tokens: list[str] = []
@@ -508,7 +552,8 @@ class Tokenizer:
         tolist = getattr(sequences, "tolist", None)
         if tolist is not None:
             sequences = tolist()
-        return [self.decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
+        decode = self.decode
+        return [decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
     def decode_stream(self, skip_special_tokens: bool = False) -> DecodeStream:
         """An incremental decoder: feed ids one by one, get text as soon as it is complete."""
@@ -981,11 +1026,17 @@ def _check_encodable(text: str) -> None:
         ) from None
 
 
+def _no_native_decode(ids: Any, skip_special_tokens: Any) -> None:
+    return None
+
+
 class DecodeStream:
     """Incremental decoding with HF ``DecodeStream``'s semantics.
 
     ``step(id)`` returns the text the new id completes, or ``None`` while a character is still
-    incomplete; the pieces joined equal ``decode`` of all ids.
+    incomplete; the pieces joined equal ``decode(ids, clean_up_tokenization_spaces=False)`` of
+    all ids (HF ``tokenizers``' decode, which its ``DecodeStream`` runs). Each step decodes only
+    the ids since the last text that came out, so a step costs the same however long the stream.
     """
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False) -> None:
@@ -994,27 +1045,37 @@ class DecodeStream:
         self._ids: list[int] = []
         self._prefix = ""
         self._prefix_index = 0
+        decoder = tokenizer._native_decoder()
+        if decoder is not None:
+            # the same steps in C, which keeps the ids and texts as bytes between calls
+            self.step = native.decode_stream(decoder, bool(skip_special_tokens)).step  # type: ignore[method-assign]
 
     def _decode(self, ids: list[int]) -> str:
-        return self._tok.decode(ids, self._skip)
+        text = self._tok._native_decode(ids, self._skip)
+        return text if text is not None else self._tok._decode_tokens(ids, self._skip)
 
     def step(self, id: int) -> str | None:
-        if not self._prefix and self._ids:
-            prefix = self._decode(self._ids)
+        if type(id) is not int or not 0 <= id < _U32:
+            id = _token_id(id)  # raises before the stream takes the id in
+        ids = self._ids
+        if not self._prefix and ids:
+            prefix = self._decode(ids)
             if not prefix.endswith("\ufffd"):
                 self._prefix = prefix
-                self._prefix_index = len(self._ids)
-        self._ids.append(id)
-        text = self._decode(self._ids)
-        if len(text.encode("utf-8")) <= len(self._prefix.encode("utf-8")) or text.endswith("\ufffd"):
+                self._prefix_index = len(ids)
+        ids.append(id)
+        text = self._decode(ids)
+        prefix = self._prefix
+        if not (len(text) > len(prefix) and text.startswith(prefix)):
+            # HF compares UTF-8 lengths: a text no longer than the prefix emits nothing
+            if len(text.encode("utf-8")) <= len(prefix.encode("utf-8")) or text.endswith("\ufffd"):
+                return None
+            raise ValueError(f"decode stream: text {text!r} no longer starts with the emitted {prefix!r}")
+        if text.endswith("\ufffd"):
             return None
-        if not text.startswith(self._prefix):
-            raise ValueError(
-                f"decode stream: text {text!r} no longer starts with the emitted {self._prefix!r}"
-            )
-        new_text = text[len(self._prefix) :]
-        new_index = len(self._ids) - self._prefix_index
-        self._ids = self._ids[self._prefix_index :]
-        self._prefix = self._decode(self._ids)
+        new_text = text[len(prefix) :]
+        new_index = len(ids) - self._prefix_index
+        del ids[: self._prefix_index]
+        self._prefix = self._decode(ids)
         self._prefix_index = new_index
         return new_text

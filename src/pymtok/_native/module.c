@@ -1395,6 +1395,334 @@ static PyTypeObject NormalizerType = {
     .tp_doc = "A BertNormalizer, NFC or Precompiled normalizer: normalizer(text) -> str.",
 };
 
+/* ---- pymtok._native.Decoder: decode.c's chain behind Tokenizer.decode ------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    Decoder d;
+    TokList out, tmp; /* reused by every call: the GIL is held throughout, so calls never overlap */
+} DecoderObject;
+
+static const char *const decoder_kinds[] = {
+    "", "byte_level", "byte_fallback", "fuse", "metaspace", "wordpiece", "replace", "strip", "bpe", "ctc",
+    "sentencepiece",
+};
+
+static uint8_t *copy_bytes(const char *s, Py_ssize_t n) {
+    uint8_t *p = malloc((size_t)n + 1);
+    if (p)
+        memcpy(p, s, (size_t)n);
+    return p;
+}
+
+/* One step tuple, e.g. ("replace", pattern, content), as decode.c's DecStep. */
+static int parse_decoder_step(PyObject *t, DecStep *st) {
+    memset(st, 0, sizeof *st);
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0))) {
+        PyErr_SetString(PyExc_TypeError, "Decoder steps are tuples (kind, ...)");
+        return -1;
+    }
+    int kind = lookup(PyUnicode_AsUTF8(PyTuple_GET_ITEM(t, 0)), decoder_kinds, sizeof decoder_kinds / sizeof *decoder_kinds);
+    if (kind <= 0) {
+        PyErr_Format(PyExc_ValueError, "unknown decoder step %R", PyTuple_GET_ITEM(t, 0));
+        return -1;
+    }
+    st->kind = kind;
+    const char *a = "", *b = "", *kind_name;
+    Py_ssize_t na = 0, nb = 0, start = 0, stop = 0;
+    int flag = 0, ok;
+    switch (kind) {
+    case DEC_REPLACE:
+    case DEC_CTC:
+        ok = kind == DEC_REPLACE ? PyArg_ParseTuple(t, "ss#s#", &kind_name, &a, &na, &b, &nb)
+                                 : PyArg_ParseTuple(t, "ss#s#p", &kind_name, &a, &na, &b, &nb, &flag);
+        break;
+    case DEC_STRIP:
+        ok = PyArg_ParseTuple(t, "ss#nn", &kind_name, &a, &na, &start, &stop);
+        break;
+    case DEC_METASPACE:
+    case DEC_WORDPIECE:
+        ok = PyArg_ParseTuple(t, "ss#p", &kind_name, &a, &na, &flag);
+        break;
+    case DEC_BPE:
+        ok = PyArg_ParseTuple(t, "ss#", &kind_name, &a, &na);
+        break;
+    case DEC_SENTENCEPIECE: {
+        int strip, remove_extra;
+        ok = PyArg_ParseTuple(t, "ss#pp", &kind_name, &a, &na, &strip, &remove_extra);
+        flag = (strip ? DEC_SP_STRIP : 0) | (remove_extra ? DEC_SP_REMOVE_EXTRA : 0);
+        break;
+    }
+    default:
+        ok = PyArg_ParseTuple(t, "s", &kind_name);
+    }
+    if (!ok)
+        return -1;
+    /* every pattern searched for must be non-empty (native.py leaves the others to Python) */
+    if ((kind == DEC_REPLACE || kind == DEC_METASPACE || kind == DEC_BPE || kind == DEC_CTC || kind == DEC_STRIP) && !na) {
+        PyErr_SetString(PyExc_ValueError, "Decoder step with an empty pattern");
+        return -1;
+    }
+    if (kind == DEC_CTC && !nb) {
+        PyErr_SetString(PyExc_ValueError, "Decoder step with an empty pattern");
+        return -1;
+    }
+    st->a = copy_bytes(a, na);
+    st->b = copy_bytes(b, nb);
+    if (!st->a || !st->b) {
+        free(st->a), free(st->b);
+        PyErr_NoMemory();
+        return -1;
+    }
+    st->na = (size_t)na;
+    st->nb = (size_t)nb;
+    st->start = start < 0 ? 0 : (size_t)start;
+    st->stop = stop < 0 ? 0 : (size_t)stop;
+    st->flag = flag;
+    return 0;
+}
+
+static int DecoderObject_init(DecoderObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"tokens", "specials", "steps", "space_join", "kinds", NULL};
+    PyObject *tokens, *specials, *steps;
+    int space_join;
+    const char *kinds = NULL;
+    Py_ssize_t nkinds = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!p|y#", kwlist, &PyList_Type, &tokens, &PyList_Type, &specials,
+                                     &PyTuple_Type, &steps, &space_join, &kinds, &nkinds))
+        return -1;
+    decoder_free(&self->d);
+    Decoder *d = &self->d;
+    size_t n = (size_t)PyList_GET_SIZE(tokens), total = 0;
+    d->n = n;
+    d->space_join = space_join;
+    d->flags = calloc(n + 1, 1);
+    d->off = malloc((n + 1) * sizeof *d->off);
+    if (!d->flags || !d->off)
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(tokens, i);
+        Py_ssize_t len = 0;
+        if (t != Py_None && !PyUnicode_AsUTF8AndSize(t, &len))
+            goto fail;
+        total += (size_t)len;
+    }
+    d->pool = calloc(total + 16, 1); /* decode.c copies short tokens as 16 bytes */
+    if (!d->pool)
+        goto nomem;
+    total = 0;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(tokens, i);
+        d->off[i] = total;
+        if (t == Py_None)
+            continue;
+        Py_ssize_t len;
+        const char *s = PyUnicode_AsUTF8AndSize(t, &len);
+        memcpy(d->pool + total, s, (size_t)len);
+        total += (size_t)len;
+        d->flags[i] = DEC_PRESENT;
+    }
+    d->off[n] = total;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(specials); i++) {
+        Py_ssize_t id = PyLong_AsSsize_t(PyList_GET_ITEM(specials, i));
+        if (id == -1 && PyErr_Occurred())
+            goto fail;
+        if (id >= 0 && (size_t)id < n)
+            d->flags[id] |= DEC_SPECIAL;
+    }
+    for (size_t i = 0; i < n && i < (size_t)nkinds; i++)
+        if (d->flags[i] & DEC_PRESENT)
+            d->flags[i] |= (uint8_t)(kinds[i] & (DEC_CONTROL | DEC_UNK | DEC_BYTE_PIECE));
+    size_t nsteps = (size_t)PyTuple_GET_SIZE(steps);
+    DecStep *parsed = calloc(nsteps + 1, sizeof *parsed);
+    if (!parsed)
+        goto nomem;
+    for (size_t k = 0; k < nsteps; k++) {
+        if (parse_decoder_step(PyTuple_GET_ITEM(steps, k), &parsed[k]) < 0) {
+            for (size_t j = 0; j < k; j++)
+                free(parsed[j].a), free(parsed[j].b);
+            free(parsed);
+            goto fail;
+        }
+    }
+    if (decoder_fold(d, parsed, nsteps) < 0)
+        goto nomem;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+fail:
+    decoder_free(&self->d);
+    return -1;
+}
+
+static void DecoderObject_dealloc(DecoderObject *self) {
+    decoder_free(&self->d);
+    toklist_free(&self->out);
+    toklist_free(&self->tmp);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+enum { IDS_ON_STACK = 256, KEEP_BUFFER = 1 << 22 };
+
+/* decode(ids, skip_special_tokens) -> str, or None when ids is not a list or tuple of ints
+ * (Tokenizer.decode then checks and converts them itself and calls again). */
+static PyObject *DecoderObject_decode(DecoderObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode(ids, skip_special_tokens)");
+        return NULL;
+    }
+    PyObject *seq = args[0];
+    if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq))
+        Py_RETURN_NONE;
+    int skip = PyObject_IsTrue(args[1]);
+    if (skip < 0)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    uint32_t stack[IDS_ON_STACK], *ids = n <= IDS_ON_STACK ? stack : malloc((size_t)n * sizeof *ids);
+    if (!ids)
+        return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = items[i];
+        if (!PyLong_CheckExact(o)) {
+            if (ids != stack)
+                free(ids);
+            Py_RETURN_NONE;
+        }
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow || v < 0 || v > (long long)UINT32_MAX) {
+            if (ids != stack)
+                free(ids);
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_OverflowError, "token id %R is out of range: ids are unsigned 32-bit, as in HF", o);
+            return NULL;
+        }
+        ids[i] = (uint32_t)v;
+    }
+    int rc = decoder_run(&self->d, ids, (size_t)n, skip, &self->out, &self->tmp);
+    if (ids != stack)
+        free(ids);
+    PyObject *text = rc < 0 ? PyErr_NoMemory()
+                            : PyUnicode_DecodeUTF8((const char *)self->out.buf, (Py_ssize_t)self->out.len, "replace");
+    if (self->out.cap > KEEP_BUFFER)
+        toklist_free(&self->out);
+    if (self->tmp.cap > KEEP_BUFFER)
+        toklist_free(&self->tmp);
+    return text;
+}
+
+static PyMethodDef DecoderObject_methods[] = {
+    {"decode", (PyCFunction)(void (*)(void))DecoderObject_decode, METH_FASTCALL,
+     "decode(ids, skip_special_tokens) -> str | None (None: ids not a list or tuple of ints)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DecoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.Decoder",
+    .tp_basicsize = sizeof(DecoderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)DecoderObject_init,
+    .tp_dealloc = (destructor)DecoderObject_dealloc,
+    .tp_methods = DecoderObject_methods,
+    .tp_doc = "Decoder(tokens, specials, steps, space_join, kinds=b''): a decoder chain over a token table "
+              "(tokens[id] a str or None; specials the ids skip_special_tokens drops; kinds[id] the "
+              "SentencePiece decoder's CONTROL, UNK or BYTE_PIECE flags).",
+};
+
+/* pymtok._native.DecodeStream(decoder, skip_special_tokens): HF's DecodeStream on a Decoder. */
+typedef struct {
+    PyObject_HEAD
+    DecoderObject *decoder;
+    int skip;
+    DecodeStreamState st;
+} DecodeStreamObject;
+
+static int DecodeStreamObject_init(DecodeStreamObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"decoder", "skip_special_tokens", NULL};
+    PyObject *decoder;
+    int skip;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!p", kwlist, &DecoderType, &decoder, &skip))
+        return -1;
+    Py_INCREF(decoder);
+    Py_XSETREF(self->decoder, (DecoderObject *)decoder);
+    self->skip = skip;
+    decode_stream_free(&self->st);
+    return 0;
+}
+
+static void DecodeStreamObject_dealloc(DecodeStreamObject *self) {
+    Py_XDECREF(self->decoder);
+    decode_stream_free(&self->st);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* An id as Tokenizer._token_id takes one: an int (or __index__, not bool) that fits u32. */
+static int token_id_of(PyObject *o, uint32_t *id) {
+    PyObject *v = PyBool_Check(o) || !PyIndex_Check(o) ? NULL : PyNumber_Index(o);
+    if (!v) {
+        if (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "token ids must be int, got %s", Py_TYPE(o)->tp_name);
+        }
+        return -1;
+    }
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || x < 0 || x > (long long)UINT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "token id %R is out of range: ids are unsigned 32-bit, as in HF", v);
+        Py_DECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    *id = (uint32_t)x;
+    return 0;
+}
+
+static PyObject *DecodeStreamObject_step(DecodeStreamObject *self, PyObject *arg) {
+    uint32_t id;
+    if (!self->decoder) {
+        PyErr_SetString(PyExc_TypeError, "DecodeStream was not initialized");
+        return NULL;
+    }
+    if (token_id_of(arg, &id) < 0)
+        return NULL;
+    size_t start = 0;
+    DecodeStreamState *st = &self->st;
+    int rc = decode_stream_step(&self->decoder->d, st, id, self->skip, &start);
+    if (rc < 0)
+        return PyErr_NoMemory();
+    if (rc == STREAM_NONE)
+        Py_RETURN_NONE;
+    if (rc == STREAM_TEXT)
+        return PyUnicode_DecodeUTF8((const char *)st->text.buf + start, (Py_ssize_t)(st->text.len - start), "strict");
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)st->text.buf, (Py_ssize_t)st->text.len, "strict");
+    PyObject *prefix = PyUnicode_DecodeUTF8((const char *)st->prefix.buf, (Py_ssize_t)st->prefix.len, "strict");
+    if (text && prefix)
+        PyErr_Format(PyExc_ValueError, "decode stream: text %R no longer starts with the emitted %R", text, prefix);
+    Py_XDECREF(text);
+    Py_XDECREF(prefix);
+    return NULL;
+}
+
+static PyMethodDef DecodeStreamObject_methods[] = {
+    {"step", (PyCFunction)DecodeStreamObject_step, METH_O,
+     "step(id) -> str | None: the text id completes, None while a character is incomplete"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DecodeStreamType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.DecodeStream",
+    .tp_basicsize = sizeof(DecodeStreamObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)DecodeStreamObject_init,
+    .tp_dealloc = (destructor)DecodeStreamObject_dealloc,
+    .tp_methods = DecodeStreamObject_methods,
+    .tp_doc = "DecodeStream(decoder, skip_special_tokens): HF's DecodeStream over a Decoder.",
+};
+
 /* grapheme_ends(text) -> list[int]: where each extended grapheme cluster ends, for the tests
  * that hold the native segmentation against the `regex` module's \X. */
 static PyObject *grapheme_ends(PyObject *module, PyObject *text) {
@@ -1689,17 +2017,21 @@ PyMODINIT_FUNC PyInit__native(void) {
     /* without the key every call brings its own Work, as before it */
     if (!work_key_ok)
         work_key_ok = pthread_key_create(&work_key, thread_work_free) == 0;
-    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0 ||
-        PyType_Ready(&SentencePieceModelType) < 0 || PyType_Ready(&SentencePieceNormalizerType) < 0)
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0 || PyType_Ready(&DecoderType) < 0 ||
+        PyType_Ready(&DecodeStreamType) < 0 || PyType_Ready(&SentencePieceModelType) < 0 ||
+        PyType_Ready(&SentencePieceNormalizerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m)
         return NULL;
     if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
-        PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 ||
+        PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 || mtok_tables_register(m) < 0 ||
         PyModule_AddObjectRef(m, "SentencePieceModel", (PyObject *)&SentencePieceModelType) < 0 ||
         PyModule_AddObjectRef(m, "SentencePieceNormalizer", (PyObject *)&SentencePieceNormalizerType) < 0 ||
-        mtok_tables_register(m) < 0 ||
+        PyModule_AddObjectRef(m, "Decoder", (PyObject *)&DecoderType) < 0 ||
+        PyModule_AddObjectRef(m, "DecodeStream", (PyObject *)&DecodeStreamType) < 0 ||
+        PyModule_AddIntConstant(m, "DEC_CONTROL", DEC_CONTROL) < 0 || PyModule_AddIntConstant(m, "DEC_UNK", DEC_UNK) < 0 ||
+        PyModule_AddIntConstant(m, "DEC_BYTE_PIECE", DEC_BYTE_PIECE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CLEAN", BERT_CLEAN) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CHINESE", BERT_CHINESE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_STRIP", BERT_STRIP) < 0 ||

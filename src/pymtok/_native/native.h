@@ -540,4 +540,71 @@ void sp_normalizer_free(SpNormalizer *m);
  * -2 for a charsmap value outside its replacements (the pure normalizer raises FormatError). */
 int sp_normalize(const SpNormalizer *m, const uint8_t *in, size_t n, uint8_t **out, size_t *out_n);
 
+/* ---- decoding (decode.c) ---------------------------------------------------------------- */
+
+/* A list of UTF-8 byte strings: element i is buf[end[i-1], end[i]). HF's decoders each take the
+ * token list and return an edited one, so the native core keeps that shape between steps. */
+typedef struct {
+    uint8_t *buf;
+    size_t len, cap;
+    size_t *end;
+    size_t n, ncap;
+} TokList;
+
+enum DecKind {
+    DEC_JOIN_LOSSY, /* ByteLevel after its per-token byte mapping is folded into the table */
+    DEC_BYTE_LEVEL, DEC_BYTE_FALLBACK, DEC_FUSE, DEC_METASPACE, DEC_WORDPIECE, DEC_REPLACE,
+    DEC_STRIP, DEC_BPE, DEC_CTC,
+    DEC_SENTENCEPIECE /* a whole decoder, never in a chain: it reads the pieces' kinds by id */
+};
+
+typedef struct {
+    int kind;
+    uint8_t *a, *b; /* replace: pattern, content; metaspace: replacement; wordpiece: prefix;
+                       bpe: suffix; ctc: pad, delimiter; strip: content */
+    size_t na, nb;
+    size_t start, stop; /* strip */
+    int flag;           /* metaspace: drop it on the first token; wordpiece, ctc: cleanup;
+                           sentencepiece: DEC_SP_STRIP | DEC_SP_REMOVE_EXTRA */
+} DecStep;
+
+enum { DEC_SP_STRIP = 1, DEC_SP_REMOVE_EXTRA = 2 };
+/* DEC_CONTROL, DEC_UNK and DEC_BYTE_PIECE: the piece kinds the SentencePiece decoder treats apart */
+enum { DEC_PRESENT = 1, DEC_SPECIAL = 2, DEC_CONTROL = 4, DEC_UNK = 8, DEC_BYTE_PIECE = 16 };
+
+typedef struct {
+    uint8_t *pool;   /* each id's token, after the steps folded in (decoder_fold) */
+    size_t *off;     /* n + 1 offsets into pool */
+    uint8_t *flags;  /* DEC_PRESENT, DEC_SPECIAL, ... */
+    size_t n;        /* ids 0..n-1 */
+    DecStep *steps;  /* the steps run per call */
+    size_t nsteps;
+    int space_join;  /* no decoder: tokens joined with spaces, as transformers does */
+} Decoder;
+
+void toklist_free(TokList *l);
+/* Fold the per-token steps at the head of steps[0..nsteps) into each token of the table
+ * (Replace, Strip, ByteLevel's byte mapping) and keep the rest for decoder_run. Takes
+ * ownership of steps. */
+int decoder_fold(Decoder *d, DecStep *steps, size_t nsteps);
+/* ids to one UTF-8 string in out->buf[0, out->len): lossy only where the last step is
+ * DEC_JOIN_LOSSY (the caller decodes with "replace"), valid UTF-8 otherwise. */
+int decoder_run(const Decoder *d, const uint32_t *ids, size_t n, int skip_special, TokList *out, TokList *tmp);
+void decoder_free(Decoder *d);
+
+/* HF's DecodeStream: the ids since the last text that came out and the text they decode to. */
+typedef struct {
+    uint32_t *ids;
+    size_t n, cap;
+    size_t prefix_index;
+    TokList prefix, text, tmp, spare;
+} DecodeStreamState;
+
+enum { STREAM_NONE = 0, STREAM_TEXT = 1, STREAM_BAD_PREFIX = 2 };
+/* Take id in: STREAM_TEXT with the new text at s->text.buf[*start, s->text.len), STREAM_NONE
+ * while a character is incomplete, STREAM_BAD_PREFIX when the text no longer starts with what
+ * came out (HF's error; the stream keeps id), -1 out of memory. */
+int decode_stream_step(const Decoder *d, DecodeStreamState *s, uint32_t id, int skip_special, size_t *start);
+void decode_stream_free(DecodeStreamState *s);
+
 #endif
