@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from corruption import flip_bits
 from pymtok import mtok
 from pymtok.errors import FormatError
 
@@ -219,11 +220,8 @@ def odd_ranks(data: bytearray, lay: Layout, rng: random.Random) -> str:
 
 
 def record_bytes(data: bytearray, lay: Layout, rng: random.Random) -> str:
-    """A few random bytes anywhere in the records."""
-    spots = [rng.randrange(lay.vocab_at, lay.records_end) for _ in range(rng.randint(1, 3))]
-    for at in spots:
-        data[at] = rng.randrange(256)
-    return f"record bytes {spots} changed"
+    """A few bits flipped anywhere in the records."""
+    return f"record bytes {flip_bits(data, rng, lay.vocab_at, lay.records_end, most=3)} changed"
 
 
 def _index_only(lay: Layout) -> None:
@@ -276,10 +274,8 @@ def index_head(data: bytearray, lay: Layout, rng: random.Random) -> str:
 
 def index_bytes(data: bytearray, lay: Layout, rng: random.Random) -> str:
     _index_only(lay)
-    spots = [rng.randrange(lay.index_at or 0, (lay.index_at or 0) + lay.index_len) for _ in range(rng.randint(1, 8))]
-    for at in spots:
-        data[at] = rng.randrange(256)
-    return f"index bytes {spots}"
+    at = lay.index_at or 0
+    return f"index bytes {flip_bits(data, rng, at, at + lay.index_len, most=8)}"
 
 
 def index_joins(data: bytearray, lay: Layout, rng: random.Random) -> str:

@@ -34,7 +34,25 @@ def hf_call(name: str) -> Any:
     config_file = folder / "tokenizer_config.json"
     config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
     kwargs = {k: _added_token(v) for k, v in config.items() if k not in _SKIPPED_CONFIG}
-    return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **kwargs)
+    return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
+                                   **{**auto_settings(name), **kwargs})
+
+
+@functools.lru_cache(maxsize=None)
+def auto_settings(name: str) -> dict[str, Any]:
+    """The __call__ settings ``AutoTokenizer`` gives the fixture (its class's defaults under the
+    folder's config); none for remote code, which is not run."""
+    from transformers import AutoTokenizer
+
+    folder = fixture_path("tokenizers", name)
+    config_file = folder / "tokenizer_config.json"
+    if config_file.is_file() and "auto_map" in json.loads(config_file.read_text(encoding="utf-8")):
+        return {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        auto = AutoTokenizer.from_pretrained(str(folder))
+    return {"padding_side": auto.padding_side, "truncation_side": auto.truncation_side,
+            "model_input_names": list(auto.model_input_names)}
 
 
 def _added_token(value: Any) -> Any:
@@ -165,6 +183,53 @@ def test_encode_pairs(name: str) -> None:
         assert tok.encode(a, pair=b, add_special_tokens=special) == want
         batch = tok.encode_batch([(a, b), a, (b, a)], add_special_tokens=special)
         assert batch == [e.ids for e in hf.encode_batch([(a, b), a, (b, a)], add_special_tokens=special)]
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_padding_side_and_fields_as_auto_tokenizer(name: str) -> None:
+    """The side ``padding=True`` pads on and the fields returned, as ``AutoTokenizer`` loads the
+    folder: a tokenizer_class's declared defaults (Gemma's and Llama's left padding, Bert's
+    token_type_ids) unless tokenizer_config.json says otherwise."""
+    settings = auto_settings(name)
+    if not settings:
+        pytest.skip(f"{name}: AutoTokenizer runs remote code")
+    tok = ours(name)
+    assert {key: tok.meta.call_settings.get(key, default) for key, default in
+            (("padding_side", "right"), ("truncation_side", "right"),
+             ("model_input_names", ["input_ids", "attention_mask"]))} == settings
+    texts = ["hi", "a longer text, which pads the other"]
+    for kwargs in ({"padding": True}, {"padding": True, "truncation": True, "max_length": 4}):
+        want = {key: list(map(list, value)) for key, value in hf_call(name)(texts, **kwargs).items()} \
+            if tok.pad_token is not None else None
+        if want is None:
+            with pytest.raises(ValueError):
+                tok(texts, **kwargs)
+        else:
+            assert dict(tok(texts, **kwargs)) == want
+
+
+def test_class_call_settings_are_transformers() -> None:
+    """pymtok's table of class defaults against every tokenizer class transformers exports."""
+    import transformers
+    from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+    from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+
+    from pymtok.hf_json import class_call_settings
+
+    checked = 0
+    for name in dir(transformers):
+        if not name.endswith(("Tokenizer", "TokenizerFast")):
+            continue
+        klass = tokenizer_class_from_name(name.removesuffix("Fast"))
+        if not (isinstance(klass, type) and issubclass(klass, PreTrainedTokenizerBase)):
+            continue
+        want = {"padding_side": klass.padding_side, "truncation_side": klass.truncation_side,
+                "model_input_names": list(klass.model_input_names)}
+        got = {"padding_side": "right", "truncation_side": "right", "model_input_names": ["input_ids", "attention_mask"],
+               **class_call_settings({"tokenizer_class": name}, {})}
+        assert got == want, name
+        checked += 1
+    assert checked > 100
 
 
 def test_encode_rejects_misplaced_arguments() -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import random
 import struct
 import warnings
 from pathlib import Path
 
 import pytest
 from conftest import corpus_chunks, fixture_path, hf_tokenizer
+from corruption import corrupted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -226,19 +228,13 @@ def _load_or_format_error(path: Path) -> None:
 @given(data=st.data())
 def test_corrupt_files_are_format_errors(data: st.DataObject, tmp_path: Path) -> None:
     """Truncations, bit flips and forged 64-bit counts: a FormatError or a working tokenizer."""
-    raw = bytearray(SMALL)
-    kind = data.draw(st.sampled_from(["truncate", "flip", "count"]))
-    if kind == "truncate":
-        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
-    elif kind == "flip":
-        for _ in range(data.draw(st.integers(1, 4))):
-            i = data.draw(st.integers(0, len(raw) - 1))
-            raw[i] ^= 1 << data.draw(st.integers(0, 7))
-    else:
-        i = data.draw(st.integers(0, len(raw) - 8))
-        raw[i : i + 8] = struct.pack("<Q", data.draw(st.sampled_from([2**32, 2**40, 2**63, 2**64 - 1])))
+
+    def forge_count(raw: bytearray, rng: random.Random) -> None:
+        i = rng.randrange(len(raw) - 7)
+        raw[i : i + 8] = struct.pack("<Q", rng.choice([2**32, 2**40, 2**63, 2**64 - 1]))
+
     path = tmp_path / "c.gguf"
-    path.write_bytes(bytes(raw))
+    path.write_bytes(corrupted(SMALL, data.draw(st.randoms(use_true_random=False)), forge_count))
     _load_or_format_error(path)
 
 

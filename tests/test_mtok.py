@@ -82,6 +82,28 @@ def test_round_trip_keeps_config_and_meta() -> None:
     assert tok.config["model"]["ignore_merges"] is True
 
 
+def test_older_files_model_max_length_reads_into_call_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files written before model_max_length lived in call_settings alone kept it apart too."""
+    import json
+
+    from pymtok import mtok
+
+    original = mtok.extension_payload
+
+    def older(*args, **kwargs):  # type: ignore[no-untyped-def]
+        payload = json.loads(original(*args, **kwargs))
+        payload["call_settings"] = {"padding_side": "left"}
+        payload["model_max_length"] = 77
+        return json.dumps(payload).encode("utf-8")
+
+    monkeypatch.setattr(mtok, "extension_payload", older)
+    data = dumps_mtok(_toy_config([S, A]), _toy_meta())
+    monkeypatch.undo()
+    assert loads_mtok(data).meta.call_settings == {"padding_side": "left", "model_max_length": 77}
+    meta = dataclasses.replace(_toy_meta(), call_settings={"model_max_length": 64})
+    assert loads_mtok(dumps_mtok(_toy_config([S, A]), meta)).meta.call_settings == {"model_max_length": 64}
+
+
 def _mnn_reads_legacy_ops(data: bytes, config: dict, meta: TokenizerMeta) -> bool:
     """MNN's §5.2 test: the bytes after the op count number exactly 4 × count."""
     body, ops = mnn_bytes(config, meta)

@@ -5,8 +5,8 @@ that stress the scanners (mixed scripts, odd whitespace, digits of many scripts,
 combining marks) and its added tokens, and on 1 MB worst cases (with a generous time bound:
 speed itself is measured by bench/bench.py, not asserted here). The native normalizers are
 held against the pure ones and HF on every code point and on generated strings, and the
-native grapheme clusters against the ``regex`` module's ``\\X`` on every sequence of up to
-three grapheme classes.
+native grapheme clusters against the pure ones on every sequence of up to three grapheme
+classes, and against HF's where its Precompiled output shows them.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 import pymtok
 from conftest import corpus_chunks, fixture_path, hf_tokenizer
 from pymtok import native, normalizers
-from test_normalizers import ALL_CODE_POINTS, hf_normalizer, mismatches, t5_config
+from test_normalizers import (ALL_CODE_POINTS, grapheme_classes, grapheme_ends, hf_normalizer, marker_charsmap,
+                              mismatches, short_members, t5_config)
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("PYMTOK_PURE", "") not in ("", "0"), reason="PYMTOK_PURE disables the native core"
@@ -418,36 +419,11 @@ def test_native_batch_errors_as_encode() -> None:
 
 # --- grapheme clusters --------------------------------------------------------------------
 
-_GRAPHEME_PROPERTIES = [
-    *(f"Grapheme_Cluster_Break={v}" for v in ("CR", "LF", "Control", "Extend", "ZWJ",
-                                               "Regional_Indicator", "Prepend", "SpacingMark",
-                                               "L", "V", "T", "LV", "LVT")),
-    "Extended_Pictographic", "Indic_Conjunct_Break=Consonant", "Indic_Conjunct_Break=Extend",
-    "Indic_Conjunct_Break=Linker",
-]
+def pure_ends(text: str) -> list[int]:
+    return grapheme_ends(normalizers._graphemes(text))
 
 
-@functools.lru_cache(maxsize=None)
-def grapheme_classes() -> list[list[str]]:
-    """The code points grouped by their combination of the properties UAX #29 reads."""
-    import regex
-
-    text = "".join(chr(cp) for cp in ALL_CODE_POINTS)
-    keys = dict.fromkeys(ALL_CODE_POINTS, 0)
-    for bit, prop in enumerate(_GRAPHEME_PROPERTIES):
-        for m in regex.finditer(rf"\p{{{prop}}}", text):
-            keys[ord(m.group())] |= 1 << bit
-    classes: dict[int, list[str]] = {}
-    for cp, key in keys.items():
-        classes.setdefault(key, []).append(chr(cp))
-    return list(classes.values())
-
-
-def regex_ends(text: str) -> list[int]:
-    return [m.end() for m in normalizers._graphemes().finditer(text)]
-
-
-def test_grapheme_clusters_match_regex() -> None:
+def test_grapheme_clusters_match_pure() -> None:
     from pymtok import _native
 
     classes = grapheme_classes()
@@ -455,11 +431,19 @@ def test_grapheme_clusters_match_regex() -> None:
     for n in (1, 2, 3):
         for combo in itertools.product(classes, repeat=n):
             text = "".join(members[0] for members in combo)
-            assert _native.grapheme_ends(text) == regex_ends(text), [hex(ord(c)) for c in text]
+            assert _native.grapheme_ends(text) == pure_ends(text), [hex(ord(c)) for c in text]
     rng = random.Random(0)
     for _ in range(20000):
         text = "".join(rng.choice(rng.choice(classes)) for _ in range(rng.randrange(1, 10)))
-        assert _native.grapheme_ends(text) == regex_ends(text), [hex(ord(c)) for c in text]
+        assert _native.grapheme_ends(text) == pure_ends(text), [hex(ord(c)) for c in text]
+
+
+def test_grapheme_clusters_match_hf() -> None:
+    fast, _pure, hf = normalizer_trio(json.dumps({"type": "Precompiled", "precompiled_charsmap": marker_charsmap()}))
+    members = short_members()
+    rng = random.Random(1)
+    texts = ["".join(rng.choices(members, k=rng.randrange(1, 12))) for _ in range(5000)]
+    assert [t for t in texts if fast(t) != hf(t)][:10] == []
 
 
 @functools.lru_cache(maxsize=None)

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import base64
 import functools
+import itertools
 import json
+import random
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
-from pymtok import normalizers
+from pymtok import normalizers, onig, ucd
 from pymtok.errors import FormatError
 
 ALL_CODE_POINTS = [cp for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
@@ -283,6 +286,108 @@ def test_precompiled_cache_does_not_change_results(chunks):
     ours, theirs = pair(t5_config())
     for _ in range(2):
         assert [ours(c) for c in chunks[:50]] == [theirs(c) for c in chunks[:50]]
+
+
+@functools.lru_cache(maxsize=None)
+def grapheme_classes() -> list[list[str]]:
+    """The code points grouped by their combination of the properties UAX #29 reads (as
+    pymtok.ucd lists them: only the choice of test characters rests on it)."""
+    keys = dict.fromkeys(ALL_CODE_POINTS, 0)
+    for bit, ranges in enumerate(ucd.GRAPHEME_17.values()):
+        for lo, hi in onig.code_point_ranges(ranges):
+            for cp in range(lo, hi + 1):
+                keys[cp] |= 1 << bit
+    classes: dict[int, list[str]] = {}
+    for cp, key in keys.items():
+        classes.setdefault(key, []).append(chr(cp))
+    return list(classes.values())
+
+
+def grapheme_ends(clusters: list[str]) -> list[int]:
+    return list(itertools.accumulate(map(len, clusters)))
+
+
+def short_members() -> list[str]:
+    """Of each grapheme class, the two members with the shortest UTF-8 (NUL, which ends a trie
+    key, left out)."""
+    return [c for members in grapheme_classes()
+            for c in sorted((m for m in members if m != "\0"), key=lambda c: len(c.encode()))[:2]]
+
+
+@functools.lru_cache(maxsize=None)
+def marker_charsmap() -> str:
+    """A charsmap sentencepiece's trainer compiles from rules mapping each of short_members() to
+    its own ideograph. HF's Precompiled looks a cluster of under 6 bytes up whole, and a key
+    that starts it replaces all of it: the output shows where HF's clusters end."""
+    import io
+    import tempfile
+
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+    with tempfile.TemporaryDirectory() as folder:
+        rules = Path(folder) / "rules.tsv"
+        rules.write_text("".join(f"{ord(c):X}\t{0x4E00 + i:X}\n" for i, c in enumerate(short_members())))
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(["a b c"] * 20), model_writer=model, vocab_size=8,
+            normalization_rule_tsv=str(rules), minloglevel=3, hard_vocab_limit=False,
+        )
+    proto = model_pb2.ModelProto()
+    proto.ParseFromString(model.getvalue())
+    return base64.b64encode(proto.normalizer_spec.precompiled_charsmap).decode()
+
+
+def test_grapheme_clusters_match_hf() -> None:
+    """Every sequence of up to three short class members whose clusters HF's output shows."""
+    ours, theirs = pair({"type": "Precompiled", "precompiled_charsmap": marker_charsmap()})
+    members = short_members()
+    texts = ["".join(combo) for n in (1, 2, 3) for combo in itertools.product(members, repeat=n)
+             if n < 3 or len("".join(combo).encode()) < 6]
+    rng = random.Random(0)
+    texts += ["".join(rng.choices(members, k=rng.randrange(2, 12))) for _ in range(3000)]
+    assert [t for t in texts if ours(t) != theirs(t)][:10] == []
+
+
+def test_grapheme_clusters_official_cases() -> None:
+    """UAX #29's own examples of the rules, HF's output compared where it shows the clusters."""
+    ours, theirs = pair({"type": "Precompiled", "precompiled_charsmap": marker_charsmap()})
+    examples = {
+        "\r\n": ["\r\n"], "\u0915\u094d\u0937": ["\u0915\u094d\u0937"],
+        "\u0915\u094d\u200d\u0937": ["\u0915\u094d\u200d\u0937"], "\u0915\u0300\u0937": ["\u0915\u0300", "\u0937"],
+        "\U0001f1e6\U0001f1e7\U0001f1e8": ["\U0001f1e6\U0001f1e7", "\U0001f1e8"],
+        "\U0001f476\U0001f3ff\u200d\U0001f6d1": ["\U0001f476\U0001f3ff\u200d\U0001f6d1"],
+        "a\u200d\U0001f6d1": ["a\u200d", "\U0001f6d1"], "\u1100\u1161\u11a8": ["\u1100\u1161\u11a8"],
+        "\uac00\u11a8\u1100": ["\uac00\u11a8", "\u1100"], "\u0600\u0661": ["\u0600\u0661"],
+        "\u0600\n": ["\u0600", "\n"], "a\u0903\u0300": ["a\u0903\u0300"],
+    }
+    for text, clusters in examples.items():
+        assert normalizers._graphemes(text) == clusters
+        assert ours(text) == theirs(text)
+
+
+def test_grapheme_clusters_match_regex_of_the_same_unicode() -> None:
+    """regex's \\X is another implementation of the rules; its releases with Unicode 17.0 tables
+    (2025.10.22 to 2026.8.31, the oldest CI runs on) have the crate's properties."""
+    import regex
+
+    from pymtok.onig import regex_has_unicode
+
+    if not regex_has_unicode("17.0"):
+        pytest.skip(f"regex {regex.__version__} does not have Unicode 17.0 tables")
+    classes = grapheme_classes()
+
+    def theirs(text: str) -> list[int]:
+        return [m.end() for m in regex.finditer(r"\X", text)]
+
+    for n in (1, 2, 3):
+        for combo in itertools.product(classes, repeat=n):
+            text = "".join(members[0] for members in combo)
+            assert grapheme_ends(normalizers._graphemes(text)) == theirs(text), [hex(ord(c)) for c in text]
+    rng = random.Random(0)
+    for _ in range(20000):
+        text = "".join(rng.choice(rng.choice(classes)) for _ in range(rng.randrange(1, 10)))
+        assert grapheme_ends(normalizers._graphemes(text)) == theirs(text), [hex(ord(c)) for c in text]
 
 
 # --- from_config ----------------------------------------------------------------------------

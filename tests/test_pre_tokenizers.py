@@ -228,7 +228,7 @@ def unicode_changes() -> str:
 
     codes = {ord(c) for version in ("16.0", "17.0") for c in onig._special(version)}
     codes.update(c for ranges in ucd.CHANGES_17.values()
-                 for lo, hi in onig._code_point_ranges(ranges) for c in range(lo, hi + 1))
+                 for lo, hi in onig.code_point_ranges(ranges) for c in range(lo, hi + 1))
     return "".join(chr(c) for c in sorted(codes))
 
 

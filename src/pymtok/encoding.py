@@ -10,9 +10,12 @@ tokens and type ids around the sequences, pad, and build the ``BatchEncoding``.
 Padding and truncation follow transformers: they come from the call's arguments only. The
 ``padding`` / ``truncation`` settings a ``tokenizer.json`` carries (``Tokenizer.padding`` /
 ``Tokenizer.truncation``) are not applied, as transformers resets the backend's to its own
-call arguments. ``max_length=None`` with truncation or ``padding="max_length"`` uses the
-folder's ``model_max_length`` from ``tokenizer_config.json`` (a ``.mtok`` file does not keep it:
-there no limit is known and, as in transformers without one, nothing is truncated).
+call arguments. ``max_length=None`` with truncation or ``padding="max_length"`` uses
+``model_max_length`` from ``tokenizer_config.json`` (kept in a ``.mtok`` file; without one no
+limit is known and, as in transformers, nothing is truncated). The padding and truncation side
+and the returned fields (``model_input_names``) are ``tokenizer_config.json``'s, else those its
+``tokenizer_class`` declares in transformers (``GemmaTokenizer`` and ``LlamaTokenizer`` pad on the
+left, ``BertTokenizer`` returns ``token_type_ids``), as ``AutoTokenizer`` gives them.
 
 >>> enc = tok(["Hello world", "Hi"], padding=True)             # doctest: +SKIP
 >>> enc["input_ids"], enc["attention_mask"]                     # doctest: +SKIP

@@ -232,8 +232,13 @@ def tokenizer_config(tokenizer: Tokenizer) -> dict[str, Any]:
     if meta.extra_special_tokens:
         out["extra_special_tokens"] = list(meta.extra_special_tokens)
     out["clean_up_tokenization_spaces"] = meta.clean_up_tokenization_spaces
-    if meta.model_max_length is not None:
-        out["model_max_length"] = meta.model_max_length
+    settings = meta.call_settings
+    if type(settings.get("model_max_length")) is int:
+        out["model_max_length"] = settings["model_max_length"]
+    # the class written above declares transformers' base defaults, not the original class's
+    for key in ("padding_side", "truncation_side", "model_input_names"):
+        if key in settings:
+            out[key] = settings[key]
     if meta.split_special_tokens:
         out["split_special_tokens"] = True
     template = meta.chat_template

@@ -22,6 +22,26 @@ _NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token
 # are in its all_special_ids, so MNN's header lists them (gemma's "<mask>", id 4).
 _GEMMA_DEFAULTS = {"unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "mask_token": "<mask>"}
 _CLASS_DEFAULTS = {"GemmaTokenizer": _GEMMA_DEFAULTS, "GemmaTokenizerFast": _GEMMA_DEFAULTS}
+# The __call__ settings of transformers 5.24's tokenizer classes that differ from those of
+# PreTrainedTokenizerBase (padding_side and truncation_side "right", model_input_names
+# input_ids and attention_mask), as each class declares them; AutoTokenizer looks a
+# tokenizer_class up without its "Fast", and a name it does not know gets the base's.
+_LEFT = {"padding_side": "left"}
+_TYPE_IDS_SECOND = {"model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
+_TYPE_IDS_LAST = {"model_input_names": ["input_ids", "attention_mask", "token_type_ids"]}
+CLASS_CALL_SETTINGS: dict[str, dict[str, Any]] = {
+    **dict.fromkeys(("CodeLlamaTokenizer", "CohereTokenizer", "GemmaTokenizer", "LlamaTokenizer",
+                     "Siglip2Tokenizer", "XLNetTokenizer"), _LEFT),
+    **dict.fromkeys(("BertTokenizer", "ConvBertTokenizer", "DPRContextEncoderTokenizer",
+                     "DPRQuestionEncoderTokenizer", "LxmertTokenizer", "MarkupLMTokenizer",
+                     "MobileBertTokenizer", "SqueezeBertTokenizer"), _TYPE_IDS_SECOND),
+    **dict.fromkeys(("CanineTokenizer", "DebertaTokenizer", "DebertaV2Tokenizer", "LayoutLMv2Tokenizer",
+                     "TapasTokenizer"), _TYPE_IDS_LAST),
+    "FNetTokenizer": {"model_input_names": ["input_ids", "token_type_ids"]},
+    "LayoutLMv3Tokenizer": {"model_input_names": ["input_ids", "attention_mask", "bbox"]},
+}
+_CALL_SETTINGS = ("model_max_length", "padding_side", "truncation_side", "model_input_names",
+                  "add_bos_token", "add_eos_token")
 
 
 _U64_MAX = 2**64 - 1
@@ -279,15 +299,39 @@ def derive_meta(
         clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
         decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
         call_settings={
-            key: tokenizer_config[key]
-            for key in ("model_max_length", "padding_side", "truncation_side", "model_input_names",
-                        "add_bos_token", "add_eos_token")
-            if tokenizer_config.get(key) is not None
+            **class_call_settings(tokenizer_config, tok.config),
+            **{key: tokenizer_config[key] for key in _CALL_SETTINGS if tokenizer_config.get(key) is not None},
         },
         extra_special_tokens=[text for text in (token_text(t) for t in extra) if text is not None],
-        model_max_length=max_length if type(max_length := tokenizer_config.get("model_max_length")) is int else None,
         split_special_tokens=tokenizer_config.get("split_special_tokens") is True,
     )
+
+
+def class_call_settings(tokenizer_config: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:
+    """The __call__ settings transformers' AutoTokenizer gives the class tokenizer_config.json
+    names, before the file's own. A remote-code class (``auto_map``) is not known: the base's.
+    AutoTokenizer's corrections that read config.json (a model type whose hub class is wrong) are
+    not made: pymtok does not read config.json."""
+    if "auto_map" in tokenizer_config:
+        return {}
+    name = str(tokenizer_config.get("tokenizer_class") or "").removesuffix("Fast")
+    # LlamaTokenizer is Metaspace: for a tokenizer.json that says "ByteLevel" anywhere (Llama 3's)
+    # AutoTokenizer takes the base class instead
+    if name == "LlamaTokenizer" and _mentions(config, "ByteLevel"):
+        return {}
+    return {key: list(value) if isinstance(value, list) else value
+            for key, value in CLASS_CALL_SETTINGS.get(name, {}).items()}
+
+
+def _mentions(value: Any, text: str) -> bool:
+    """Whether ``text`` is a key or a string value anywhere in a JSON value."""
+    if isinstance(value, str):
+        return value == text
+    if isinstance(value, Mapping):
+        return text in value or any(_mentions(item, text) for item in value.values())
+    if isinstance(value, list):
+        return any(_mentions(item, text) for item in value)
+    return False
 
 
 def _encoded(tok: Tokenizer, text: str, add_special_tokens: bool) -> list[int]:

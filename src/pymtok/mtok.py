@@ -78,8 +78,10 @@ _EXTENSION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "chat_template": ((str, dict, _NONE), True), "special_tokens": ((dict,), True),
     "clean_up_tokenization_spaces": ((bool,), True), "decode_suffix_as_space": ((str, _NONE), False),
     "unigram_scores": ((list,), False),
-    "extra_special_tokens": ((list,), False), "model_max_length": ((int, _NONE), False),
-    "split_special_tokens": ((bool,), False),
+    "extra_special_tokens": ((list,), False), "split_special_tokens": ((bool,), False),
+    "call_settings": ((dict,), False),
+    # older files kept it apart as well, a duplicate of call_settings' (read into it where it lacks one)
+    "model_max_length": ((int, _NONE), False),
 }
 _META_FIELDS = [
     f.name for f in dataclasses.fields(TokenizerMeta)
@@ -246,6 +248,8 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
         for key in _META_FIELDS:
             if key in extension:
                 setattr(meta, key, extension[key])
+        if type(extension.get("model_max_length")) is int:
+            meta.call_settings.setdefault("model_max_length", extension["model_max_length"])
         if "prefix_ids" in extension:
             meta.prefix_ids = _payload_ids(cur, extension["prefix_ids"], "prefix_ids")
         layout = extension.get("mnn_layout", MNN_IDENTICAL)  # files before the device layout

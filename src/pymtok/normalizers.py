@@ -20,9 +20,9 @@ import base64
 import binascii
 import functools
 import re
+import string
 import struct
 import unicodedata
-import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -31,7 +31,8 @@ import regex
 from .backtracking import timeout_for, too_slow
 from .components import build_component
 from .errors import FormatError
-from .onig import onig_regex, onig_spans, onig_sub, regex_has_unicode
+from .onig import code_point_ranges, onig_regex, onig_spans, onig_sub
+from .ucd import GRAPHEME_17
 
 
 class Normalizer(Protocol):
@@ -262,17 +263,66 @@ _RUST_ONLY_UPPERCASE_BLOCKS = re.compile(
 
 
 @functools.cache
-def _graphemes() -> regex.Pattern[str]:
-    # The grapheme cluster properties (Grapheme_Cluster_Break, Indic_Conjunct_Break) are not
-    # general categories, which is all pymtok.ucd carries to correct regex's with: \X is right
-    # with regex's Unicode 17.0 releases, which pyproject.toml asks for.
-    if not regex_has_unicode("17.0"):
-        warnings.warn(
-            f"pymtok: regex {regex.__version__} does not have Unicode 17.0 tables; the pure-Python "
-            "Precompiled normalizer may cut grapheme clusters unlike HF's (install regex<2026.9)",
-            RuntimeWarning, stacklevel=3,
-        )
-    return regex.compile(r"\X")
+def _grapheme_rules() -> tuple[dict[int, str], re.Pattern[str]]:
+    """Extended grapheme clusters (UAX #29) as HF's ``unicode-segmentation`` 1.13 cuts them.
+
+    The rules are UAX #29's own expression (Table 1b, with GB9c's conjunct clusters) over the
+    crate's Unicode 17.0 properties from ``pymtok.ucd``, not ``regex``'s ``\\X``: the installed
+    ``regex`` release has whatever Unicode version it has. For speed the expression runs on a
+    stand-in text: each character with any grapheme property becomes one ASCII letter naming
+    its combination of them (ASCII without any, one more), the rest stay as they are.
+    """
+    combos: dict[int, frozenset[str]] = {}
+    for name, ranges in GRAPHEME_17.items():
+        for lo, hi in code_point_ranges(ranges):
+            for code in range(lo, hi + 1):
+                combos[code] = combos.get(code, frozenset()) | {name}
+    for code in range(0x80):
+        combos.setdefault(code, frozenset())
+    kinds = sorted(set(combos.values()), key=sorted)
+    # Unicode 17.0 has 18 combinations: the 52 letters leave room for new ones
+    letters = {kind: string.ascii_letters[index] for index, kind in enumerate(kinds)}
+    table = {code: letters[kind] for code, kind in combos.items()}
+
+    def cls(*names: str, negate: bool = False) -> str:
+        chosen = "".join(letters[kind] for kind in kinds if kind & set(names))
+        return f"[{'^' if negate else ''}{chosen}]"
+
+    def gcb(*values: str) -> list[str]:
+        return [f"Grapheme_Cluster_Break={value}" for value in values]
+
+    lead, vowel, trail, lv, lvt = (cls(*gcb(value)) for value in ("L", "V", "T", "LV", "LVT"))
+    ri, extend, zwj = cls(*gcb("Regional_Indicator")), cls(*gcb("Extend")), cls(*gcb("ZWJ"))
+    pictographic = cls("Extended_Pictographic")
+    consonant = cls("Indic_Conjunct_Break=Consonant")
+    linker = cls("Indic_Conjunct_Break=Linker")
+    joiner = cls("Indic_Conjunct_Break=Extend", "Indic_Conjunct_Break=Linker")
+    core = "|".join([
+        f"{lead}*(?:{vowel}+|{lv}{vowel}*|{lvt}){trail}*|{lead}+|{trail}+",  # Hangul syllable (GB6-GB8)
+        f"{ri}{ri}",                                                          # flag (GB12, GB13)
+        f"{pictographic}(?:{extend}*{zwj}{pictographic})*",                    # emoji ZWJ sequence (GB11)
+        f"{consonant}(?:{joiner}*{linker}{joiner}*{consonant})+",              # conjunct (GB9c)
+        cls(*gcb("Control", "CR", "LF"), negate=True),
+    ])
+    postcore = cls(*gcb("Extend", "ZWJ", "SpacingMark"))
+    # First, for speed: a character that starts none of the sequences above nor a Prepend run
+    # joins only what follows any character (the same clusters as the full expression).
+    plain = cls(*gcb("CR", "LF", "Control", "Prepend", "L", "V", "T", "LV", "LVT", "Regional_Indicator"),
+                "Extended_Pictographic", "Indic_Conjunct_Break=Consonant", negate=True)
+    pattern = (f"{plain}{postcore}*|{cls(*gcb('CR'))}{cls(*gcb('LF'))}|{cls(*gcb('Control', 'CR', 'LF'))}"
+               f"|{cls(*gcb('Prepend'))}*(?:{core}){postcore}*")
+    return table, re.compile(pattern)
+
+
+def _graphemes(text: str) -> list[str]:
+    """``text`` cut into extended grapheme clusters, as HF's Precompiled cuts it."""
+    table, rules = _grapheme_rules()
+    clusters, start = [], 0
+    for stand_in in rules.findall(text.translate(table)):
+        end = start + len(stand_in)
+        clusters.append(text[start:end])
+        start = end
+    return clusters
 
 
 class _UnicodeForm:
@@ -601,7 +651,7 @@ class Precompiled:
             return self._crlf.join(part.translate(table) for part in text.split("\r\n"))
         if len(self._cache) > self._CACHE_LIMIT:
             self._cache.clear()
-        return "".join(map(self._cache.__getitem__, _graphemes().findall(text)))
+        return "".join(map(self._cache.__getitem__, _graphemes(text)))
 
     def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
         if self(text) == text:
@@ -619,7 +669,7 @@ class Precompiled:
             elif diff < 0 and dest:
                 dest[-1][1] += diff
 
-        for cluster in _graphemes().findall(text):
+        for cluster in _graphemes(text):
             if len(cluster.encode("utf-8")) < 6:
                 whole = self._lookup(cluster.encode("utf-8"))
                 if whole is not None:

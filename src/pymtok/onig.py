@@ -23,7 +23,7 @@ FLAGS = regex.V1 | regex.MULTILINE
 _NEEDS = "regex>=2025.10.22"
 
 
-def _code_point_ranges(ranges: str) -> list[tuple[int, int]]:
+def code_point_ranges(ranges: str) -> list[tuple[int, int]]:
     out = []
     for item in ranges.split():
         lo, _, hi = item.partition("-")
@@ -34,7 +34,7 @@ def _code_point_ranges(ranges: str) -> list[tuple[int, int]]:
 def hex_class(ranges: str, negate: bool = False) -> str:
     """A character class of code point ranges ("21-2F 3A"), valid in ``re`` and ``regex``."""
     return ("[^" if negate else "[") + "".join(
-        f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in _code_point_ranges(ranges)) + "]"
+        f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in code_point_ranges(ranges)) + "]"
 
 
 def _escape_chars(chars: list[str]) -> str:
@@ -61,7 +61,7 @@ def _categories(version: str) -> tuple[list[str], bytearray, list[int]]:
     for table in [CATEGORIES_16] + ([CHANGES_17] if version == "17.0" else []):
         for name, ranges in table.items():
             index = names.index(name)
-            for lo, hi in _code_point_ranges(ranges):
+            for lo, hi in code_point_ranges(ranges):
                 category[lo : hi + 1] = bytes([index]) * (hi - lo + 1)
                 starts.update((lo, hi + 1))
     return names, category, sorted(starts - {0x110000})

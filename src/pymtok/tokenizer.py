@@ -49,13 +49,12 @@ class TokenizerMeta:
     decode_suffix_as_space: str | None = None
     # version of pymtok's exactness extension the .mtok file carried (None: MNN's layout only)
     extension_version: int | None = None
-    # tokenizer_config.json's settings for transformers' __call__ (model_max_length,
-    # padding_side, truncation_side, model_input_names, add_bos_token, add_eos_token), as the
-    # file has them
+    # the settings of transformers' __call__ (model_max_length, padding_side, truncation_side,
+    # model_input_names, add_bos_token, add_eos_token): tokenizer_config.json's, over those its
+    # tokenizer_class declares
     call_settings: dict[str, Any] = field(default_factory=dict)
     # transformers' extra special tokens (tokenizer_config.json's additional_special_tokens)
     extra_special_tokens: list[str] = field(default_factory=list)
-    model_max_length: int | None = None
     # the default of encode's split_special_tokens (tokenizer_config.json can set it)
     split_special_tokens: bool = False
     # what a reader recognised or assumed about a source that does not say everything itself
@@ -867,8 +866,9 @@ class Tokenizer:
 
     def save_pretrained(self, directory: str | os.PathLike[str]) -> tuple[Path, Path]:
         """Write ``tokenizer.json`` and ``tokenizer_config.json`` (chat template, special tokens,
-        clean-up flag, ``model_max_length``) that ``transformers.AutoTokenizer`` loads to the same
-        ids and prompts. Returns the two paths."""
+        clean-up flag, ``model_max_length``, padding and truncation side, ``model_input_names``)
+        that ``transformers.AutoTokenizer`` loads to the same ids, prompts and ``__call__`` output.
+        Returns the two paths."""
         from .export import save_pretrained
 
         return save_pretrained(self, Path(directory))
