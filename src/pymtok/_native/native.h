@@ -31,6 +31,8 @@ static inline int ids_push(IdBuf *b, int32_t id) {
 }
 
 static inline int ids_extend(IdBuf *b, const int32_t *ids, size_t n) {
+    if (!n)
+        return 0; /* ids may be NULL then (an empty cached piece), which memcpy does not allow */
     if (b->cap - b->n < n && ids_grow(b, n) < 0)
         return -1;
     memcpy(b->v + b->n, ids, n * sizeof *ids);
