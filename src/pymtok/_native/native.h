@@ -515,12 +515,13 @@ typedef struct {
     int byte_fallback;
     int word_split;       /* BPE: texts may be cut before each U+2581 (sp_model_init) */
     int32_t fallback[256];
+    Cache cache;          /* BPE with word_split: word -> ids */
 } SpModel;
 
 int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size_t *lens, const uint8_t *types,
                   const float *scores, size_t n, int32_t unk_id, int byte_fallback);
 /* The ids of a whole normalized text (UTF-8); -1 when out of memory. Runs without the GIL. */
-int sp_model_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf *out);
+int sp_model_encode(SpModel *m, const uint8_t *text, size_t n, IdBuf *out);
 void sp_model_free(SpModel *m);
 
 /* sentencepiece's normalizer (pymtok.normalizers.SentencePiece); units and repl are a

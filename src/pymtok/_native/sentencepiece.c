@@ -5,6 +5,12 @@
 
 #include <float.h>
 
+/* the word cache, as the Encoder's piece cache */
+#define SP_CACHE_SLOTS (1u << 16)
+#define SP_CACHE_BYTES ((size_t)4 << 20)
+
+static const uint8_t SP_SPACE[3] = {0xE2, 0x96, 0x81}; /* U+2581, the escaped space */
+
 enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_USER_DEFINED = 4, SP_UNUSED = 5 };
 
 /* setdefault: the first id of a piece spelled twice wins, as in the library's maps */
@@ -102,8 +108,9 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
             }
         }
     }
-    /* merges stay inside words when no mergeable piece holds U+2581 after its start and no
-     * UNUSED piece asks for splitting back by what was proposed anywhere in the text */
+    /* merges stay inside words when no mergeable piece holds U+2581 right after another
+     * character than U+2581 (runs of it, "▁▁", are pieces of many models) and no UNUSED piece
+     * asks for splitting back by what was proposed anywhere in the text */
     m->word_split = kind == SP_KIND_BPE;
     for (size_t i = 0; i < n && m->word_split; i++) {
         int t = types[i];
@@ -111,7 +118,7 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
             m->word_split = 0;
         else if (t == SP_NORMAL || t == SP_USER_DEFINED)
             for (size_t b = 1; b + 3 <= lens[i]; b++)
-                if (!memcmp(pieces[i] + b, "\xE2\x96\x81", 3))
+                if (!memcmp(pieces[i] + b, SP_SPACE, 3) && (b < 3 || memcmp(pieces[i] + b - 3, SP_SPACE, 3)))
                     m->word_split = 0;
     }
     size_t distinct = 0;
@@ -129,6 +136,8 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
     }
     qsort(m->user_lengths, distinct, sizeof *m->user_lengths, cmp_desc);
     m->nuser_lengths = distinct;
+    if (m->word_split && cache_init(&m->cache, SP_CACHE_SLOTS, SP_CACHE_BYTES) < 0)
+        goto fail;
     return 0;
 fail:
     sp_model_free(m);
@@ -136,6 +145,8 @@ fail:
 }
 
 void sp_model_free(SpModel *m) {
+    if (m->cache.slots)
+        cache_free(&m->cache);
     strmap_free(&m->ids);
     strmap_free(&m->matchable);
     strmap_free(&m->user);
@@ -229,6 +240,7 @@ typedef struct {
     size_t nrev, cap_rev, max_rev;
     IdBuf *out;
     int previous_unk;
+    int any_unk;     /* an unknown symbol was emitted: its ids depend on what came before */
 } BpeRun;
 
 static int propose(BpeRun *r, int64_t left, int64_t right) {
@@ -281,6 +293,7 @@ static int emit(BpeRun *r, size_t start, size_t len) {
         }
     }
     int unknown = m->types[id] == SP_UNKNOWN;
+    r->any_unk |= unknown;
     if (unknown && m->byte_fallback) {
         for (size_t i = 0; i < len; i++) {
             int32_t b = m->fallback[r->text[start + i]];
@@ -296,7 +309,7 @@ static int emit(BpeRun *r, size_t start, size_t len) {
 
 /* BPE on text[start, end): the symbols, their merges, their ids. */
 static int bpe_word(const SpModel *m, const uint8_t *text, size_t start, size_t end, Symbol *sym, Agenda *agenda,
-                    IdBuf *out, int *previous_unk) {
+                    IdBuf *out, int *previous_unk, int *any_unk) {
     BpeRun r = {.m = m, .text = text, .sym = sym, .agenda = *agenda, .out = out, .max_rev = end - start,
                 .previous_unk = *previous_unk};
     r.agenda.n = 0;
@@ -344,31 +357,49 @@ static int bpe_word(const SpModel *m, const uint8_t *text, size_t start, size_t 
 done:
     *agenda = r.agenda; /* its buffer, reused by the next word */
     *previous_unk = r.previous_unk;
+    *any_unk = r.any_unk;
     free(r.rev);
     if (r.rev_ready)
         strmap_free(&r.rev_keys);
     return err;
 }
 
-static const uint8_t SP_SPACE[3] = {0xE2, 0x96, 0x81}; /* U+2581, the escaped space */
-
-static int bpe_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
+static int bpe_encode(SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
     Symbol *sym = malloc((n ? n : 1) * sizeof *sym);
     Agenda agenda = {0};
     int previous_unk = 0, err = sym ? 0 : -1;
-    /* With word_split no symbol can hold U+2581 but at its start, so no merge crosses the
-     * position before one: each word merges alone, in the order it would among all of them. */
+    /* With word_split no symbol holds U+2581 right after another character, so no merge
+     * crosses the position before a U+2581 that follows one: each word merges alone, in the order it would among all of them, and
+     * a word without unknown symbols has the same ids wherever it is (then cached). */
+    Cache *cache = m->word_split ? cache_enter(&m->cache) : NULL;
     for (size_t start = 0; start < n && !err;) {
         size_t end = n;
         if (m->word_split)
             for (size_t i = start + 1; i + 3 <= n; i++)
-                if (text[i] == 0xE2 && !memcmp(text + i, SP_SPACE, 3)) {
+                if (text[i] == 0xE2 && !memcmp(text + i, SP_SPACE, 3) && (i < 3 || memcmp(text + i - 3, SP_SPACE, 3))) {
                     end = i;
                     break;
                 }
-        err = bpe_word(m, text, start, end, sym, &agenda, out, &previous_unk);
+        size_t len = end - start;
+        uint64_t h = 0;
+        if (cache && len <= CACHE_MAX_PIECE) {
+            h = hash_bytes(text + start, len);
+            const CacheEntry *e = cache_get(cache, text + start, len, h);
+            if (e) {
+                err = ids_extend(out, cache_ids(e), e->nids);
+                previous_unk = 0;
+                start = end;
+                continue;
+            }
+        }
+        size_t before = out->n;
+        int any_unk = 0;
+        err = bpe_word(m, text, start, end, sym, &agenda, out, &previous_unk, &any_unk);
+        if (!err && cache && len <= CACHE_MAX_PIECE && !any_unk)
+            cache_put(cache, text + start, len, h, out->v + before, out->n - before);
         start = end;
     }
+    cache_leave(&m->cache, cache);
     free(sym);
     free(agenda.v);
     return err;
@@ -464,7 +495,7 @@ done:
     return err;
 }
 
-int sp_model_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
+int sp_model_encode(SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
     return m->kind == SP_KIND_BPE ? bpe_encode(m, text, n, out) : unigram_encode(m, text, n, out);
 }
 
