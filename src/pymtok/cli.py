@@ -566,7 +566,7 @@ def cmd_tokenize(args: argparse.Namespace) -> int:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise PymtokError("pymtok tokenize writes Parquet with pyarrow: pip install 'pymtok[engines]'") from None
+        raise PymtokError("pymtok tokenize writes Parquet with pyarrow: pip install 'pymtok[parquet]'") from None
     from .corpus import Settings, plan, run, tokenizer_digest
 
     for name in ("workers", "batch_size", "shard_size"):

@@ -939,16 +939,17 @@ def _unpickle_file(state: tuple[Any, ...], meta: TokenizerMeta) -> Tokenizer:
     if kind != "mtok":
         raise ValueError(f"cannot unpickle a tokenizer read from a {kind!r} file")
     path = None if size is None else where
-    if size is None:
-        digest = hashlib.sha256(where).digest()
+    data = where
+    if path is not None:
+        # read and hashed even when the cache has the tokenizer: a changed file is refused as ever
+        data = Path(path).read_bytes()
+        if len(data) != size or hashlib.sha256(data).digest() != digest:
+            raise FormatError(f"{path}: the file changed since this tokenizer was pickled (the pickle holds its path)")
+    else:
+        digest = hashlib.sha256(data).digest()
     key = (digest, use_extension)
     loaded = _UNPICKLED.pop(key, None)
     if loaded is None:
-        data = where
-        if path is not None:
-            data = Path(path).read_bytes()
-            if len(data) != size or hashlib.sha256(data).digest() != digest:
-                raise FormatError(f"{path}: the file changed since this tokenizer was pickled (the pickle holds its path)")
         loaded = loads_mtok(data, path or "<pickle>", use_extension=use_extension)
         if len(_UNPICKLED) >= _UNPICKLED_MAX:
             del _UNPICKLED[next(iter(_UNPICKLED))]
