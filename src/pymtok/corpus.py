@@ -130,8 +130,6 @@ def _line_starts(path: str, shard_size: int) -> list[tuple[int, int, int]]:
 
 
 def _parquet_starts(path: str, settings: Settings) -> list[tuple[int, int, int]]:
-    import pyarrow.parquet as pq
-
     pf = _parquet_file(path, settings.field)
     rows = pf.metadata.num_rows
     return [(start, min(start + settings.shard_size, rows), 0) for start in range(0, rows, settings.shard_size)]
@@ -277,7 +275,10 @@ def _tokenizer(path: str) -> Tokenizer:
     return _TOKENIZERS[path]
 
 
-def _encode(tok: Tokenizer, numbers: list[int], texts: list[str], bad: list[tuple[int, str]], special: bool) -> tuple[list[int], FlatIds]:
+def _encode(
+    tok: Tokenizer, numbers: list[int], texts: list[str], bad: list[tuple[int, str]], special: bool
+) -> tuple[list[int], FlatIds]:
+    """(the record numbers kept, their ids); a text encode refuses is moved to ``bad``."""
     try:
         return numbers, tok.encode_batch(texts, add_special_tokens=special, num_threads=1, return_flat=True)
     except (ValueError, TypeError):
