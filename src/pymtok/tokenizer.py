@@ -419,6 +419,17 @@ class Tokenizer:
         **special: Any,
     ) -> FlatIds: ...
 
+    @overload
+    def encode_batch(
+        self,
+        texts: Sequence[str | tuple[str, str]],
+        *,
+        add_special_tokens: bool = ...,
+        num_threads: int | None = ...,
+        return_flat: bool,
+        **special: Any,
+    ) -> list[list[int]] | FlatIds: ...
+
     def encode_batch(
         self,
         texts: Sequence[str | tuple[str, str]],
