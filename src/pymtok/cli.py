@@ -1,4 +1,4 @@
-"""The ``pymtok`` command: export, inspect, encode, decode, chat, count, verify, convert."""
+"""The ``pymtok`` command: export, inspect, encode, decode, chat, count, verify, tokenize, convert."""
 
 from __future__ import annotations
 
@@ -562,6 +562,49 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tokenize(args: argparse.Namespace) -> int:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise PymtokError("pymtok tokenize writes Parquet with pyarrow: pip install 'pymtok[parquet]'") from None
+    from .corpus import Settings, plan, run, tokenizer_digest
+
+    for name in ("workers", "batch_size", "shard_size"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    _load(args.tokenizer)  # a bad tokenizer fails here, once, not in every worker
+    settings = Settings(
+        tokenizer=os.path.abspath(args.tokenizer), field=args.field, add_special_tokens=not args.no_special,
+        batch_size=args.batch_size, shard_size=args.shard_size, bin=args.bin,
+        tokenizer_digest=tokenizer_digest(args.tokenizer),
+    )
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    shards = plan(args.corpus, out, settings, args.format)
+    try:
+        with _Steps("tokenize") as steps:
+            results = run(shards, settings, args.workers, steps)
+    except KeyboardInterrupt:
+        print("pymtok tokenize: interrupted; the shards written are kept: rerun the same command to resume", file=sys.stderr)
+        raise
+    skipped = sum(r.skipped for r in results)
+    bad = [(r.shard.source, number, why) for r in results for number, why in r.bad]
+    written = [r for r in results if not r.skipped]
+    print(
+        f"{len(shards)} shards in {out} ({len(written)} written, {skipped} already there): "
+        f"{sum(r.records for r in written)} records, {sum(r.tokens for r in written)} tokens written; "
+        f"{len(bad)} bad records"
+    )
+    for source, number, why in bad[:_BAD_SHOWN]:
+        print(f"{source}:{number}: {why}", file=sys.stderr)
+    if len(bad) > _BAD_SHOWN:
+        print(f"... and {len(bad) - _BAD_SHOWN} more (listed in {out}/*.bad.jsonl)", file=sys.stderr)
+    return 0
+
+
+_BAD_SHOWN = 20
+
+
 _FILE_HELP = "tokenizer.mtok, tokenizer.txt, tokenizer.json or a folder"
 
 
@@ -642,6 +685,23 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
         help="a build of MNN's tokenizer_demo (run as BINARY FILE encode TEXT): compare what MNN's runtime gives",
     )
     p.add_argument("--corpus", nargs="*", metavar="PATH", help="text files to encode, - for standard input (one text per line)")
+
+    p = command(
+        "tokenize",
+        "tokenize corpus files (text: a record per line; JSON Lines; Parquet) to Parquet shards of input_ids, "
+        "resumably: a rerun skips the shards already written",
+        cmd_tokenize,
+    )
+    p.add_argument("corpus", nargs="+", metavar="CORPUS", help="input files: .txt, .jsonl or .parquet (or --format)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="the folder the shards go to")
+    p.add_argument("--tokenizer", required=True, metavar="FILE", help=_FILE_HELP)
+    p.add_argument("--field", default="text", help="the JSON field or Parquet column holding the text (default: text)")
+    p.add_argument("--format", choices=["text", "jsonl", "parquet"], help="the inputs' format (default: from the suffix)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default: 1)")
+    p.add_argument("--batch-size", type=int, default=1000, help="records encoded at a time per worker (default: 1000)")
+    p.add_argument("--shard-size", type=int, default=100_000, help="records per output shard (default: 100000)")
+    p.add_argument("--bin", action="store_true", help="also write each shard's ids as flat uint32 .bin with int64 offsets .idx")
+    p.add_argument("--no-special", action="store_true", help="do not add special tokens (BOS, CLS, ...)")
 
     p = command(
         "convert", "turn a legacy tokenizer.txt into tokenizer.mtok, or any tokenizer file into a HF folder", cmd_convert

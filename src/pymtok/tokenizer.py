@@ -6,16 +6,19 @@ here by ``Tokenizer.from_config``; nothing else constructs a pipeline.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
+import itertools
 import operator
 import os
 import re
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, overload
 
 from . import decoders, models, native, normalizers, pre_tokenizers, processors
 from .added_tokens import AddedToken, AddedVocabulary
@@ -420,21 +423,119 @@ class Tokenizer:
         pieces = self.pre_tokenizer([(normalized, offset)])
         return self.model.encode_pieces([piece for piece, _ in pieces])
 
+    @overload
+    def encode_batch(
+        self,
+        texts: Sequence[str | tuple[str, str]],
+        *,
+        add_special_tokens: bool = ...,
+        num_threads: int | None = ...,
+        return_flat: Literal[False] = ...,
+        **special: Any,
+    ) -> list[list[int]]: ...
+
+    @overload
+    def encode_batch(
+        self,
+        texts: Sequence[str | tuple[str, str]],
+        *,
+        add_special_tokens: bool = ...,
+        num_threads: int | None = ...,
+        return_flat: Literal[True],
+        **special: Any,
+    ) -> FlatIds: ...
+
+    @overload
+    def encode_batch(
+        self,
+        texts: Sequence[str | tuple[str, str]],
+        *,
+        add_special_tokens: bool = ...,
+        num_threads: int | None = ...,
+        return_flat: bool,
+        **special: Any,
+    ) -> list[list[int]] | FlatIds: ...
+
     def encode_batch(
         self,
         texts: Sequence[str | tuple[str, str]],
         *,
         add_special_tokens: bool = True,
         num_threads: int | None = None,
+        return_flat: bool = False,
         **special: Any,
-    ) -> list[list[int]]:
+    ) -> list[list[int]] | FlatIds:
         """``encode`` each text, or each ``(text, pair)`` tuple, spread over ``num_threads`` threads.
 
         By default one thread per CPU when the native core runs (it releases the GIL), else one:
         pure-Python encoding gains nothing from threads. ``special`` takes ``encode``'s
         special-token keywords. ``texts`` is a list or tuple (a sequence), as HF takes it: a
         generator is a TypeError.
+
+        ``return_flat=True`` gives a :class:`FlatIds` instead of a list per text: all ids in one
+        ``uint32`` array and where each text's begin and end, Arrow's list layout.
+
+        >>> tok.encode_batch(["Hello world", "Hi"], return_flat=True)   # doctest: +SKIP
+        FlatIds(ids=array('I', [9707, 1879, 13048]), offsets=array('q', [0, 2, 3]))
         """
+        _check_flag("encode_batch", "return_flat", return_flat)
+        if return_flat:
+            return self._encode_flat(texts, add_special_tokens, num_threads, special, _FLAT)
+        return self._encode_lists(texts, add_special_tokens, num_threads, special)
+
+    def count_batch(
+        self,
+        texts: Sequence[str | tuple[str, str]],
+        *,
+        add_special_tokens: bool = True,
+        num_threads: int | None = None,
+        **special: Any,
+    ) -> array[int]:
+        """How many ids ``encode_batch`` gives each text (an ``int64`` array), without keeping the ids.
+
+        >>> tok.count_batch(["Hello world", "Hi"])                      # doctest: +SKIP
+        array('q', [2, 1])
+        """
+        counts: array[int] = self._encode_flat(texts, add_special_tokens, num_threads, special, _COUNT)
+        return counts
+
+    def _encode_flat(
+        self, texts: Sequence[str | tuple[str, str]], add_special_tokens: bool, num_threads: int | None,
+        special: dict[str, Any], mode: int,
+    ) -> Any:
+        if self._native_batch is not None and self._batch_is_plain(texts, special):
+            _check_flag("encode_batch", "add_special_tokens", add_special_tokens)
+            raw = self._native_batch(texts, self.normalizer, add_special_tokens, self._threads(num_threads), mode)
+            if mode == _COUNT:
+                return array("q", raw)
+            return FlatIds(array(_U32_CODE, raw[0]), array("q", raw[1]))
+        lists = self._encode_lists(texts, add_special_tokens, num_threads, special)
+        if mode == _COUNT:
+            return array("q", map(len, lists))
+        ids = array(_U32_CODE)
+        for one in lists:
+            ids.extend(one)
+        return FlatIds(ids, array("q", itertools.accumulate(map(len, lists), initial=0)))
+
+    def _batch_is_plain(self, texts: Sequence[str | tuple[str, str]], special: dict[str, Any]) -> bool:
+        """Whether the native batch encodes ``texts`` as encode would: no pairs, no special-token keywords."""
+        return (
+            isinstance(texts, Sequence)
+            and not isinstance(texts, str)
+            and not special
+            and not self.meta.split_special_tokens
+            and not any(isinstance(t, tuple) for t in texts)
+        )
+
+    def _threads(self, num_threads: int | None) -> int:
+        if num_threads is None:
+            return _cpu_count() if self._native_segment is not None else 1
+        return num_threads
+
+    def _encode_lists(
+        self, texts: Sequence[str | tuple[str, str]], add_special_tokens: bool, num_threads: int | None,
+        special: dict[str, Any],
+    ) -> list[list[int]]:
         if isinstance(texts, str):
             raise TypeError("encode_batch() takes a list of str; use encode() for one string")
         if not isinstance(texts, Sequence):
@@ -452,8 +553,7 @@ class Tokenizer:
                 else self.encode(t, add_special_tokens=add_special_tokens, **special)
                 for t in texts
             ]
-        if num_threads is None:
-            num_threads = _cpu_count() if self._native_segment is not None else 1
+        num_threads = self._threads(num_threads)
         if special or self.meta.split_special_tokens:
             return [self.encode(t, add_special_tokens=add_special_tokens, **special) for t in texts]
         if self._native_batch is not None:
@@ -888,24 +988,46 @@ def _assistant_mask(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[in
             mask[i] = 1
     return mask
 
+# Tokenizers unpickled in this process, by their file's digest, newest last: an engine (Ray, Dask,
+# datasets) sends the tokenizer with every task, and each worker process loads its file once.
+_UNPICKLED: dict[tuple[bytes, bool], Tokenizer] = {}
+_UNPICKLED_MAX = 4
+
+
 def _unpickle_file(state: tuple[Any, ...], meta: TokenizerMeta) -> Tokenizer:
     from .mtok import loads_mtok
 
     kind, where, size, digest, use_extension = state
     if kind != "mtok":
         raise ValueError(f"cannot unpickle a tokenizer read from a {kind!r} file")
-    path = None
-    if size is None:
-        data = where
-    else:
-        path = where
+    path = None if size is None else where
+    data = where
+    if path is not None:
+        # read and hashed even when the cache has the tokenizer: a changed file is refused as ever
         data = Path(path).read_bytes()
         if len(data) != size or hashlib.sha256(data).digest() != digest:
             raise FormatError(f"{path}: the file changed since this tokenizer was pickled (the pickle holds its path)")
-    tok = loads_mtok(data, path or "<pickle>", use_extension=use_extension)
-    if tok.source is not None:
-        tok.source.path = path
+    else:
+        digest = hashlib.sha256(data).digest()
+    key = (digest, use_extension)
+    loaded = _UNPICKLED.pop(key, None)
+    if loaded is None:
+        loaded = loads_mtok(data, path or "<pickle>", use_extension=use_extension)
+        if len(_UNPICKLED) >= _UNPICKLED_MAX:
+            del _UNPICKLED[next(iter(_UNPICKLED))]
+    _UNPICKLED[key] = loaded
+    return _sharing(loaded, meta, path)
+
+
+def _sharing(loaded: Tokenizer, meta: TokenizerMeta, path: str | None) -> Tokenizer:
+    """A tokenizer sharing ``loaded``'s tables and encoders (which encoding never changes) with
+    its own ``meta``, the part a user can change (chat template, special tokens)."""
+    tok = object.__new__(Tokenizer)
+    tok.__dict__.update(loaded.__dict__)
     tok.meta = meta
+    tok._chat = None
+    if loaded.source is not None:
+        tok.source = dataclasses.replace(loaded.source, path=path)
     return tok
 
 
@@ -979,6 +1101,30 @@ def _token_ids(ids: Any) -> list[int]:
 
 
 _SHARES_PER_THREAD = 8
+# the native encode_batch's modes (module.c): the ids flat with offsets, or their counts only
+_FLAT, _COUNT = 1, 2
+# array's typecode of a 4-byte unsigned int (the C unsigned int on every platform CPython runs on)
+_U32_CODE = next(code for code in "IL" if array(code).itemsize == 4)
+
+
+class FlatIds(NamedTuple):
+    """``encode_batch(..., return_flat=True)``: text ``i``'s ids are ``ids[offsets[i]:offsets[i+1]]``.
+
+    The layout of an Arrow ``LargeListArray`` (``uint32`` values, ``int64`` offsets from 0), so
+    that a batch becomes a list column without a Python list per text; both arrays export their
+    buffers (``numpy.frombuffer``, ``pyarrow.py_buffer``).
+    """
+
+    ids: array[int]
+    offsets: array[int]
+
+    def to_arrow(self) -> Any:
+        """The ids as a ``pyarrow.LargeListArray`` of ``uint32`` (needs pyarrow), sharing the buffers."""
+        import pyarrow as pa
+
+        values = pa.Array.from_buffers(pa.uint32(), len(self.ids), [None, pa.py_buffer(self.ids)])
+        offsets = pa.Array.from_buffers(pa.int64(), len(self.offsets), [None, pa.py_buffer(self.offsets)])
+        return pa.LargeListArray.from_arrays(offsets, values)
 
 
 _BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")

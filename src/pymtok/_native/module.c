@@ -1050,6 +1050,76 @@ static int batch_lists(Batch *b, Chunk *ch, PyObject *normalizer, int special, P
     return err;
 }
 
+/* encode_batch's flat modes: the ids of all texts one after the other with per text where its ids
+ * end (BATCH_FLAT, Arrow's list layout), or only how many ids each text has (BATCH_COUNT). */
+enum { BATCH_LISTS, BATCH_FLAT, BATCH_COUNT };
+
+typedef struct {
+    int mode;
+    IdBuf ids;
+    int64_t *ends; /* BATCH_FLAT: count + 1 offsets from 0; BATCH_COUNT: count lengths */
+} Flat;
+
+static int flat_put(Flat *f, Encoder *self, Py_ssize_t k, const IdBuf *ids, int special) {
+    static const IdBuf none = {0};
+    const IdBuf *pre = special ? &self->prefix : &none, *suf = special ? &self->suffix : &none;
+    if (f->mode == BATCH_COUNT) {
+        f->ends[k] = (int64_t)(pre->n + ids->n + suf->n);
+        return 0;
+    }
+    if (ids_extend(&f->ids, pre->v, pre->n) < 0 || ids_extend(&f->ids, ids->v, ids->n) < 0 ||
+        ids_extend(&f->ids, suf->v, suf->n) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    f->ends[k + 1] = (int64_t)f->ids.n;
+    return 0;
+}
+
+/* batch_lists for the flat modes: a DONE chunk's ids appended to f, in text order. */
+static int batch_flat(Batch *b, Chunk *ch, PyObject *normalizer, int special, Flat *f, Work *w) {
+    if (atomic_load_explicit(&ch->state, memory_order_acquire) == CHUNK_NOMEM) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t start = 0;
+    IdBuf redo = {0};
+    int err = 0;
+    for (Py_ssize_t k = ch->first; !err && k < ch->last; k++) {
+        PyObject *t = b->items[k];
+        if (k == ch->bad) {
+            if (!PyUnicode_Check(t))
+                PyErr_Format(PyExc_TypeError, "encode() takes a str, got %s", Py_TYPE(t)->tp_name);
+            else
+                raise_surrogate(t, ch->bad_at);
+            err = -1;
+        } else if (b->ends[k] >= 0) {
+            IdBuf slice = {ch->out.v + start, (size_t)(b->ends[k] - start), 0};
+            err = flat_put(f, b->self, k, &slice, special);
+            start = b->ends[k];
+        } else {
+            redo.n = 0;
+            err = encode_text_into(b->self, t, normalizer, w, &redo) < 0 ? -1 : flat_put(f, b->self, k, &redo, special);
+        }
+    }
+    free(redo.v);
+    free(ch->out.v);
+    ch->out.v = NULL;
+    return err;
+}
+
+/* The flat result as Python bytes: (ids as uint32, offsets as int64) or the int64 counts. */
+static PyObject *flat_result(Flat *f, Py_ssize_t count) {
+    if (f->mode == BATCH_COUNT)
+        return PyBytes_FromStringAndSize((const char *)f->ends, (Py_ssize_t)((size_t)count * sizeof *f->ends));
+    PyObject *ids = PyBytes_FromStringAndSize((const char *)f->ids.v, (Py_ssize_t)(f->ids.n * sizeof *f->ids.v));
+    PyObject *ends = PyBytes_FromStringAndSize((const char *)f->ends, (Py_ssize_t)((size_t)(count + 1) * sizeof *f->ends));
+    PyObject *pair = ids && ends ? PyTuple_Pack(2, ids, ends) : NULL;
+    Py_XDECREF(ids);
+    Py_XDECREF(ends);
+    return pair;
+}
+
 /* Contiguous chunks of about BATCH_CHUNK_CHARS code points, claimed by threads in turn: texts
  * sorted by kind (a language, code) cost alike, and any thread done early takes the next. */
 static int batch_chunks(Batch *b, Py_ssize_t count) {
@@ -1068,16 +1138,21 @@ static int batch_chunks(Batch *b, Py_ssize_t count) {
     return 0;
 }
 
-/* encode_batch(texts, normalizer, add_special_tokens, num_threads) -> list[list[int]]: encode_text
- * of each text. num_threads - 1 helper threads and the caller encode chunks of texts without
- * the GIL; between its chunks the caller builds the lists of those done so far. */
+/* encode_batch(texts, normalizer, add_special_tokens, num_threads[, mode]) -> list[list[int]]:
+ * encode_text of each text. num_threads - 1 helper threads and the caller encode chunks of texts
+ * without the GIL; between its chunks the caller builds the lists of those done so far (or
+ * appends their ids to the flat result, mode BATCH_FLAT / BATCH_COUNT: see flat_result). */
 static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t threads;
+    long mode = BATCH_LISTS;
     int special;
-    if (nargs != 4 || (special = PyObject_IsTrue(args[2])) < 0 ||
-        ((threads = PyLong_AsSsize_t(args[3])) == -1 && PyErr_Occurred())) {
+    if ((nargs != 4 && nargs != 5) || (special = PyObject_IsTrue(args[2])) < 0 ||
+        ((threads = PyLong_AsSsize_t(args[3])) == -1 && PyErr_Occurred()) ||
+        (nargs == 5 && (((mode = PyLong_AsLong(args[4])) == -1 && PyErr_Occurred()) || mode < BATCH_LISTS ||
+                        mode > BATCH_COUNT))) {
+        PyErr_Clear();
         PyErr_SetString(PyExc_TypeError, "encode_batch(texts: list[str], normalizer: callable | None, "
-                                         "add_special_tokens: bool, num_threads: int)");
+                                         "add_special_tokens: bool, num_threads: int[, mode: 0 | 1 | 2])");
         return NULL;
     }
     if (!self->ints) {
@@ -1094,7 +1169,12 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
     b.native = native_ops(normalizer, &b.ops, &b.nops);
     atomic_init(&b.left, 1);
     b.ends = PyMem_Malloc((size_t)(count ? count : 1) * sizeof *b.ends);
-    PyObject *result = PyList_New(count);
+    Flat flat = {.mode = (int)mode};
+    PyObject *result = mode == BATCH_LISTS ? PyList_New(count) : Py_NewRef(Py_None);
+    if (result && mode != BATCH_LISTS && (flat.ends = calloc((size_t)count + 1, sizeof *flat.ends)) == NULL) {
+        PyErr_NoMemory();
+        Py_CLEAR(result);
+    }
     if (!result || !b.ends || batch_chunks(&b, count) < 0) {
         if (result)
             PyErr_NoMemory();
@@ -1126,7 +1206,8 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
         for (; !err && built < b.nchunks &&
                atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) != CHUNK_PENDING;
              built++)
-            err = batch_lists(&b, &b.chunks[built], normalizer, special, result, w);
+            err = mode == BATCH_LISTS ? batch_lists(&b, &b.chunks[built], normalizer, special, result, w)
+                                      : batch_flat(&b, &b.chunks[built], normalizer, special, &flat, w);
     }
     if (err)
         atomic_store(&b.stop, 1);
@@ -1140,13 +1221,18 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
         PyThread_free_lock(b.finished);
     }
     for (; !err && built < b.nchunks; built++)
-        err = batch_lists(&b, &b.chunks[built], normalizer, special, result, w);
+        err = mode == BATCH_LISTS ? batch_lists(&b, &b.chunks[built], normalizer, special, result, w)
+                                  : batch_flat(&b, &b.chunks[built], normalizer, special, &flat, w);
     if (err)
         Py_CLEAR(result);
+    else if (mode != BATCH_LISTS)
+        Py_SETREF(result, flat_result(&flat, count));
     work_give(w, &own);
     for (size_t c = built; c < b.nchunks; c++)
         free(b.chunks[c].out.v);
 out:
+    free(flat.ids.v);
+    free(flat.ends);
     free(b.chunks);
     PyMem_Free(b.ends);
     Py_DECREF(seq);
@@ -1170,8 +1256,9 @@ static PyMethodDef Encoder_methods[] = {
      "encode_text(text, normalizer, add_special_tokens) -> list[int]: added tokens, normalization and\n"
      "segments in one call; ValueError for a lone surrogate, as Tokenizer.encode."},
     {"encode_batch", (PyCFunction)(void (*)(void))Encoder_encode_batch, METH_FASTCALL,
-     "encode_batch(texts, normalizer, add_special_tokens, num_threads) -> list[list[int]]: encode_text of\n"
-     "each, on num_threads threads without the GIL."},
+     "encode_batch(texts, normalizer, add_special_tokens, num_threads[, mode]) -> list[list[int]]: encode_text\n"
+     "of each, on num_threads threads without the GIL. mode 1: (uint32 ids, int64 offsets) as bytes;\n"
+     "mode 2: the int64 id counts as bytes."},
     {"cache_stats", (PyCFunction)Encoder_cache_stats, METH_NOARGS,
      "cache_stats() -> (entries, resets): the piece cache's entries and how often it was emptied when full."},
     {NULL, NULL, 0, NULL},
