@@ -18,6 +18,15 @@ static int put_first(StrMap *m, const uint8_t *key, size_t len, int32_t id) {
     return strmap_get(m, key, len) >= 0 ? 0 : strmap_put(m, key, len, id);
 }
 
+/* lengths[0, distinct) with len added if it is not there yet; the new count */
+static size_t add_length(size_t *lengths, size_t distinct, size_t len) {
+    for (size_t k = 0; k < distinct; k++)
+        if (lengths[k] == len)
+            return distinct;
+    lengths[distinct] = len;
+    return distinct + 1;
+}
+
 static int cmp_desc(const void *a, const void *b) {
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
     return x < y ? 1 : x > y ? -1 : 0;
@@ -125,15 +134,9 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
     m->user_lengths = malloc((n ? n : 1) * sizeof *m->user_lengths);
     if (!m->user_lengths)
         goto fail;
-    for (size_t i = 0; i < n; i++) {
-        if (types[i] != SP_USER_DEFINED)
-            continue;
-        size_t k = 0;
-        while (k < distinct && m->user_lengths[k] != lens[i])
-            k++;
-        if (k == distinct)
-            m->user_lengths[distinct++] = lens[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        if (types[i] == SP_USER_DEFINED)
+            distinct = add_length(m->user_lengths, distinct, lens[i]);
     qsort(m->user_lengths, distinct, sizeof *m->user_lengths, cmp_desc);
     m->nuser_lengths = distinct;
     if (m->word_split && cache_init(&m->cache, SP_CACHE_SLOTS, SP_CACHE_BYTES) < 0)
@@ -509,11 +512,7 @@ int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t
     for (size_t i = 0; i < nuser; i++) {
         if (put_first(&m->user, user[i], lens[i], (int32_t)i) < 0)
             return -1;
-        size_t k = 0;
-        while (k < distinct && m->user_lengths[k] != lens[i])
-            k++;
-        if (k == distinct)
-            m->user_lengths[distinct++] = lens[i];
+        distinct = add_length(m->user_lengths, distinct, lens[i]);
     }
     qsort(m->user_lengths, distinct, sizeof *m->user_lengths, cmp_desc);
     m->nuser_lengths = distinct;
