@@ -20,6 +20,7 @@ FIXTURES = Path(os.environ.get("PYMTOK_FIXTURES", "/work/shared/fixtures"))
 
 
 @pytest.mark.skipif(not (FIXTURES / "tokenizers" / "all-minilm-l6-v2").is_dir(), reason="needs the fixtures")
+@pytest.mark.slow
 def test_quick_run_checks_ids(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     proc = subprocess.run(

@@ -17,7 +17,7 @@ import pytest
 
 import pymtok
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, slow_for
 
 # settings the oracle takes from tokenizer_config.json; the class and remote code are left out
 _SKIPPED_CONFIG = ("tokenizer_class", "auto_map", "added_tokens_decoder")
@@ -136,7 +136,7 @@ def _cases(chunks: list[str]) -> list[tuple[Any, ...]]:
     return [(a[0],), (a[0], b[0]), (a,), (a, b)]
 
 
-@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
 def test_call_matches_transformers(name: str) -> None:
     chunks = [c[:300] for c in corpus_chunks(6, seed=13)[:6]]
     for kwargs in GRID:
@@ -153,7 +153,7 @@ def test_call_matches_transformers_full_grid(name: str) -> None:
             check(name, args, kwargs)
 
 
-@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
 def test_offsets_match_transformers_on_corpus(name: str) -> None:
     """Offsets, tokens and word ids of whole corpus chunks, one text at a time."""
     for text in corpus_chunks(30, seed=3):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fixture_path, hf_tokenizer
+from conftest import fixture_path, hf_tokenizer, slow_for
 
 from pymtok.chat import (
     ChatTemplate,
@@ -619,7 +619,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return load
 
 
-@pytest.mark.parametrize("name", TEMPLATED)
+@pytest.mark.parametrize("name", slow_for(TEMPLATED, "gemma-v1"))
 @pytest.mark.parametrize("source", ["tokenizer.json", ".mtok"])
 def test_tokenizer_apply_chat_template_matches_transformers(name: str, source: str, exported: Any) -> None:
     import pymtok

@@ -182,6 +182,7 @@ def ray_cluster() -> Any:
     ray.shutdown()
 
 
+@pytest.mark.slow  # a Ray cluster's start is most of a minute
 def test_ray_data_map_batches(exported: Any, ray_cluster: Any) -> None:
     tok = pymtok.load(exported("qwen3"))
     paths = [str(corpus_dir() / name) for name in CORPUS_FILES]

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer, slow_for
 from test_mtok import MNN_ONLY_EXACT, reading_is_exact
 
 import pymtok
@@ -52,7 +52,7 @@ def split_header(data: bytes) -> tuple[list[int], list[list[int]], bytes]:
     return counts, [ids[:s], ids[s : s + p], ids[s + p :]], data[pos:]
 
 
-@pytest.mark.parametrize("name", WITH_REFERENCE)
+@pytest.mark.parametrize("name", slow_for(WITH_REFERENCE, "gemma-v1"))
 def test_body_and_header_match_mnn(name: str, exported) -> None:
     ours = exported(name, mnn_identical=True)
     ref = fixture_path("mnn-exported", name, "tokenizer.mtok").read_bytes()
@@ -74,7 +74,7 @@ def _sample(name: str) -> list[str]:
     return corpus_chunks(SAMPLE) + [text for text, _ in golden_cases(name)]
 
 
-@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
 def test_export_reads_back_exact(name: str, exported) -> None:
     tok = loads_mtok(exported(name), name)
     hf = hf_tokenizer(name)
@@ -100,7 +100,7 @@ def test_export_reads_back_exact(name: str, exported) -> None:
 DEVICE_ONLY_EXACT = {**MNN_ONLY_EXACT, "falcon": True, "roberta-base": True}
 
 
-@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
 @pytest.mark.parametrize("mnn_identical", [False, True])
 def test_mnn_only_reading_of_export(name: str, mnn_identical: bool, exported) -> None:
     data = exported(name, mnn_identical)
@@ -215,7 +215,7 @@ def test_mnn_identical_is_mnn_exporters_layout(exported) -> None:
     assert lists[2] == [2] and device_lists[2] == [] and device_counts[:2] == counts[:2]
 
 
-@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
 def test_device_layout_gives_every_id_a_slot(name: str, exported, tmp_path: Path) -> None:
     """MNN's loader stores each vocabulary record at its id in a table of record-count slots:
     the ids MNN reads run 0..n-1 with no gap, and pymtok's own reading is the source's."""

@@ -42,7 +42,9 @@ def hf_ids(name: str, texts: list[str]) -> list[list[int]]:
 
 @pytest.mark.parametrize(
     ("name", "via"),
-    [("llama3", "json"), ("qwen3", "mtok"), ("gemma-v1", "json"), ("t5-small", "json"), ("all-minilm-l6-v2", "json")],
+    [pytest.param("llama3", "json", marks=pytest.mark.slow), ("qwen3", "mtok"),
+     pytest.param("gemma-v1", "json", marks=pytest.mark.slow), pytest.param("t5-small", "json", marks=pytest.mark.slow),
+     ("all-minilm-l6-v2", "json")],
 )
 def test_full_cache_is_emptied_and_ids_stay_exact(name: str, via: str) -> None:
     tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))

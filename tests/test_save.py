@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, slow_for
 
 import pymtok
 from pymtok import legacy
@@ -182,7 +182,7 @@ def test_save_refuses_what_it_cannot_write(tmp_path: Path) -> None:
         tok.save(tmp_path / "tokenizer.bin")
 
 
-@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1", "gpt-4o", "llama3", "qwen3", "deepseek-v3"))
 def test_save_pretrained_loads_in_transformers(name: str, exported: Any, tmp_path: Path) -> None:
     """.mtok -> save_pretrained -> AutoTokenizer: HF's ids for the original tokenizer.json, and
     transformers' prompts and special tokens for the original folder."""

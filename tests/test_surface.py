@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, slow_for
 
 import pymtok
 from pymtok import legacy
@@ -322,7 +322,7 @@ CLASS_DEFAULT_TOKENS = {"gemma-v1": {"mask_token"}}
 # chatglm3-6b's real class is remote code the fixture lacks: PreTrainedTokenizerFast stands in for
 # chat templates, but it adds tokenizer_config.json's extra tokens to the vocabulary, which that
 # class does not
-@pytest.mark.parametrize("name", [n for n in TOKENIZER_NAMES if n not in REMOTE_CODE])
+@pytest.mark.parametrize("name", slow_for([n for n in TOKENIZER_NAMES if n not in REMOTE_CODE], "gemma-v1"))
 def test_vocabulary_and_special_tokens_match_transformers(name: str) -> None:
     hf = transformers_tokenizer(name)
     backend = hf_tokenizer(name)
