@@ -1,11 +1,11 @@
 """Hostile edits of real ``.mtok`` files, and the two readers' verdicts on them.
 
-A file pymtok wrote is taken apart (:func:`layout`: where the model's records, the merges and
-the stored index lie, docs/FORMAT_EXTENSION.md) and edited the way an attacker would: records
-made to contradict each other (a token listed twice, a merge naming an id or a result the
-vocabulary lacks, ...) or the stored index forged. The index's CRC-32 is then recomputed, so
-that the edit reaches the checks behind it. :func:`verdict` reads a file with one reader (native
-or pure) and says what came of it: the ids of a few texts, or the exception type.
+A file pymtok wrote is taken apart (:func:`layout`: where the model's records and the merges
+lie) and edited the way an attacker would: records made to contradict each other (a token listed
+twice, a merge naming an id or a result the vocabulary lacks, ...), or given a stored index of
+any content as earlier pymtok versions wrote one (docs/FORMAT_EXTENSION.md: readers skip it).
+:func:`verdict` reads a file with one reader (native or pure) and says what came of it: the ids
+of a few texts, or the exception type.
 
 Used by tests/test_mtok_forged.py and by the fuzz harness (fuzz/mtok_fuzz.py).
 """
@@ -25,7 +25,6 @@ from pymtok import mtok
 from pymtok.errors import FormatError
 
 _U16, _U32 = struct.Struct("<H"), struct.Struct("<I")
-_HEAD_WORDS = 12  # the index header (mtok_tables.c INDEX_HEAD)
 TEXTS = ("Hello world, qz!", "  naïve café 日本語 ▁x\n\tend", "ab <s> 12345 don't")
 
 
@@ -38,39 +37,14 @@ class Layout:
     records: list[tuple[int, int, int]]  # (offset, token length, id) per vocabulary record
     merges_at: int
     nmerges: int
-    crc_at: int | None  # the index's CRC-32 word, None without an index
-    index_at: int | None
-    index_len: int
 
     @property
     def records_end(self) -> int:
         return self.merges_at + 12 * self.nmerges
 
-    def index_word(self, k: int) -> int:
-        assert self.index_at is not None
-        return self.index_at + 4 * k
-
-    def head(self, data: bytes) -> list[int]:
-        assert self.index_at is not None
-        return list(struct.unpack_from(f"<{_HEAD_WORDS}I", data, self.index_at))
-
-    def regions(self, data: bytes) -> dict[str, tuple[int, int]]:
-        """The index's tables as word ranges: slots, by_id, mslots, merged, bmp, joins."""
-        h = self.head(data)
-        bounds = {"head": _HEAD_WORDS}
-        for name, size in (("slots", h[4]), ("by_id", h[6]), ("mslots", h[7]), ("merged", h[3])):
-            bounds[name] = size
-        if h[10]:
-            bounds["bmp"], bounds["joins"] = 0x10000, (1 << 20) // 32
-        out, at = {}, 0
-        for name, size in bounds.items():
-            out[name] = (at, at + size)
-            at += size
-        return out
-
 
 def layout(data: bytes) -> Layout:
-    """The parts of a BPE ``.mtok`` written by pymtok (with or without a stored index)."""
+    """The parts of a BPE ``.mtok`` written by pymtok."""
     _, _, _, at = mtok._parse_header(data, "<mutated>")
     cur = mtok._Cursor(data, at, "<mutated>")
     mtok._read_normalizer(cur, 0, [])
@@ -86,27 +60,18 @@ def layout(data: bytes) -> Layout:
         (n,) = _U16.unpack_from(data, pos)
         records.append((pos, n, _U32.unpack_from(data, pos + 2 + n)[0]))
         pos += 2 + n + 4
-    merges_at = pos
-    ext = data.find(mtok.EXTENSION_MAGIC, merges_at + 12 * nmerges)
-    crc_at = index_at = None
-    index_len = 0
-    if ext >= 0:
-        _, _, pad, length = mtok._EXTENSION_HEAD.unpack_from(data, ext)
-        after = ext + mtok._EXTENSION_HEAD.size + length
-        if len(data) - pad > after:
-            crc_at = after + (-after % 8)
-            index_len = _U32.unpack_from(data, crc_at + 4)[0]
-            index_at = crc_at + 8
-    return Layout(vocab_at, count, records, merges_at, nmerges, crc_at, index_at, index_len)
+    return Layout(vocab_at, count, records, pos, nmerges)
 
 
-def recompute_crc(data: bytearray, lay: Layout) -> None:
-    """Make the stored CRC-32 match the (edited) records and index again."""
-    if lay.crc_at is None or lay.index_at is None:
-        return
-    records = bytes(data[lay.vocab_at : lay.records_end])
-    index = bytes(data[lay.index_at : lay.index_at + lay.index_len])
-    _U32.pack_into(data, lay.crc_at, zlib.crc32(index, zlib.crc32(records)))
+def with_stored_index(data: bytes, lay: Layout, tables: bytes) -> bytes:
+    """``data`` with ``tables`` after its extension's JSON payload, framed as the stored index
+    earlier pymtok versions wrote (zero fill to 8 bytes, CRC-32, length)."""
+    ext = data.find(mtok.EXTENSION_MAGIC, lay.records_end)
+    _, _, pad, length = mtok._EXTENSION_HEAD.unpack_from(data, ext)
+    after = ext + mtok._EXTENSION_HEAD.size + length
+    tail = b"\x00" * (-after % 8) + struct.pack("<II", zlib.crc32(tables), len(tables)) + tables
+    head = mtok._EXTENSION_HEAD.pack(mtok.EXTENSION_MAGIC, 2, pad, length)
+    return data[:ext] + head + data[ext + mtok._EXTENSION_HEAD.size : after] + tail + data[after:]
 
 
 Mutation = Callable[[bytearray, Layout, random.Random], str]
@@ -224,83 +189,31 @@ def record_bytes(data: bytearray, lay: Layout, rng: random.Random) -> str:
     return f"record bytes {flip_bits(data, rng, lay.vocab_at, lay.records_end, most=3)} changed"
 
 
-def _index_only(lay: Layout) -> None:
-    if lay.index_at is None:
-        raise LookupError("no stored index")
-
-
-def index_words(data: bytearray, lay: Layout, rng: random.Random) -> str:
-    """Words of one index table set to values that probe the checks: tag bits only, an offset
-    off by one, a huge one, zero, anything."""
-    _index_only(lay)
-    regions = lay.regions(bytes(data))
-    name = rng.choice([n for n in regions if n != "joins"])
-    lo, hi = regions[name]
-    h = lay.head(bytes(data))
-    changed = []
-    for _ in range(rng.choice([1, 2, 5, 50])):
-        k = rng.randrange(lo, hi)
-        old = _U32.unpack_from(data, lay.index_word(k))[0]
-        mask = h[8] if name == "mslots" else h[5]
-        value = rng.choice([
-            old & ~mask, (old & ~mask) | ((old & mask) + 1) & mask, old ^ (1 << rng.randrange(32)),
-            0, 0xFFFFFFFF, rng.getrandbits(32), old + 1, old - 1 & 0xFFFFFFFF,
-        ])
-        _U32.pack_into(data, lay.index_word(k), value & 0xFFFFFFFF)
-        changed.append(k)
-    return f"index {name} words {changed[:5]}..."
-
-
-def index_empty_slots_tagged(data: bytearray, lay: Layout, rng: random.Random) -> str:
-    """Every empty slot of a table given tag bits only (issue 11: a probe that never ends)."""
-    _index_only(lay)
-    h = lay.head(bytes(data))
-    name = rng.choice(["slots", "mslots"])
-    lo, hi = lay.regions(bytes(data))[name]
-    mask = h[8] if name == "mslots" else h[5]
-    for k in range(lo, hi):
-        if not _U32.unpack_from(data, lay.index_word(k))[0] & mask:
-            _U32.pack_into(data, lay.index_word(k), ~mask & 0xFFFFFFFF)
-    return f"index {name}: every empty slot holds tag bits"
-
-
-def index_head(data: bytearray, lay: Layout, rng: random.Random) -> str:
-    _index_only(lay)
-    k = rng.randrange(1, _HEAD_WORDS)
-    old = _U32.unpack_from(data, lay.index_word(k))[0]
-    _U32.pack_into(data, lay.index_word(k), rng.choice([0, 1, old + 1, old - 1 & 0xFFFFFFFF, old * 2 & 0xFFFFFFFF]))
-    return f"index header word {k}"
-
-
-def index_bytes(data: bytearray, lay: Layout, rng: random.Random) -> str:
-    _index_only(lay)
-    at = lay.index_at or 0
-    return f"index bytes {flip_bits(data, rng, at, at + lay.index_len, most=8)}"
-
-
-def index_joins(data: bytearray, lay: Layout, rng: random.Random) -> str:
-    """The join filter, or header word 11: taken on trust (FORMAT_EXTENSION.md), ids may change."""
-    _index_only(lay)
-    regions = lay.regions(bytes(data))
-    if "joins" not in regions:
-        raise LookupError("no char-level tables")
-    lo, hi = regions["joins"]
-    for k in rng.sample(range(lo, hi), 200):
-        _U32.pack_into(data, lay.index_word(k), 0)
-    _U32.pack_into(data, lay.index_word(11), rng.choice([0, 1]))
-    return "join filter words cleared"
+def stored_index(data: bytearray, lay: Layout, rng: random.Random) -> str:
+    """A stored index of any content: what an earlier pymtok wrote (its layout's header, then
+    slots, id cells, merge slots and results), forged as issue 11 found (every empty slot holding
+    only tag bits; words pointing outside the records), or noise."""
+    n = rng.choice([0, 1, 12, 100, 4 * lay.count])
+    how = rng.choice(["header", "tag bits", "noise", "zeros", "ones"])
+    if how == "header":
+        words = [0x4D544902, 0, lay.count, lay.nmerges] + [rng.getrandbits(32) for _ in range(n)]
+    elif how == "tag bits":
+        words = [0x4D544902, 0, lay.count, lay.nmerges, 1 << 16, 0xFFFF] + [0xFFFF0000] * n
+    else:
+        words = [rng.getrandbits(32) if how == "noise" else 0 if how == "zeros" else 0xFFFFFFFF for _ in range(n)]
+    data[:] = with_stored_index(bytes(data), lay, struct.pack(f"<{len(words)}I", *words))
+    return f"a stored index of {len(words)} words: {how}"
 
 
 RECORD_MUTATIONS: tuple[Mutation, ...] = (
     duplicate_token, duplicate_id, huge_id, bad_utf8, merge_unknown_id, merge_unknown_result,
     merge_other_result, duplicate_pair, odd_ranks, record_bytes,
 )
-INDEX_MUTATIONS: tuple[Mutation, ...] = (index_words, index_empty_slots_tagged, index_head, index_bytes)
-TRUSTED_MUTATIONS: tuple[Mutation, ...] = (index_joins,)
+INDEX_MUTATIONS: tuple[Mutation, ...] = (stored_index,)
 
 
 def mutants(source: bytes, mutations: tuple[Mutation, ...], n: int, seed: int) -> Iterator[tuple[str, bytes]]:
-    """n edited copies of source, each with its CRC-32 recomputed."""
+    """n edited copies of source."""
     lay = layout(source)
     rng = random.Random(seed)
     made = 0
@@ -312,7 +225,6 @@ def mutants(source: bytes, mutations: tuple[Mutation, ...], n: int, seed: int) -
         except LookupError:
             made += 1
             continue
-        recompute_crc(data, lay)
         made += 1
         yield f"{mutation.__name__}: {what}", bytes(data)
 

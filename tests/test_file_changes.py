@@ -56,7 +56,7 @@ CHANGES = ["truncate", "truncate half", "cp other onto it", "zeros over a third"
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """Real files as pymtok exports them: a char-level BPE with a stored index, a WordPiece
+    """Real files as pymtok exports them: a char-level BPE, a WordPiece
     model, and a Unigram one to copy over them."""
     out = {}
     for name in ("mistral-7b-v0.1", "all-minilm-l6-v2", "t5-small"):

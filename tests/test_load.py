@@ -230,7 +230,7 @@ def test_pair_listed_twice_out_of_rank_order(monkeypatch: pytest.MonkeyPatch) ->
     dup = max(merges, key=lambda m: (vocab[m[0]], vocab[m[1]]))
     merges.append(dup)
     config = {**_shuffled_bpe(1), "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
-    data = dumps_mtok(config, TokenizerMeta(), index=False)  # the records are edited below
+    data = dumps_mtok(config, TokenizerMeta())  # the records are edited below
     a, b = vocab[dup[0]], vocab[dup[1]]
     first, second = struct.pack("<III", a, b, merges.index(dup)), struct.pack("<III", a, b, len(merges) - 1)
     assert data.count(first + second) == 1
@@ -243,218 +243,85 @@ def test_pair_listed_twice_out_of_rank_order(monkeypatch: pytest.MonkeyPatch) ->
     assert lazy.model.merges == loads_mtok(data).model.merges == reference
 
 
-# ---- the stored index (docs/FORMAT_EXTENSION.md, "The stored index") ---------------------
-
-
-def _index_location(data: bytes, body_len: int) -> tuple[int, int]:
-    """(offset of the CRC-32 field, offset of the tables) in a file whose MNN part is body_len."""
-    import struct
-
-    json_len = struct.unpack_from("<I", data, body_len + 10)[0]
-    crc_at = body_len + 14 + json_len
-    crc_at += -crc_at % 8
-    return crc_at, crc_at + 8
+# ---- building the tables (docs/FORMAT_EXTENSION.md, "The stored index") --------------------
 
 
 @pytest.mark.parametrize("name", slow_for(["qwen3", "gpt-4o", "gemma-v1", "llama3"], "gemma-v1"))
-def test_stored_index_is_adopted_and_gives_hf_ids(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_large_tables_give_hf_ids(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # large vocabularies are indexed by two builders at once (mtok_tables.c): merges in the
+    # file's order (Qwen3, GPT-4o: results follow the ranks) and in HF's (Llama 3, Gemma)
     from conftest import corpus_chunks, hf_tokenizer
 
     monkeypatch.delenv("PYMTOK_PURE", raising=False)
     tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
-    indexed = loads_mtok(dumps_mtok(tok.config, tok.meta), name)
-    built = loads_mtok(dumps_mtok(tok.config, tok.meta, index=False), name)
-    assert indexed.model.vocab.tables.stored_index and not built.model.vocab.tables.stored_index
+    read = loads_mtok(dumps_mtok(tok.config, tok.meta), name)
     hf = hf_tokenizer(name)
     for text in corpus_chunks(150, seed=7):
-        expected = hf.encode(text, add_special_tokens=False).ids
-        assert indexed.encode(text, add_special_tokens=False) == expected
-        assert built.encode(text, add_special_tokens=False) == expected
-    assert indexed.decode(expected) == hf.decode(expected, skip_special_tokens=False)
-    assert indexed.get_vocab() == hf.get_vocab()
+        assert read.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids
+    assert read.get_vocab() == hf.get_vocab()
+    assert read.model.merges == tok.model.merges
 
 
-def test_stored_index_with_a_continuing_subword_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the index holds merge results made with HF's prefix rule (left + right[len(prefix):])
+def test_continuing_subword_prefix_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    # merge results are made with HF's prefix rule (left + right[len(prefix):])
     import json
 
     from tokenizers import Tokenizer as HFTokenizer
 
     from pymtok.tokenizer import TokenizerMeta
 
-    monkeypatch.delenv("PYMTOK_PURE", raising=False)
     vocab = {"a": 0, "b": 1, "##b": 2, "ab": 3, "##a": 4, "aba": 5}
     merges = [["a", "##b"], ["ab", "##a"]]
     model = {"type": "BPE", "vocab": vocab, "merges": merges, "continuing_subword_prefix": "##"}
     config = {**_shuffled_bpe(1), "model": model}
-    tok = loads_mtok(dumps_mtok(config, TokenizerMeta()))
-    assert tok.model.vocab.tables.stored_index
     hf = HFTokenizer.from_str(json.dumps({"version": "1.0", "truncation": None, "padding": None, **config}))
-    for text in ("ab", "aba abab", "ba", "aab"):
-        assert tok.encode(text) == hf.encode(text).ids
+    for pure in ("0", "1"):
+        monkeypatch.setenv("PYMTOK_PURE", pure)
+        tok = loads_mtok(dumps_mtok(config, TokenizerMeta()))
+        for text in ("ab", "aba abab", "ba", "aab"):
+            assert tok.encode(text) == hf.encode(text).ids
 
 
-def _toy_indexed() -> tuple[bytes, int]:
-    from pymtok.mtok import mnn_bytes
+def _with_index(data: bytes, tables: bytes) -> bytes:
+    import mtok_mutations as mm
+
+    return mm.with_stored_index(data, mm.layout(data), tables)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tables=st.binary(max_size=600).map(lambda b: b[: len(b) // 4 * 4]), pure=st.sampled_from(["0", "1"]))
+def test_an_earlier_stored_index_is_skipped(tables: bytes, pure: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # files of earlier pymtok versions carry their tables after the JSON payload; whatever
+    # those hold (and whether their CRC-32 matches), the records alone are read
     from pymtok.tokenizer import TokenizerMeta
 
-    config = _shuffled_bpe(2)
-    data = dumps_mtok(config, TokenizerMeta())
-    return data, len(mnn_bytes(config, TokenizerMeta())[0])
-
-
-def test_damaged_index_or_records_fail_the_checksum(monkeypatch: pytest.MonkeyPatch) -> None:
-    import struct
-
-    config = _shuffled_bpe(2)
-    monkeypatch.delenv("PYMTOK_PURE", raising=False)  # the native core writes the index
-    data, body_len = _toy_indexed()
-    _, tables_at = _index_location(data, body_len)
-    for pure in ("", "1"):
-        monkeypatch.setenv("PYMTOK_PURE", pure)  # empty: the native reader
-        for at in (tables_at + 50, len(data) - 3):
-            damaged = bytearray(data)
-            damaged[at] ^= 0x10
-            with pytest.raises(pymtok.FormatError, match="extension index at byte .*CRC-32 mismatch"):
-                loads_mtok(bytes(damaged))
-        # two merges' ranks swapped: the records are still sound, so only the checksum knows
-        merges, vocab = config["model"]["merges"], config["model"]["vocab"]
-        first, second = ([vocab[t] for t in merges[rank]] for rank in (0, 1))
-        swapped = data.replace(struct.pack("<III", *first, 0), struct.pack("<III", *first, 1), 1)
-        swapped = swapped.replace(struct.pack("<III", *second, 1), struct.pack("<III", *second, 0), 1)
-        assert swapped != data
-        with pytest.raises(pymtok.FormatError, match="CRC-32 mismatch"):
-            loads_mtok(swapped)
-
-
-class _TrustingZlib:
-    """zlib whose checksum always matches the file's: what a forged file can arrange."""
-
-    def __init__(self, crc: int) -> None:
-        self.crc = crc
-
-    def crc32(self, data: object, value: int = 0) -> int:
-        return self.crc
-
-
-def _forged(data: bytes, body_len: int, edit) -> bytes:
-    import array
-
-    crc_at, tables_at = _index_location(data, body_len)
-    words = array.array("I", data[tables_at:])
-    edit(words)
-    return data[:tables_at] + words.tobytes()
-
-
-def _each_used(words, first: int, count: int, mask: int):
-    return [i for i in range(first, first + count) if words[i] & mask]
-
-
-# header: layout, skip, records, merges, slots, offset mask, id cells, merge slots, merge mask,
-# bytes, char tables, ▁ inside; then the tables (the toy is byte-level: no char tables)
-_HEAD = 12
-_FORGERIES = {
-    "slot into a record": lambda w: w.__setitem__(
-        _each_used(w, _HEAD, w[4], w[5])[0],
-        (w[_each_used(w, _HEAD, w[4], w[5])[0]] & ~w[5]) | ((w[_each_used(w, _HEAD, w[4], w[5])[0]] & w[5]) + 1),
-    ),
-    "no empty merge slot": lambda w: [
-        w.__setitem__(i, 1) for i in range(_HEAD + w[4] + w[6], _HEAD + w[4] + w[6] + w[7]) if not w[i] & w[8]
-    ],
-    "merge result out of range": lambda w: w.__setitem__(len(w) - 1, 0x7FFFFFFF),
-    "negative merge result": lambda w: w.__setitem__(len(w) - 1, 0xFFFFFFFF),
-    "id cell swapped": lambda w: w.__setitem__(_HEAD + w[4], w[_HEAD + w[4] + 1]),
-    "record count": lambda w: w.__setitem__(2, w[2] + 1),
-    "slot count not a power of two": lambda w: w.__setitem__(4, w[4] - 1),
-    "merge slot out of range": lambda w: w.__setitem__(_each_used(w, _HEAD + w[4] + w[6], w[7], w[8])[0], w[8]),
-    "char tables claimed": lambda w: w.__setitem__(10, 1),
-}
-
-
-_TOY_TEXT = "abcdefgh hgfedcba aabbccdd abcabc gg hh"
-
-
-@pytest.mark.parametrize("forgery", sorted(_FORGERIES))
-def test_forged_index_is_ignored_not_read(forgery: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # an index the checks refuse is not read: the tables are built from the records, as the
-    # pure reader's (docs/FORMAT_EXTENSION.md)
-    import struct
-
-    from pymtok import mtok
-
-    monkeypatch.delenv("PYMTOK_PURE", raising=False)
-    data, body_len = _toy_indexed()
-    reference = loads_mtok(data)
-    forged = _forged(data, body_len, _FORGERIES[forgery])
-    crc_at, _ = _index_location(data, body_len)
-    monkeypatch.setattr(mtok, "zlib", _TrustingZlib(struct.unpack_from("<I", forged, crc_at)[0]))
-    tok = loads_mtok(forged)
-    assert not tok.model.vocab.tables.stored_index and reference.model.vocab.tables.stored_index
-    assert tok.encode(_TOY_TEXT) == reference.encode(_TOY_TEXT)
-
-
-def test_forged_char_tables_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
-    # a char-level BPE's index holds each BMP character's token: a forged one is not read
-    import struct
-
-    from pymtok import mtok
-    from pymtok.mtok import mnn_bytes
-    from pymtok.tokenizer import TokenizerMeta
-
-    monkeypatch.delenv("PYMTOK_PURE", raising=False)
-    config = {**_shuffled_bpe(1), "pre_tokenizer": None, "decoder": None,
-              "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]}}
-    data = dumps_mtok(config, TokenizerMeta())
-    body_len = len(mnn_bytes(config, TokenizerMeta())[0])
-    assert loads_mtok(data).encode("abba") == [2, 1, 0]
-    crc_at, tables_at = _index_location(data, body_len)
-    words = struct.unpack_from("<12I", data, tables_at)
-    assert words[10] == 1  # char tables stored
-    bmp_at = tables_at + 4 * (_HEAD + words[4] + words[6] + words[7] + words[3])
-    forged = data[: bmp_at + 4 * ord("a")] + struct.pack("<i", 7) + data[bmp_at + 4 * ord("a") + 4 :]
-    monkeypatch.setattr(mtok, "zlib", _TrustingZlib(struct.unpack_from("<I", forged, crc_at)[0]))
-    tok = loads_mtok(forged)
-    assert not tok.model.vocab.tables.stored_index
-    assert tok.encode("abba") == [2, 1, 0]
-
-
-def test_index_of_another_layout_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> None:
-    # another pymtok's (or byte order's) tables are not read: the records are indexed anew
-    import struct
-
-    from pymtok import mtok
-
-    monkeypatch.delenv("PYMTOK_PURE", raising=False)
-    data, body_len = _toy_indexed()
-    crc_at, _ = _index_location(data, body_len)
-    other = _forged(data, body_len, lambda w: w.__setitem__(0, w[0] ^ 0xFF))
-    monkeypatch.setattr(mtok, "zlib", _TrustingZlib(struct.unpack_from("<I", other, crc_at)[0]))
-    tok, reference = loads_mtok(other), loads_mtok(data)
-    assert not tok.model.vocab.tables.stored_index and reference.model.vocab.tables.stored_index
-    text = "abcdefgh hgfedcba aabbccdd abcabc"
+    monkeypatch.setenv("PYMTOK_PURE", pure)
+    data = dumps_mtok(_shuffled_bpe(2), TokenizerMeta())
+    tok, reference = loads_mtok(_with_index(data, tables)), loads_mtok(data)
+    text = "abcdefgh hgfedcba aabbccdd abcabc gg hh"
     assert tok.encode(text) == reference.encode(text)
+    assert tok.get_vocab() == reference.get_vocab()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 2**32 - 1)), min_size=1, max_size=4))
-def test_any_index_that_passes_the_checksum_is_safe(edits, monkeypatch: pytest.MonkeyPatch) -> None:
-    # forged tables the checksum cannot catch: ignored, or adopted because every lookup answers
-    # as the built tables would (the toy is byte-level: no join filter taken on trust)
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_bytes_after_the_payload_that_are_no_index_are_refused(pure: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import struct
 
+    import mtok_mutations as mm
+
     from pymtok import mtok
+    from pymtok.tokenizer import TokenizerMeta
 
-    monkeypatch.delenv("PYMTOK_PURE", raising=False)
-    data, body_len = _toy_indexed()
-    reference = loads_mtok(data)
-    crc_at, _ = _index_location(data, body_len)
-
-    def edit(words) -> None:
-        for at, value in edits:
-            words[at % len(words)] = value
-
-    forged = _forged(data, body_len, edit)
-    monkeypatch.setattr(mtok, "zlib", _TrustingZlib(struct.unpack_from("<I", forged, crc_at)[0]))
-    tok = loads_mtok(forged)
-    assert tok.encode(_TOY_TEXT) == reference.encode(_TOY_TEXT)
-    assert tok.get_vocab() == reference.get_vocab()
+    monkeypatch.setenv("PYMTOK_PURE", pure)
+    data = dumps_mtok(_shuffled_bpe(2), TokenizerMeta())
+    ext = data.find(mtok.EXTENSION_MAGIC, mm.layout(data).records_end)
+    _, _, pad, length = mtok._EXTENSION_HEAD.unpack_from(data, ext)
+    after = ext + mtok._EXTENSION_HEAD.size + length
+    assert after + pad == len(data)
+    fill = b"\x00" * (-after % 8)
+    for tail, message in (
+        (b"\x01\x02\x03", "not an index"),
+        (fill + struct.pack("<II", 0, 100) + bytes(16), "announces 100 bytes but 16 remain"),
+    ):
+        with pytest.raises(pymtok.FormatError, match=f"extension index at byte .*{message}"):
+            loads_mtok(data[:after] + tail + data[after:])

@@ -164,7 +164,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         with _Steps("export") as steps:
             path, lost = export_report(
-                source, out_dir, format=args.format, index=not args.no_index, mnn_identical=args.mnn_identical,
+                source, out_dir, format=args.format, mnn_identical=args.mnn_identical,
                 progress=steps,
             )
         oracle, reference = _oracle(source)
@@ -626,10 +626,6 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
     )
     p.add_argument("-o", "--output", help="output folder (default: the model folder, or the source file's)")
     p.add_argument("--format", choices=["mtok", "txt"], default="mtok")
-    p.add_argument(
-        "--no-index", action="store_true",
-        help="leave out the stored BPE index: a smaller file (by about the vocabulary and merges' size) that loads slower",
-    )
     p.add_argument(
         "--mnn-identical", action="store_true",
         help="write MNN's part of the file byte for byte as MNN's exporter does, with the faults its runtime "

@@ -39,7 +39,6 @@ def export(
     out_dir: str | os.PathLike[str],
     *,
     format: str = "mtok",
-    index: bool = True,
     mnn_identical: bool = False,
     progress: Progress | None = None,
 ) -> Path:
@@ -48,15 +47,14 @@ def export(
     ``model_dir`` is any source :func:`pymtok.load` reads: a model folder, or a ``tokenizer.json``,
     SentencePiece ``.model``, ``.tiktoken``, BERT ``vocab.txt``, ``vocab.json``, ``.gguf`` file.
     ``format`` is always honoured: ``"txt"`` writes MNN's legacy text format, with a warning
-    listing what it loses where it cannot hold the source exactly. ``index=False`` leaves the
-    stored BPE index out of a ``.mtok`` (see ``mtok.dumps_mtok``). ``mnn_identical=True`` writes
+    listing what it loses where it cannot hold the source exactly. ``mnn_identical=True`` writes
     MNN's part of the ``.mtok`` byte for byte as MNN's exporter does; by default it is laid out so
     that MNN's runtime gives HF's ids wherever the file can decide (docs/MNN_DEVICE_LAYOUT.md).
     ``progress(step, done, total)`` is told of each step as it goes (a large vocabulary takes
     seconds to read and to lay out). Returns the path written.
     """
     path, lost = export_report(
-        model_dir, out_dir, format=format, index=index, mnn_identical=mnn_identical, progress=progress
+        model_dir, out_dir, format=format, mnn_identical=mnn_identical, progress=progress
     )
     if lost:
         warnings.warn(f"{path} is not exact: " + "; ".join(lost), stacklevel=2)
@@ -68,7 +66,6 @@ def export_report(
     out_dir: str | os.PathLike[str],
     *,
     format: str = "mtok",
-    index: bool = True,
     mnn_identical: bool = False,
     progress: Progress | None = None,
 ) -> tuple[Path, list[str]]:
@@ -99,7 +96,7 @@ def export_report(
     else:
         tokenizer, table_scores = _read_source(source)
     data = dumps_mtok(
-        tokenizer.config, tokenizer.meta, table_scores=table_scores, index=index, mnn_identical=mnn_identical,
+        tokenizer.config, tokenizer.meta, table_scores=table_scores, mnn_identical=mnn_identical,
         progress=progress,
     )
     return _write(target, data), []

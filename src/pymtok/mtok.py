@@ -22,9 +22,7 @@ import dataclasses
 import json
 import os
 import struct
-import threading
 import unicodedata
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -40,8 +38,8 @@ MAGIC_NUMBER = 430
 PIPELINE_TYPE = 4
 
 # The extension block: magic, u8 version, u8 padding length, u32 JSON length, JSON, [the stored
-# index: zero fill to an 8-byte boundary, u32 CRC-32, u32 length, tables], padding
-# (docs/FORMAT_EXTENSION.md). Version 1 blocks have no index.
+# index earlier pymtok wrote, skipped: zero fill to an 8-byte boundary, u32 CRC-32, u32 length,
+# tables], padding (docs/FORMAT_EXTENSION.md). Version 1 blocks have no index.
 EXTENSION_MAGIC = b"\xffPYMTOK\x00"
 EXTENSION_VERSION = 2
 _EXTENSION_HEAD = struct.Struct("<8sBBI")
@@ -218,7 +216,7 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
     added = _read_added_tokens(cur)
     meta = TokenizerMeta(special_ids=special, stop_ids=stop, prefix_ids=prefix, mnn_layout=MNN_IDENTICAL)
     ops = _read_trailer(cur, meta)
-    extension, version, index = _read_extension(cur) if use_extension else (None, None, None)
+    extension, version = _read_extension(cur) if use_extension else (None, None)
 
     if extension is not None:
         meta.extension_version = version
@@ -228,7 +226,7 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
             raise FormatError(f"{name}: extension: unigram_scores name ids the model does not have")
         for id, score in overrides:
             model["vocab"][id][1] = score
-        _build_model(cur, model, _prefix_chars(options), index)
+        _build_model(cur, model, _prefix_chars(options))
         fillers = _payload_fillers(cur, extension.get("vocab_fillers", []), model)
         if fillers:
             model["vocab"] = _without_fillers(model["vocab"], fillers)
@@ -270,7 +268,7 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
             pre_tokenizer["pretokenizers"].append(step)
         else:
             pre_tokenizer = {"type": "Sequence", "pretokenizers": [pre_tokenizer, step]}
-    _build_model(cur, model, 0, None)
+    _build_model(cur, model, 0)
     config = {
         "normalizer": normalizer,
         "pre_tokenizer": pre_tokenizer,
@@ -566,9 +564,8 @@ def _read_model(cur: _Cursor) -> tuple[dict[str, Any], bool]:
             vocab: Mapping[str, int] = _TableVocab(tables)
             merges = _TableMerges(tables, merge_count)
         else:
-            records_at = cur.pos
             vocab, by_id = _read_vocab(cur, n, "model vocabulary")
-            merges = _read_merges(cur, merge_count, vocab, by_id, records_at)
+            merges = _read_merges(cur, merge_count, vocab, by_id)
         model = {"type": "BPE", "vocab": vocab, "merges": merges, "byte_fallback": byte_fallback}
         return model, byte_level
     if code == _M_WORDPIECE:
@@ -591,11 +588,8 @@ def _read_model(cur: _Cursor) -> tuple[dict[str, Any], bool]:
 class _Merges(models.IndexedMerges):
     """A .mtok's merge records: id pairs in rank order, each merge's result found once."""
 
-    def __init__(
-        self, count: int, pairs: Callable[[], list[tuple[int, int]]], token: Callable[[int], Any], span: tuple[int, int]
-    ) -> None:
+    def __init__(self, count: int, pairs: Callable[[], list[tuple[int, int]]], token: Callable[[int], Any]) -> None:
         self._count = count
-        self.span = span  # the model's records (vocabulary and merges) in the file: what the index is made of
         self._pairs = pairs  # (left id, right id) in rank order
         self._token = token  # id -> token
         self._strings: list[tuple[str, str]] | None = None
@@ -614,13 +608,13 @@ class _PyMerges(_Merges):
     """The pure-Python reading: the merge table is built while resolving."""
 
     def __init__(
-        self, triples: list[tuple[int, int, int]], span: tuple[int, int], vocab: dict[str, int], by_id: dict[int, str]
+        self, triples: list[tuple[int, int, int]], start: int, vocab: dict[str, int], by_id: dict[int, str]
     ) -> None:
         # Ranks are the merges' positions in tokenizer.json, so normally a permutation of
         # 0..n-1; anything else is ordered by rank (stable for equal ranks), as the native reader.
         order = sorted(range(len(triples)), key=lambda k: triples[k][2])
-        super().__init__(len(triples), lambda: [triples[k][:2] for k in order], by_id.__getitem__, span)
-        self._order, self._triples, self._start = order, triples, span[1] - 12 * len(triples)
+        super().__init__(len(triples), lambda: [triples[k][:2] for k in order], by_id.__getitem__)
+        self._order, self._triples, self._start = order, triples, start  # the merge records' offset
         self._vocab, self._by_id = vocab, by_id
         self._table: models.MergeTable = {}
 
@@ -644,7 +638,7 @@ class _TableMerges(_Merges):
     """The native reading: resolving and the table are the C index's."""
 
     def __init__(self, tables: Any, count: int) -> None:
-        super().__init__(count, tables.merges, tables.token, (tables.start, tables.end))
+        super().__init__(count, tables.merges, tables.token)
         self.tables = tables
 
     def merge_table(self) -> models.MergeTable:
@@ -709,61 +703,20 @@ def _prefix_chars(model: Mapping[str, Any]) -> int:
     return len(prefix) if isinstance(prefix, str) else 0
 
 
-def _build_model(cur: _Cursor, model: dict[str, Any], skip: int, index: tuple[int, int, int] | None) -> None:
-    """Index the model's tables (adopting the stored ``index``: CRC-32, offset, length, when the
-    native core reads it), its merges resolved with HF's rule for a ``skip``-character prefix."""
+def _build_model(cur: _Cursor, model: dict[str, Any], skip: int) -> None:
+    """Index the model's tables (native), or resolve the pure reader's merges, with HF's rule
+    for a ``skip``-character continuing-subword prefix."""
     vocab, merges = model["vocab"], model.get("merges")
-    tables = vocab.tables if isinstance(vocab, _TableVocab) else None
-    if index is None:
-        _index_records(cur, tables, merges, skip, 0, 0)
-        return
-    crc, at, length = index
-    if not isinstance(merges, _Merges):
-        raise cur.error("extension index", f"a {model['type']} model has no index", at)
-    # The index is only good for the records it was made from: a file changed since (or damaged)
-    # must not be read through it, by either reader. zlib and the native checks of the index
-    # both let go of the GIL, so the file is summed beside them.
-    start, end = merges.span
-    view = memoryview(cur.data)
-    summed: list[int] = []
-    summing = threading.Thread(target=lambda: summed.append(_index_checksum(view[start:end], view[at : at + length])))
-    summing.start()
-    failure: FormatError | None = None
     try:
-        _index_records(cur, tables, merges, skip, at, length)
-    except FormatError as exc:
-        failure = exc
-    summing.join()
-    if summed != [crc]:
-        if tables is not None:
-            # the records indexed without the index: a damaged record is reported as what it is
-            fresh = _native_tables(native._core(), _Cursor(cur.data, tables.start, cur.path), "BPE", len(tables), len(merges))
-            _index_records(cur, fresh, merges, skip, 0, 0)
-        elif failure is not None:
-            raise failure
-        raise cur.error("extension index", "CRC-32 mismatch: the model section or its index was changed after writing", at)
-    if failure is not None:
-        raise failure
-
-
-def _index_checksum(records: Any, index: Any) -> int:
-    """The stored index's CRC-32: over the model's records, then the index tables."""
-    return zlib.crc32(index, zlib.crc32(records))
-
-
-def _index_records(cur: _Cursor, tables: Any, merges: Any, skip: int, at: int, length: int) -> None:
-    """Build the native ``tables`` (adopting the index of ``length`` bytes at ``at``, if any), or
-    resolve the pure reader's merges."""
-    try:
-        if tables is not None:
-            tables.build(skip, at, length)
+        if isinstance(vocab, _TableVocab):
+            vocab.tables.build(skip)
         elif isinstance(merges, _PyMerges):
             merges.resolve(skip)
     except FormatError as exc:
         raise FormatError(f"{cur.path}: {exc}") from None
 
 
-def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, str], records_at: int) -> _PyMerges:
+def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, str]) -> _PyMerges:
     section = "merges"
     cur.need(12 * n, section, f"{n} merges")
     start = cur.pos
@@ -773,7 +726,7 @@ def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, s
         if a not in by_id or b not in by_id:
             missing = a if a not in by_id else b
             raise cur.error(section, f"merge ({a}, {b}) names id {missing}, which is not in the vocabulary", start + 12 * k)
-    return _PyMerges(triples, (records_at, cur.pos), vocab, by_id)
+    return _PyMerges(triples, start, vocab, by_id)
 
 
 def _read_unigram_vocab(cur: _Cursor, n: int) -> list[list[Any]]:
@@ -893,12 +846,11 @@ def _read_trailer(cur: _Cursor, meta: TokenizerMeta) -> list[tuple[int, int]]:
     return ops
 
 
-def _read_extension(cur: _Cursor) -> tuple[dict[str, Any] | None, int | None, tuple[int, int, int] | None]:
-    """The extension's JSON payload, its version, and where its stored index lies (CRC-32,
-    offset, length), if the file has them."""
+def _read_extension(cur: _Cursor) -> tuple[dict[str, Any] | None, int | None]:
+    """The extension's JSON payload and its version, if the file has them."""
     section = "extension"
     if not cur.remaining:
-        return None, None, None
+        return None, None
     at = cur.pos
     if cur.remaining < _EXTENSION_HEAD.size or cur.data[at : at + 8] != EXTENSION_MAGIC:
         raise cur.error(section, f"{cur.remaining} unexpected bytes after the post-processor")
@@ -910,7 +862,7 @@ def _read_extension(cur: _Cursor) -> tuple[dict[str, Any] | None, int | None, tu
         raise cur.error(section, f"block announces {length} + {pad} bytes but {cur.remaining} remain", at)
     payload_at = cur.pos
     text = cur.text(length, section, "JSON payload")
-    index = _read_index(cur, cur.remaining - pad)
+    _skip_index(cur, cur.remaining - pad)
     if cur.data[cur.pos : cur.end].strip(b"\x00"):
         raise cur.error(section, "padding bytes are not zero")
     try:
@@ -936,23 +888,23 @@ def _read_extension(cur: _Cursor) -> tuple[dict[str, Any] | None, int | None, tu
         for e in ext.get("unigram_scores", [])
     ):
         raise cur.error(section, "unigram_scores must be a list of [id, score]", payload_at)
-    return ext, version, index
+    return ext, version
 
 
-def _read_index(cur: _Cursor, size: int) -> tuple[int, int, int] | None:
-    """The stored index in the ``size`` bytes after the JSON payload: (CRC-32, offset, length)."""
+def _skip_index(cur: _Cursor, size: int) -> None:
+    """The ``size`` bytes after the JSON payload: a stored index, whose tables building from the
+    records is as fast as checking them; only its framing is read."""
     section = "extension index"
     if not size:
-        return None
+        return
     at = cur.pos
     fill = -at % 8
     if size < fill + _INDEX_HEAD.size or cur.data[at : at + fill].strip(b"\x00"):
         raise cur.error(section, f"{size} bytes after the JSON payload are not an index", at)
-    crc, length = _INDEX_HEAD.unpack_from(cur.data, at + fill)
+    _, length = _INDEX_HEAD.unpack_from(cur.data, at + fill)
     if fill + _INDEX_HEAD.size + length != size:
         raise cur.error(section, f"the index announces {length} bytes but {size - fill - _INDEX_HEAD.size} remain", at + fill)
     cur.pos = at + size
-    return crc, at + fill + _INDEX_HEAD.size, length
 
 
 def _template_processing(
@@ -1456,54 +1408,19 @@ def mnn_bytes(
     return b"".join(out), ops
 
 
-def extension_block(
-    payload: bytes, ops: list[tuple[int, int]], index: tuple[int, bytes] | None = None, start: int = 0
-) -> bytes:
-    """The exactness extension holding ``payload`` (UTF-8 JSON) and the stored ``index`` (CRC-32,
-    tables), placed after ``ops`` at file offset ``start``.
+def extension_block(payload: bytes, ops: list[tuple[int, int]]) -> bytes:
+    """The exactness extension holding ``payload`` (UTF-8 JSON), placed after ``ops``.
 
     MNN's loader reads its op list as legacy raw ids when the bytes after the op count number
     exactly 4 × count (FORMAT.md §5.2). Those bytes are the ops (1 per SEQUENCE_A, 5 per
     SPECIAL_TOKEN) plus this block, so the block must never be 3·#A − #SPECIAL bytes long: one
     byte of padding moves it off that size.
     """
-    tail = b""
-    if index is not None:
-        crc, tables = index
-        # the tables are read in place as 32-bit words: they start on an 8-byte boundary
-        fill = -(start + _EXTENSION_HEAD.size + len(payload)) % 8
-        tail = b"\x00" * fill + _INDEX_HEAD.pack(crc, len(tables)) + tables
     n_a = sum(1 for op, _ in ops if op == _OP_SEQUENCE_A)
     fatal = 3 * n_a - (len(ops) - n_a)
-    pad = 1 if _EXTENSION_HEAD.size + len(payload) + len(tail) == fatal else 0
+    pad = 1 if _EXTENSION_HEAD.size + len(payload) == fatal else 0
     head = _EXTENSION_HEAD.pack(EXTENSION_MAGIC, EXTENSION_VERSION, pad, len(payload))
-    return head + payload + tail + b"\x00" * pad
-
-
-def stored_index(body: bytes, skip: int, char_level: bool) -> tuple[int, bytes] | None:
-    """The index of the BPE model section in MNN's part of a file (``body``) and its CRC-32 with
-    the records, as ``extension_block`` stores it: loading it costs a checksum, not a rebuild.
-    ``char_level``: the model works on characters (no ByteLevel step), so the index also holds
-    the per-character tables the native core derives from the vocabulary.
-
-    None without the native core (whose layout it is) or for a model it does not apply to.
-    """
-    if native._core() is None:
-        return None
-    _, _, _, at = _parse_header(body, "<written>")
-    cur = _Cursor(body, at, "<written>")
-    _read_normalizer(cur, 0, [])
-    _read_pre_tokenizer(cur, 0)
-    model, byte_level = _read_model(cur)
-    merges = model.get("merges")
-    if not isinstance(merges, _TableMerges):
-        return None
-    _build_model(cur, model, skip, None)
-    tables = merges.tables
-    index: bytes | None = tables.index_bytes(char_level and not byte_level)
-    if index is None:
-        return None
-    return _index_checksum(memoryview(body)[tables.start : tables.end], index), index
+    return head + payload + b"\x00" * pad
 
 
 def extension_payload(
@@ -1549,7 +1466,6 @@ def dumps_mtok(
     meta: TokenizerMeta,
     *,
     table_scores: Sequence[float] | None = None,
-    index: bool = True,
     progress: Progress | None = None,
     mnn_identical: bool = False,
 ) -> bytes:
@@ -1560,30 +1476,23 @@ def dumps_mtok(
     rounded reading that MNN's exporter stores: ``table_scores`` (Python's reading, by id) go into
     MNN's table, and the extension records the scores that differ.
 
-    ``index`` stores a BPE model's lookup tables too (about as large as the vocabulary and merges
-    again), so that loading maps them instead of building them. ``progress(step, done, total)``
-    is told of the steps that can take seconds (normalization tables, records, the index).
+    ``progress(step, done, total)`` is told of the steps that can take seconds (normalization
+    tables, records).
     ``mnn_identical`` writes MNN's part byte for byte as MNN's exporter does, its runtime's
     faults included (see ``mnn_bytes``).
     """
     if table_scores is not None and _mnn_model_type(config.get("model") or {}) != "Unigram":
         raise ValueError("table_scores only apply to a Unigram model")
     body, ops = mnn_bytes(config, meta, table_scores, progress, mnn_identical)
-    tables = None
-    if index:
-        if progress is not None:
-            progress("storing the lookup index", 0, 1)
-        char_level = not _has_type(config.get("pre_tokenizer"), "pretokenizers", "ByteLevel")
-        tables = stored_index(body, _prefix_chars(config.get("model") or {}), char_level)
     payload = extension_payload(
         config, meta, table_scores, header_prefix_ids(meta, ops, mnn_identical), MNN_IDENTICAL if mnn_identical else DEVICE
     )
-    return body + extension_block(payload, ops, tables, len(body))
+    return body + extension_block(payload, ops)
 
 
-def write_mtok(tokenizer: Tokenizer, path: str | os.PathLike[str], *, index: bool = True) -> Path:
-    """Write ``tokenizer`` (its config and meta) as a ``.mtok`` file (``index``: see ``dumps_mtok``)."""
-    data = dumps_mtok(tokenizer.config, tokenizer.meta, index=index)
+def write_mtok(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> Path:
+    """Write ``tokenizer`` (its config and meta) as a ``.mtok`` file."""
+    data = dumps_mtok(tokenizer.config, tokenizer.meta)
     out = Path(path)
     out.write_bytes(data)
     return out

@@ -419,7 +419,7 @@ int bpe_chars_add(BPE *m, const uint8_t *s, size_t len, int32_t id) {
     int metaspace_inside = 0;
     size_t chars = 0;
     uint32_t prev = 0, cp = 0;
-    /* a .mtok's stored index spares its records' UTF-8 check: each step stays inside the token */
+    /* tokens are valid UTF-8 (a .mtok's records are checked at load): a step is a character */
     for (size_t i = 0, step; i < len; i += step, chars++, prev = cp) {
         step = utf8_get(s + i, len - i, &cp);
         if (i) {

@@ -56,10 +56,8 @@ typedef struct {
     Py_ssize_t end;  /* the offset after the model's records */
     int kind;
     int built;       /* indexed, and the merges' result tokens known */
-    int adopted;     /* the index tables are the file's stored index, not ours to free */
-    size_t skip;     /* the continuing-subword prefix length the merges were resolved for */
-    const uint8_t *chars; /* the stored index's char-level tables (char_tables' layout), or NULL */
-    int metaspace_inside; /* with chars: char_tables' answer, stored */
+    uint32_t half;   /* the record where the second of two builders starts, and its offset */
+    size_t half_pos;
     uint32_t unresolved; /* the first merge whose result is not a token, UINT32_MAX when none */
 } Tables;
 
@@ -159,53 +157,145 @@ static size_t dense_bound(uint32_t count) { return 2 * (size_t)count + 1024; }
  * records are parsed, so the random accesses of the inserts overlap instead of queueing. */
 enum { BATCH = 32 };
 
+/* Below this many records and merges the tables are built on one thread: a second one costs more
+ * than it saves. */
+enum { TWO_BUILDERS = 1 << 14 };
+
 typedef struct {
     uint64_t h;
     uint32_t off, id;
     size_t len;
 } Pending;
 
-static int insert_token(Tables *t, const Pending *p, size_t *nsparse) {
-    MtokIndex *x = &t->x;
-    const char *section = "model vocabulary";
+/* The first record that cannot be indexed: what, and where (its byte offset in the section). */
+enum { FOUND_NOTHING, FOUND_BAD_UTF8, FOUND_TWICE, FOUND_ID_TWICE };
+
+typedef struct {
+    Tables *t;
+    uint32_t k0, k1; /* records [k0, k1), the first at section offset pos */
+    size_t pos;
+    size_t *nsparse; /* shared by the builders */
+    int found;
+    size_t at;
+    uint32_t id;
+} VocabPart;
+
+/* Slots and id cells are claimed by compare-and-swap, so that two builders can fill one table:
+ * a probe that loses a slot looks at the winner's record before going on, and of two equal
+ * tokens the later one to arrive finds the earlier. */
+static int claim(uint32_t *slot, uint32_t value) {
+    uint32_t empty = 0;
+    return __atomic_compare_exchange_n(slot, &empty, value, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+static int insert_token(VocabPart *part, const Pending *p) {
+    MtokIndex *x = &part->t->x;
     const uint8_t *token = x->vocab + p->off + 2;
     uint32_t tag = (uint32_t)p->h & ~x->off_mask;
     size_t i = (size_t)(p->h >> 32) & x->mask;
     /* the table is ours and below 4/5 full: the probe meets an empty slot */
-    for (uint32_t s; mtok_slot_ref(s = x->slots[i], x->off_mask); i = (i + 1) & x->mask) {
-        if ((s & ~x->off_mask) != tag)
+    for (;;) {
+        uint32_t s = __atomic_load_n(&x->slots[i], __ATOMIC_RELAXED), o = mtok_slot_ref(s, x->off_mask);
+        if (!o) {
+            if (claim(&x->slots[i], tag | (p->off + 1)))
+                break;
             continue;
-        const uint8_t *r = x->vocab + mtok_slot_ref(s, x->off_mask) - 1;
-        if (mtok_u16(r) == p->len && bytes_eq(r + 2, token, p->len)) {
-            format_error(section, t->vocab_pos + p->off, "the vocabulary lists a token twice");
+        }
+        const uint8_t *r = x->vocab + o - 1;
+        if ((s & ~x->off_mask) == tag && mtok_u16(r) == p->len && bytes_eq(r + 2, token, p->len)) {
+            part->found = FOUND_TWICE;
             return -1;
         }
+        i = (i + 1) & x->mask;
     }
-    x->slots[i] = tag | (p->off + 1);
     if (p->id < x->nby_id) {
-        if (x->by_id[p->id]) {
-            format_error(section, t->vocab_pos + p->off, "vocabulary id %u is given to two tokens", p->id);
+        if (!claim(&x->by_id[p->id], p->off + 1)) {
+            part->found = FOUND_ID_TWICE;
+            part->id = p->id;
             return -1;
         }
-        x->by_id[p->id] = p->off + 1;
     } else {
-        if (!x->sparse && !(x->sparse = malloc(x->count * sizeof *x->sparse))) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        x->sparse[(*nsparse)++] = (uint64_t)p->id << 32 | p->off;
+        size_t k = __atomic_fetch_add(part->nsparse, 1, __ATOMIC_RELAXED);
+        x->sparse[k] = (uint64_t)p->id << 32 | p->off;
     }
     return 0;
 }
 
+static void index_vocab_part(void *arg) {
+    VocabPart *part = arg;
+    MtokIndex *x = &part->t->x;
+    Pending batch[BATCH];
+    size_t n = 0, pos = part->pos;
+    for (uint32_t k = part->k0; k < part->k1; k++) {
+        size_t len = mtok_u16(x->vocab + pos);
+        const uint8_t *token = x->vocab + pos + 2;
+        size_t bad = utf8_invalid_at(token, len);
+        if (bad < len) {
+            part->found = FOUND_BAD_UTF8;
+            part->at = pos + 2 + bad;
+            return;
+        }
+        Pending *p = &batch[n++];
+        p->h = hash_bytes(token, len);
+        p->off = (uint32_t)pos;
+        p->id = mtok_u32(token + len);
+        p->len = len;
+        __builtin_prefetch(&x->slots[(size_t)(p->h >> 32) & x->mask], 1);
+        if (p->id < x->nby_id)
+            __builtin_prefetch(&x->by_id[p->id], 1);
+        pos += 2 + len + x->tail;
+        if (n == BATCH || k + 1 == part->k1) {
+            for (size_t j = 0; j < n; j++)
+                if (insert_token(part, &batch[j]) < 0) {
+                    part->at = batch[j].off;
+                    return;
+                }
+            n = 0;
+        }
+    }
+}
+
+typedef struct {
+    void (*fn)(void *);
+    void *arg;
+    PyThread_type_lock done;
+} Job;
+
+static void run_job(void *arg) {
+    Job *job = arg;
+    job->fn(job->arg);
+    PyThread_release_lock(job->done);
+}
+
+/* fn(a) on this thread and fn(b) on another, both without the GIL; both here when no thread
+ * starts. */
+static void run_two(void (*fn)(void *), void *a, void *b) {
+    PyThread_type_lock done = PyThread_allocate_lock();
+    int started = 0;
+    Job job = {fn, b, done};
+    Py_BEGIN_ALLOW_THREADS
+    if (done && PyThread_acquire_lock(done, WAIT_LOCK))
+        started = PyThread_start_new_thread(run_job, &job) != PYTHREAD_INVALID_THREAD_ID;
+    fn(a);
+    if (started)
+        PyThread_acquire_lock(done, WAIT_LOCK);
+    else
+        fn(b);
+    Py_END_ALLOW_THREADS
+    if (done)
+        PyThread_free_lock(done);
+}
 /* Every record's extent and id are checked, and the section's measures taken, before anything
- * is indexed: a stored index (adopt_index) is only checked against them. */
+ * is indexed. */
 static int walk_records(Tables *t, const uint8_t *base, size_t size) {
     MtokIndex *x = &t->x;
     const char *section = "model vocabulary";
     size_t pos = t->vocab_pos;
+    t->half = x->count / 2;
     for (uint32_t k = 0; k < x->count; k++) {
         size_t at = pos;
+        if (k == t->half)
+            t->half_pos = pos - t->vocab_pos;
         if (size - pos < 2) {
             format_error(section, at, "vocabulary record is truncated");
             return -1;
@@ -246,6 +336,17 @@ static int walk_records(Tables *t, const uint8_t *base, size_t size) {
     return 0;
 }
 
+static void vocab_error(const Tables *t, const VocabPart *part) {
+    const char *section = "model vocabulary";
+    size_t at = t->vocab_pos + part->at;
+    if (part->found == FOUND_BAD_UTF8)
+        format_error(section, at, "vocabulary token is not valid UTF-8");
+    else if (part->found == FOUND_TWICE)
+        format_error(section, at, "the vocabulary lists a token twice");
+    else
+        format_error(section, at, "vocabulary id %u is given to two tokens", part->id);
+}
+
 static int index_vocab(Tables *t) {
     MtokIndex *x = &t->x;
     const char *section = "model vocabulary";
@@ -257,37 +358,35 @@ static int index_vocab(Tables *t) {
     x->slots = table_alloc((x->mask + 1) * sizeof *x->slots, (x->mask + 1) * sizeof *x->slots);
     /* a record offset + 1 is at most the section's length */
     x->off_mask = mtok_low_mask(x->vocab_len);
-    if (!x->by_id || !x->slots) {
+    int sparse = x->max_id >= 0 && (size_t)x->max_id >= x->nby_id;
+    if (sparse)
+        x->sparse = malloc(x->count * sizeof *x->sparse);
+    if (!x->by_id || !x->slots || (sparse && !x->sparse)) {
         PyErr_NoMemory();
         return -1;
     }
-    Pending batch[BATCH];
-    size_t n = 0, pos = 0;
-    for (uint32_t k = 0; k < x->count; k++) {
-        size_t len = mtok_u16(x->vocab + pos);
-        const uint8_t *token = x->vocab + pos + 2;
-        size_t bad = utf8_invalid_at(token, len);
-        if (bad < len) {
-            format_error(section, t->vocab_pos + pos + 2 + bad, "vocabulary token is not valid UTF-8");
-            return -1;
-        }
-        Pending *p = &batch[n++];
-        p->h = hash_bytes(token, len);
-        p->off = (uint32_t)pos;
-        p->id = mtok_u32(token + len);
-        p->len = len;
-        __builtin_prefetch(&x->slots[(size_t)(p->h >> 32) & x->mask], 1);
-        if (p->id < x->nby_id)
-            __builtin_prefetch(&x->by_id[p->id], 1);
-        pos += 2 + len + x->tail;
-        if (n == BATCH || k + 1 == x->count) {
-            for (size_t j = 0; j < n; j++)
-                if (insert_token(t, &batch[j], &nsparse) < 0)
-                    return -1;
-            n = 0;
+    VocabPart whole = {t, 0, x->count, 0, &nsparse, FOUND_NOTHING, 0, 0}, first = whole, second = whole;
+    int done = 0;
+    if (x->count + (size_t)x->nmerges >= TWO_BUILDERS) {
+        first.k1 = second.k0 = t->half;
+        second.pos = t->half_pos;
+        run_two(index_vocab_part, &first, &second);
+        done = !first.found && !second.found;
+        if (!done) {
+            /* the error to report is the first bad record in file order: one builder's */
+            memset(x->slots, 0, (x->mask + 1) * sizeof *x->slots);
+            memset(x->by_id, 0, x->nby_id * sizeof *x->by_id);
+            nsparse = 0;
         }
     }
-    if (x->sparse) {
+    if (!done) {
+        index_vocab_part(&whole);
+        if (whole.found) {
+            vocab_error(t, &whole);
+            return -1;
+        }
+    }
+    if (sparse) {
         qsort(x->sparse, nsparse, sizeof *x->sparse, cmp_u64);
         for (size_t k = 1; k < nsparse; k++)
             if (x->sparse[k] >> 32 == x->sparse[k - 1] >> 32) {
@@ -354,21 +453,26 @@ typedef struct {
 enum { AHEAD = 16, RING = 64 };
 
 static void insert_merge(MtokIndex *x, const PendingMerge *p) {
-    uint32_t tag = (uint32_t)p->h & ~x->moff_mask;
+    uint32_t tag = (uint32_t)p->h & ~x->moff_mask, mine = tag | (p->k + 1);
     size_t i = (size_t)(p->h >> 32) & x->mmask;
-    for (uint32_t s; mtok_slot_ref(s = x->mslots[i], x->moff_mask); i = (i + 1) & x->mmask) {
-        if ((s & ~x->moff_mask) != tag)
+    for (;;) {
+        uint32_t s = __atomic_load_n(&x->mslots[i], __ATOMIC_RELAXED), k = mtok_slot_ref(s, x->moff_mask);
+        if (!k) {
+            if (claim(&x->mslots[i], mine))
+                return;
             continue;
-        uint32_t k = mtok_slot_ref(s, x->moff_mask) - 1;
-        const uint8_t *o = x->merges + 12 * (size_t)k;
-        if (mtok_u32(o) == p->a && mtok_u32(o + 4) == p->b) {
-            /* a pair listed twice: the later merge in HF's order wins, as in HF's map */
-            if (rank_of(x, k) < rank_of(x, p->k))
-                x->mslots[i] = tag | (p->k + 1);
-            return;
         }
+        const uint8_t *o = x->merges + 12 * (size_t)(k - 1);
+        if ((s & ~x->moff_mask) == tag && mtok_u32(o) == p->a && mtok_u32(o + 4) == p->b) {
+            /* a pair listed twice: the later merge in HF's order wins, as in HF's map, whichever
+             * builder comes first */
+            if (rank_of(x, k - 1) > rank_of(x, p->k) ||
+                __atomic_compare_exchange_n(&x->mslots[i], &s, mine, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                return;
+            continue;
+        }
+        i = (i + 1) & x->mmask;
     }
-    x->mslots[i] = tag | (p->k + 1);
 }
 
 /* The FormatError for the first merge in the file that names an id the vocabulary lacks. */
@@ -403,11 +507,94 @@ static int results_follow_ranks(const MtokIndex *x, uint8_t *key, int64_t *delta
     return sample > 0;
 }
 
+/* One builder's share of the merges: positions [q0, q1) of the order they are taken in. */
+typedef struct {
+    Tables *t;
+    const uint32_t *order; /* HF's rank -> merge index; NULL: the file's order */
+    int64_t delta;         /* in the file's order: result - rank, as the first merges have it */
+    size_t q0, q1;
+    uint8_t *key;          /* room for two tokens */
+    int missing;           /* a merge names an id the vocabulary lacks */
+    uint32_t unresolved;   /* the first merge (in the file) whose result this builder did not find */
+} MergePart;
+
+static void index_merges_part(void *arg) {
+    MergePart *part = arg;
+    MtokIndex *x = &part->t->x;
+    const uint32_t *order = part->order;
+    int by_file = !order;
+    int64_t delta = part->delta;
+    uint8_t *key = part->key;
+    /* The loop is a software pipeline, each stage AHEAD merges behind the previous one: fetch
+     * the merge record; read it, fetch the pair's slot and the ids' cells; fetch the tokens'
+     * records and the guessed result's; insert and resolve. */
+    int64_t prev = -1; /* in HF's order: the previous merge's result */
+    PendingMerge ring[RING];
+    size_t n = part->q1 - part->q0;
+    for (size_t i = 0, q; i < n + 3 * AHEAD; i++) {
+        if (i < n && !by_file)
+            __builtin_prefetch(x->merges + 12 * (size_t)order[part->q0 + i]);
+        if (i >= AHEAD && (q = i - AHEAD) < n) {
+            PendingMerge *p = &ring[q % RING];
+            p->k = by_file ? (uint32_t)(part->q0 + q) : order[part->q0 + q];
+            const uint8_t *m = x->merges + 12 * (size_t)p->k;
+            p->a = mtok_u32(m);
+            p->b = mtok_u32(m + 4);
+            p->h = mtok_pair_hash(p->a, p->b);
+            __builtin_prefetch(&x->mslots[(size_t)(p->h >> 32) & x->mmask], 1);
+            if (p->a < x->nby_id && p->b < x->nby_id) {
+                __builtin_prefetch(&x->by_id[p->a]);
+                __builtin_prefetch(&x->by_id[p->b]);
+            }
+            if (by_file && (size_t)(rank_of(x, p->k) + delta) < x->nby_id)
+                __builtin_prefetch(&x->by_id[rank_of(x, p->k) + delta]);
+        }
+        if (i >= 2 * AHEAD && (q = i - 2 * AHEAD) < n) {
+            PendingMerge *p = &ring[q % RING];
+            uint32_t sa = record_of(x, p->a), sb = record_of(x, p->b);
+            if (!sa || !sb) {
+                part->missing = 1;
+                break;
+            }
+            p->ra = record(x, sa);
+            p->rb = record(x, sb);
+            __builtin_prefetch(p->ra);
+            __builtin_prefetch(p->rb);
+            /* in HF's order results step by at most one per merge: this one's is at most
+             * prev + 1 + AHEAD, and in most files it is that */
+            size_t guess = by_file ? (size_t)(rank_of(x, p->k) + delta) : (size_t)(prev + 1 + AHEAD);
+            if (guess < x->nby_id && x->by_id[guess])
+                __builtin_prefetch(record(x, x->by_id[guess]));
+        }
+        if (i >= 3 * AHEAD && (q = i - 3 * AHEAD) < n) {
+            PendingMerge *p = &ring[q % RING];
+            insert_merge(x, p);
+            int32_t id = -1;
+            int64_t first = by_file ? (int64_t)rank_of(x, p->k) + delta : prev;
+            for (int64_t guess = first; guess <= first + 1 && id < 0; guess++) {
+                uint32_t s = guess >= 0 && guess <= INT32_MAX ? record_of(x, (uint32_t)guess) : 0;
+                if (s && is_concat(record(x, s), p->ra, p->rb))
+                    id = (int32_t)guess;
+            }
+            if (id < 0)
+                id = merge_result(x, p->ra, p->rb, 0, key);
+            if (id < 0) {
+                if (p->k < part->unresolved)
+                    part->unresolved = p->k;
+                continue;
+            }
+            x->merged[p->k] = id;
+            prev = id;
+            delta = (int64_t)id - rank_of(x, p->k);
+        }
+    }
+}
+
 static int index_merges(Tables *t) {
     MtokIndex *x = &t->x;
     size_t n = x->nmerges;
     uint8_t *seen = calloc(n / 8 + 1, 1);
-    uint8_t *key = malloc(2 * 0xFFFF + 1);
+    uint8_t *key = malloc(2 * 0xFFFF + 1), *key2 = malloc(2 * 0xFFFF + 1);
     uint32_t *order = NULL; /* HF's rank -> merge index, when merges go in HF's order */
     size_t order_bytes = (n ? n : 1) * sizeof *order;
     x->merged = table_alloc((n ? n : 1) * sizeof *x->merged, n * sizeof *x->merged);
@@ -415,7 +602,7 @@ static int index_merges(Tables *t) {
     x->mslots = table_alloc((x->mmask + 1) * sizeof *x->mslots, (x->mmask + 1) * sizeof *x->mslots);
     x->moff_mask = mtok_low_mask(n);
     int ok = -1;
-    if (!seen || !key || !x->merged || !x->mslots) {
+    if (!seen || !key || !key2 || !x->merged || !x->mslots) {
         PyErr_NoMemory();
         goto done;
     }
@@ -458,88 +645,40 @@ static int index_merges(Tables *t) {
                 x->rank[order[k]] = k;
         }
     }
-    /* The loop is a software pipeline, each stage AHEAD merges behind the previous one: fetch
-     * the merge record; read it, fetch the pair's slot and the ids' cells; fetch the tokens'
-     * records and the guessed result's; insert and resolve. */
-    t->unresolved = UINT32_MAX;
-    int64_t prev = -1; /* in HF's order: the previous merge's result */
-    PendingMerge ring[RING];
-    for (size_t i = 0, q; i < n + 3 * AHEAD; i++) {
-        if (i < n && !by_file)
-            __builtin_prefetch(x->merges + 12 * (size_t)order[i]);
-        if (i >= AHEAD && (q = i - AHEAD) < n) {
-            PendingMerge *p = &ring[q % RING];
-            p->k = by_file ? (uint32_t)q : order[q];
-            const uint8_t *m = x->merges + 12 * (size_t)p->k;
-            p->a = mtok_u32(m);
-            p->b = mtok_u32(m + 4);
-            p->h = mtok_pair_hash(p->a, p->b);
-            __builtin_prefetch(&x->mslots[(size_t)(p->h >> 32) & x->mmask], 1);
-            if (p->a < x->nby_id && p->b < x->nby_id) {
-                __builtin_prefetch(&x->by_id[p->a]);
-                __builtin_prefetch(&x->by_id[p->b]);
-            }
-            if (by_file && (size_t)(rank_of(x, p->k) + delta) < x->nby_id)
-                __builtin_prefetch(&x->by_id[rank_of(x, p->k) + delta]);
-        }
-        if (i >= 2 * AHEAD && (q = i - 2 * AHEAD) < n) {
-            PendingMerge *p = &ring[q % RING];
-            uint32_t sa = record_of(x, p->a), sb = record_of(x, p->b);
-            if (!sa || !sb) {
-                missing_id_error(t);
-                goto done;
-            }
-            p->ra = record(x, sa);
-            p->rb = record(x, sb);
-            __builtin_prefetch(p->ra);
-            __builtin_prefetch(p->rb);
-            /* in HF's order results step by at most one per merge: this one's is at most
-             * prev + 1 + AHEAD, and in most files it is that */
-            size_t guess = by_file ? (size_t)(rank_of(x, p->k) + delta) : (size_t)(prev + 1 + AHEAD);
-            if (guess < x->nby_id && x->by_id[guess])
-                __builtin_prefetch(record(x, x->by_id[guess]));
-        }
-        if (i >= 3 * AHEAD && (q = i - 3 * AHEAD) < n) {
-            PendingMerge *p = &ring[q % RING];
-            insert_merge(x, p);
-            int32_t id = -1;
-            int64_t first = by_file ? (int64_t)rank_of(x, p->k) + delta : prev;
-            for (int64_t guess = first; guess <= first + 1 && id < 0; guess++) {
-                uint32_t s = guess >= 0 && guess <= INT32_MAX ? record_of(x, (uint32_t)guess) : 0;
-                if (s && is_concat(record(x, s), p->ra, p->rb))
-                    id = (int32_t)guess;
-            }
-            if (id < 0)
-                id = merge_result(x, p->ra, p->rb, 0, key);
-            if (id < 0) {
-                /* reported by resolve_merges for the first such merge in the file */
-                if (p->k < t->unresolved)
-                    t->unresolved = p->k;
-                continue;
-            }
-            x->merged[p->k] = id;
-            prev = id;
-            delta = (int64_t)id - rank_of(x, p->k);
-        }
+    /* Two builders take a half each: slots are claimed as in index_vocab, and each merge's
+     * result is its own cell. The unresolved merge reported is the first in the file either met. */
+    MergePart whole = {t, order, delta, 0, n, key, 0, UINT32_MAX}, first = whole, second = whole;
+    if (x->count + n >= TWO_BUILDERS) {
+        first.q1 = second.q0 = n / 2;
+        second.key = key2;
+        run_two(index_merges_part, &first, &second);
+        whole.missing = first.missing || second.missing;
+        whole.unresolved = first.unresolved < second.unresolved ? first.unresolved : second.unresolved;
+    } else {
+        index_merges_part(&whole);
     }
+    if (whole.missing) {
+        missing_id_error(t);
+        goto done;
+    }
+    t->unresolved = whole.unresolved;
     ok = 0;
 done:
     free(seen);
     free(key);
+    free(key2);
     table_free(order, order_bytes);
     return ok;
 }
 
 static void Tables_dealloc(Tables *self) {
     MtokIndex *x = &self->x;
-    if (!self->adopted) {
-        if (x->slots)
-            table_free(x->slots, (x->mask + 1) * sizeof *x->slots);
-        table_free(x->by_id, x->nby_id * sizeof *x->by_id);
-        if (x->mslots)
-            table_free(x->mslots, (x->mmask + 1) * sizeof *x->mslots);
-        table_free(x->merged, (x->nmerges ? x->nmerges : 1) * sizeof *x->merged);
-    }
+    if (x->slots)
+        table_free(x->slots, (x->mask + 1) * sizeof *x->slots);
+    table_free(x->by_id, x->nby_id * sizeof *x->by_id);
+    if (x->mslots)
+        table_free(x->mslots, (x->mmask + 1) * sizeof *x->mslots);
+    table_free(x->merged, (x->nmerges ? x->nmerges : 1) * sizeof *x->merged);
     free(x->sparse);
     free(x->rank);
     if (self->buf.obj)
@@ -610,277 +749,24 @@ static int resolve_merges(Tables *self, size_t skip) {
     return 0;
 }
 
-/* ---- the stored index (docs/FORMAT_EXTENSION.md, "The stored index") --------------------
- *
- * index_bytes() writes this structure's tables as they lie in memory, after a header of u32s;
- * adopt_index() points the structure at them in the file. The tables are only usable with the
- * same hash functions, slot layout and byte order: INDEX_LAYOUT names them (written in the host's
- * byte order, so another byte order reads a different number) and must change with any of them.
- * The file's checksum (checked by mtok.py) catches accidents, not forgeries: an index is only
- * adopted when every lookup the encoder makes through it answers what the tables built from the
- * records would (index_is_sound), and is otherwise ignored, the tables then built as without
- * one. So acceptance and errors depend on the records alone, as in the pure reader. */
-enum { INDEX_LAYOUT = 0x4D544902, INDEX_HEAD = 12 };
-
-/* The char-level tables after the merge results, when header word 10 is 1: the token of each
- * BMP character (0x10000 int32, -1 for none), then BPE.joins (JOIN_BITS bits); word 11 is
- * char_tables' answer. */
-enum { CHAR_WORDS = (BPE_BMP_BYTES + BPE_JOINS_BYTES) / 4 };
-
-/* Bounds on a stored table's runs of used slots, which every probe walks at most once: our own
- * tables, below 4/5 full, have runs of a few hundred at most and a sum of squared runs (what
- * checking every record costs) of some 25 per slot; a forged table beyond these is ignored. */
-enum { MAX_RUN = 4096, RUN_SQUARES_PER_SLOT = 256 };
-
-static int is_low_mask(uint32_t m) { return (m & (m + 1u)) == 0; }
-
-/* Whether every run of used slots of a table of n (a power of two) is short enough and every
- * used slot's reference is below limit (a merge index + 1) or, with starts, a record start. */
-static int slots_are_sound(const uint32_t *slots, size_t n, uint32_t off_mask, uint32_t limit, const uint8_t *starts) {
-    size_t first = 0;
-    while (first < n && mtok_slot_ref(slots[first], off_mask))
-        first++;
-    if (first == n)
-        return 0; /* no empty slot */
-    uint64_t squares = 0, run = 0;
-    for (size_t j = 1; j <= n; j++) {
-        uint32_t o = mtok_slot_ref(slots[(first + j) & (n - 1)], off_mask);
-        if (!o) {
-            squares += run * run;
-            run = 0;
-        } else if (++run > MAX_RUN || o > limit || (starts && !(starts[(o - 1) / 8] >> ((o - 1) % 8) & 1))) {
-            return 0;
-        }
-    }
-    return squares <= (uint64_t)RUN_SQUARES_PER_SLOT * n;
-}
-
-enum { VERIFY_BATCH = 32 };
-
-/* Whether the tables of y (a candidate for x, pointing into the stored index) answer every
- * lookup as tables built from x's records would; -1 without memory. Checked, each through the
- * lookup the encoder uses: every token slot names a record start and every record is found by
- * its own bytes (so no token is listed twice, and a token not in the vocabulary finds nothing);
- * every id cell holds its record, no other cell is used; the ranks are 0..n-1; every merge names
- * two tokens, its pair finds the merge of that pair with the highest rank, and its result is
- * left + right[skip characters:]; every BMP character's token is the record holding just that
- * character. Not checked (taken on trust): the join filter and header word 11, which only say
- * where long pieces may be cut. */
-static int index_is_sound(const MtokIndex *x, const MtokIndex *y, const int32_t *bmp, size_t skip) {
-    size_t nslots = y->mask + 1, nmslots = y->mmask + 1;
-    uint8_t *start = calloc(x->vocab_len / 8 + 1, 1); /* the record starts, a bit each */
-    uint8_t *ranks = calloc(x->nmerges / 8 + 1, 1);
-    int sound = 0;
-    if (!start || !ranks) {
-        sound = -1;
-        goto done;
-    }
-    for (size_t k = 0, at = 0; k < x->count; k++, at += 2 + mtok_u16(x->vocab + at) + x->tail)
-        start[at / 8] |= (uint8_t)(1u << (at % 8));
-    /* first, so that no lookup below walks a long run */
-    if (!slots_are_sound(y->slots, nslots, y->off_mask, (uint32_t)x->vocab_len, start) ||
-        !slots_are_sound(y->mslots, nmslots, y->moff_mask, x->nmerges, NULL))
-        goto done;
-    /* The records in batches: each batch's slots are fetched before its lookups. */
-    size_t pos = 0, used = 0, single = 0;
-    uint64_t hashes[VERIFY_BATCH];
-    for (uint32_t k0 = 0; k0 < x->count; k0 += VERIFY_BATCH) {
-        uint32_t nk = x->count - k0 < VERIFY_BATCH ? x->count - k0 : VERIFY_BATCH;
-        size_t at = pos;
-        for (uint32_t j = 0; j < nk; j++) {
-            size_t l = mtok_u16(x->vocab + at);
-            const uint8_t *token = x->vocab + at + 2;
-            if (y->by_id[mtok_u32(token + l)] != at + 1 || utf8_invalid_at(token, l) < l)
-                goto done;
-            hashes[j] = hash_bytes(token, l);
-            __builtin_prefetch(&y->slots[(size_t)(hashes[j] >> 32) & y->mask]);
-            at += 2 + l + x->tail;
-        }
-        for (uint32_t j = 0; j < nk; j++) {
-            size_t l = mtok_u16(x->vocab + pos);
-            const uint8_t *token = x->vocab + pos + 2;
-            if (mtok_token_ref(y, token, l, hashes[j]) != pos + 1)
-                goto done;
-            uint32_t cp;
-            if (bmp && l && l <= 3 && utf8_get(token, l, &cp) == l) {
-                if (bmp[cp] != (int32_t)mtok_u32(token + l))
-                    goto done;
-                single++;
-            }
-            pos += 2 + l + x->tail;
-        }
-    }
-    /* each record's id cell holds the record: with as many cells used as records, no other */
-    for (size_t i = 0; i < y->nby_id; i++)
-        used += y->by_id[i] != 0;
-    if (used != x->count)
-        goto done;
-    for (size_t c = 0; bmp && c < 0x10000; c++)
-        single -= bmp[c] != -1; /* each one-character record checked its own: no other entry */
-    if (bmp && single)
-        goto done;
-    /* the merges in batches, in three steps: fetch the pair's slot and the ids' cells, then the
-     * records, then check */
-    for (uint32_t k0 = 0; k0 < x->nmerges; k0 += VERIFY_BATCH) {
-        uint32_t nk = x->nmerges - k0 < VERIFY_BATCH ? x->nmerges - k0 : VERIFY_BATCH;
-        const uint8_t *m = x->merges + 12 * (size_t)k0;
-        for (uint32_t j = 0; j < nk; j++) {
-            uint32_t a = mtok_u32(m + 12 * j), b = mtok_u32(m + 12 * j + 4), r = (uint32_t)y->merged[k0 + j];
-            __builtin_prefetch(&y->mslots[(size_t)(mtok_pair_hash(a, b) >> 32) & y->mmask]);
-            if (a < y->nby_id && b < y->nby_id && r < y->nby_id) {
-                __builtin_prefetch(&y->by_id[a]);
-                __builtin_prefetch(&y->by_id[b]);
-                __builtin_prefetch(&y->by_id[r]);
-            }
-        }
-        for (uint32_t j = 0; j < nk; j++) {
-            uint32_t a = mtok_u32(m + 12 * j), b = mtok_u32(m + 12 * j + 4), r = (uint32_t)y->merged[k0 + j];
-            if (a >= y->nby_id || b >= y->nby_id || r >= y->nby_id || !y->by_id[a] || !y->by_id[b] || !y->by_id[r])
-                goto done;
-            __builtin_prefetch(record(x, y->by_id[a]));
-            __builtin_prefetch(record(x, y->by_id[b]));
-            __builtin_prefetch(record(x, y->by_id[r]));
-        }
-        for (uint32_t j = 0; j < nk; j++) {
-            uint32_t a = mtok_u32(m + 12 * j), b = mtok_u32(m + 12 * j + 4), rank = mtok_u32(m + 12 * j + 8);
-            if (rank >= x->nmerges || ranks[rank / 8] >> (rank % 8) & 1)
-                goto done;
-            ranks[rank / 8] |= (uint8_t)(1u << (rank % 8));
-            uint32_t found = mtok_pair_ref(y, a, b);
-            if (!found || mtok_u32(x->merges + 12 * (size_t)(found - 1) + 8) < rank)
-                goto done;
-            const uint8_t *ra = record(x, y->by_id[a]), *rb = record(x, y->by_id[b]);
-            const uint8_t *rr = record(x, y->by_id[(uint32_t)y->merged[k0 + j]]);
-            size_t la = mtok_u16(ra), from = skipped_bytes(rb, skip), lb = mtok_u16(rb) - from;
-            if (mtok_u16(rr) != la + lb || !bytes_eq(rr + 2, ra + 2, la) || !bytes_eq(rr + 2 + la, rb + 2 + from, lb))
-                goto done;
-        }
-    }
-    sound = 1;
-done:
-    free(start);
-    free(ranks);
-    return sound;
-}
-
-/* 1 when the stored index is in use, 0 when it is not (of another layout, or not what the
- * records make: build the tables instead), -1 without memory. */
-static int adopt_index(Tables *t, size_t skip, size_t at, size_t len) {
-    MtokIndex *x = &t->x;
-    const uint8_t *p = (const uint8_t *)t->buf.buf + at;
-    if (len < 4 * INDEX_HEAD || (uintptr_t)p % 4)
-        return 0;
-    const uint32_t *h = (const uint32_t *)p;
-    if (h[0] != INDEX_LAYOUT || h[1] != skip)
-        return 0;
-    size_t nslots = h[4], nby_id = h[6], nmslots = h[7];
-    int sound = h[2] == x->count && h[3] == x->nmerges && h[9] == x->vocab_len && nby_id == (size_t)x->max_id + 1 &&
-                nslots > x->count && !(nslots & (nslots - 1)) && nmslots > x->nmerges && !(nmslots & (nmslots - 1)) &&
-                is_low_mask(h[5]) && h[5] >= x->vocab_len && is_low_mask(h[8]) && h[8] >= x->nmerges &&
-                h[10] <= 1 && h[11] <= 1 &&
-                len == 4 * (INDEX_HEAD + nslots + nby_id + nmslots + (size_t)x->nmerges + (h[10] ? CHAR_WORDS : 0));
-    if (!sound)
-        return 0;
-    MtokIndex y = *x;
-    y.slots = (uint32_t *)(h + INDEX_HEAD);
-    y.mask = nslots - 1;
-    y.off_mask = h[5];
-    y.by_id = y.slots + nslots;
-    y.nby_id = nby_id;
-    y.mslots = y.by_id + nby_id;
-    y.mmask = nmslots - 1;
-    y.moff_mask = h[8];
-    y.merged = (int32_t *)(y.mslots + nmslots);
-    const int32_t *bmp = h[10] ? y.merged + x->nmerges : NULL;
-    Py_BEGIN_ALLOW_THREADS /* mtok.py sums the file meanwhile */
-    sound = index_is_sound(x, &y, bmp, skip);
-    Py_END_ALLOW_THREADS
-    if (sound < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    if (!sound)
-        return 0;
-    *x = y;
-    if (bmp) {
-        t->chars = (const uint8_t *)bmp;
-        t->metaspace_inside = (int)h[11];
-    }
-    t->adopted = 1;
-    return 1;
-}
-
-/* build(skip, index_at=0, index_len=0) -> bool: index the records, or adopt the stored index of
- * index_len bytes at index_at (True); skip as for resolve_merges. */
-static PyObject *Tables_build(Tables *self, PyObject *args) {
-    Py_ssize_t skip, at = 0, len = 0;
-    if (!PyArg_ParseTuple(args, "n|nn", &skip, &at, &len))
+/* build(skip): index the records; skip as for resolve_merges. */
+static PyObject *Tables_build(Tables *self, PyObject *arg) {
+    Py_ssize_t skip = PyLong_AsSsize_t(arg);
+    if (skip == -1 && PyErr_Occurred())
         return NULL;
     if (self->built) {
         PyErr_SetString(PyExc_RuntimeError, "MtokTables is already built");
         return NULL;
     }
-    if (skip < 0 || at < 0 || len < 0 || at > self->buf.len || len > self->buf.len - at) {
-        PyErr_SetString(PyExc_ValueError, "skip, index_at or index_len out of range");
+    if (skip < 0) {
+        PyErr_SetString(PyExc_ValueError, "skip must not be negative");
         return NULL;
     }
-    int adopted = 0;
-    if (len > 0 && self->kind == KIND_BPE) {
-        adopted = adopt_index(self, (size_t)skip, (size_t)at, (size_t)len);
-        if (adopted < 0)
-            return NULL;
-    }
-    if (!adopted && (index_vocab(self) < 0 || (self->kind == KIND_BPE && (index_merges(self) < 0 ||
-                                                                           resolve_merges(self, (size_t)skip) < 0))))
+    if (index_vocab(self) < 0 ||
+        (self->kind == KIND_BPE && (index_merges(self) < 0 || resolve_merges(self, (size_t)skip) < 0)))
         return NULL;
     self->built = 1;
-    self->skip = (size_t)skip;
-    return PyBool_FromLong(adopted);
-}
-
-static int char_tables(const MtokIndex *x, BPE *m);
-
-/* index_bytes(char_level) -> bytes | None: the index as adopt_index reads it, with the
- * char-level tables when the model works on characters; None where this file's index is not of
- * the storable shape (sparse ids, ranks that are not a permutation). */
-static PyObject *Tables_index_bytes(Tables *self, PyObject *arg) {
-    const MtokIndex *x = &self->x;
-    int char_level = PyObject_IsTrue(arg);
-    if (char_level < 0)
-        return NULL;
-    if (!self->built || self->kind != KIND_BPE || x->sparse || x->rank)
-        Py_RETURN_NONE;
-    size_t nslots = x->mask + 1, nby_id = (size_t)x->max_id + 1, nmslots = x->mmask + 1;
-    size_t words = INDEX_HEAD + nslots + nby_id + nmslots + x->nmerges + (char_level ? CHAR_WORDS : 0);
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 * words));
-    if (!out)
-        return NULL;
-    uint32_t *w = (uint32_t *)PyBytes_AS_STRING(out);
-    uint32_t head[INDEX_HEAD] = {INDEX_LAYOUT, (uint32_t)self->skip, x->count, x->nmerges, (uint32_t)nslots,
-                                 x->off_mask, (uint32_t)nby_id, (uint32_t)nmslots, x->moff_mask,
-                                 (uint32_t)x->vocab_len, (uint32_t)char_level, 0};
-    BPE chars = {0};
-    if (char_level) {
-        if (bpe_chars_init(&chars) < 0) {
-            bpe_free(&chars);
-            Py_DECREF(out);
-            return PyErr_NoMemory();
-        }
-        head[11] = (uint32_t)char_tables(x, &chars);
-    }
-    memcpy(w, head, sizeof head);
-    w += INDEX_HEAD;
-    memcpy(w, x->slots, 4 * nslots);
-    memcpy(w + nslots, x->by_id, 4 * nby_id);
-    memcpy(w + nslots + nby_id, x->mslots, 4 * nmslots);
-    w += nslots + nby_id + nmslots;
-    memcpy(w, x->merged, 4 * (size_t)x->nmerges);
-    if (char_level) {
-        memcpy(w + x->nmerges, chars.bmp, BPE_BMP_BYTES);
-        memcpy((uint8_t *)(w + x->nmerges) + BPE_BMP_BYTES, chars.joins, BPE_JOINS_BYTES);
-    }
-    bpe_free(&chars);
-    return out;
+    Py_RETURN_NONE;
 }
 
 static PyObject *token_str(const uint8_t *r) {
@@ -998,11 +884,6 @@ static PyObject *Tables_get_start(Tables *self, void *closure) {
     return PyLong_FromSize_t(self->vocab_pos);
 }
 
-static PyObject *Tables_get_stored_index(Tables *self, void *closure) {
-    (void)closure;
-    return PyBool_FromLong(self->adopted);
-}
-
 static PyObject *Tables_get_max_id(Tables *self, void *closure) {
     (void)closure;
     return PyLong_FromLong(self->x.max_id);
@@ -1016,19 +897,14 @@ static PyMethodDef Tables_methods[] = {
     {"merges", (PyCFunction)Tables_merges, METH_NOARGS, "merges() -> list[(left id, right id)] in rank order"},
     {"merge_table", (PyCFunction)Tables_merge_table, METH_NOARGS,
      "merge_table() -> {(left, right): (rank, merged)}, models.BPE's MergeTable"},
-    {"build", (PyCFunction)Tables_build, METH_VARARGS,
-     "build(skip, index_at=0, index_len=0) -> bool: index the records (skip: the continuing-subword prefix "
-     "length merges drop from the right side), or adopt the stored index there (True)"},
-    {"index_bytes", (PyCFunction)Tables_index_bytes, METH_O,
-     "index_bytes(char_level) -> bytes | None: the index as build() adopts it (with the char-level BPE "
-     "tables if char_level), None where it cannot be stored"},
+    {"build", (PyCFunction)Tables_build, METH_O,
+     "build(skip): index the records (skip: the continuing-subword prefix length merges drop from the right side)"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef Tables_getset[] = {
     {"start", (getter)Tables_get_start, NULL, "the offset of the model's first record", NULL},
     {"end", (getter)Tables_get_end, NULL, "the offset after the model's records", NULL},
-    {"stored_index", (getter)Tables_get_stored_index, NULL, "whether build() adopted the file's stored index", NULL},
     {"max_id", (getter)Tables_get_max_id, NULL, "the largest vocabulary id (-1 when empty)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -1203,14 +1079,7 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
         PyErr_NoMemory();
         return -1;
     }
-    int metaspace_inside;
-    if (t->chars) {
-        memcpy(m->bmp, t->chars, BPE_BMP_BYTES);
-        memcpy(m->joins, t->chars + BPE_BMP_BYTES, BPE_JOINS_BYTES);
-        metaspace_inside = t->metaspace_inside;
-    } else {
-        metaspace_inside = char_tables(x, m);
-    }
+    int metaspace_inside = char_tables(x, m);
     m->split_metaspace = !m->ignore_merges && !metaspace_inside && m->bmp[0x2581] >= 0;
     return 0;
 }

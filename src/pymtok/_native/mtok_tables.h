@@ -51,14 +51,13 @@ static inline uint32_t mtok_low_mask(uint64_t top) {
 }
 
 /* A slot's offset bits: the record offset + 1 (merge index + 1), 0 for an empty slot. The one
- * definition of empty and used, shared by the lookups, the builders and the stored index's
- * checks (mtok_tables.c): a slot holding only tag bits is empty everywhere. */
+ * definition of empty and used, shared by the lookups and the builders (mtok_tables.c): a slot
+ * holding only tag bits is empty everywhere. */
 static inline uint32_t mtok_slot_ref(uint32_t s, uint32_t off_mask) { return s & off_mask; }
 
 /* The record (offset + 1) of the token key with hash h, or 0. The probe ends at an empty slot
  * and in any case after one pass over the table, and reads a record only where one would fit
- * in the vocabulary section: no table, even a forged stored one, makes it loop or read outside
- * the records. */
+ * in the vocabulary section: bounds that hold whatever the table holds. */
 static inline uint32_t mtok_token_ref(const MtokIndex *x, const uint8_t *key, size_t len, uint64_t h) {
     uint32_t tag = (uint32_t)h & ~x->off_mask;
     size_t i = (size_t)(h >> 32) & x->mask;
