@@ -174,6 +174,21 @@ def test_dask_local_cluster_2_workers(exported: Any) -> None:
     assert out["length"].tolist() == [len(w) for w in want]
 
 
+def test_pandas_arrow_dtype_batch(exported: Any) -> None:
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    tok = pymtok.load(exported("qwen3"))
+    lines = corpus_lines(60)
+    # an ArrowDtype column (pandas read with dtype_backend="pyarrow") is read through Arrow
+    frame = pd.DataFrame({"text": pd.Series(lines, dtype=pd.ArrowDtype(pa.large_string())), "n": range(len(lines))})
+    out = Tokenize(tok, length=True)(frame)
+    want = oracle_ids("qwen3", lines)
+    assert [list(ids) for ids in out["input_ids"]] == want
+    assert out["length"].tolist() == [len(w) for w in want] and out["n"].tolist() == list(range(len(lines)))
+    with pytest.raises(TypeError, match="takes a str"):
+        Tokenize(tok)(pd.DataFrame({"text": pd.Series(["a", None], dtype=pd.ArrowDtype(pa.string()))}))
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Any:
     ray = pytest.importorskip("ray")
@@ -199,6 +214,11 @@ def test_ray_data_map_batches(exported: Any, ray_cluster: Any) -> None:
     )
     assert len(rows) >= expected_lines
     assert [list(row["input_ids"]) for row in rows] == oracle_ids("qwen3", texts)
+    # an instance instead of the class: tasks fused with the read, the tokenizer loaded once per
+    # worker process (what bench/engines.py measures)
+    tasks = ds.map_batches(Tokenize(tok), batch_size=256, batch_format="pyarrow").take_all()
+    assert [list(row["input_ids"]) for row in tasks] == oracle_ids("qwen3", [row["text"] for row in tasks])
+    assert len(tasks) == len(rows)
 
 
 def test_tokenize_refuses_what_it_cannot_take(exported: Any) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 from conftest import corpus_dir, fixture_path, hf_tokenizer
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import pymtok
 from pymtok.cli import main as cli_main
@@ -196,3 +198,43 @@ def test_killed_run_resumes_without_duplicates_or_gaps(mtok: Path, tmp_path: Pat
         numbers, ids = read_records(out, path.name)
         assert numbers == list(range(1, len(texts) + 1))
         assert ids == oracle(texts)
+
+
+def expected_records(data: bytes) -> tuple[list[int], list[str], list[int]]:
+    """(numbers, texts, bad numbers) of a text file: records split at b"\\n" only, one trailing
+    b"\\r" dropped, a record that is not UTF-8 bad."""
+    raws = data.split(b"\n")
+    if raws[-1] == b"":
+        raws.pop()
+    numbers, texts, bad = [], [], []
+    for number, raw in enumerate(raws, 1):
+        try:
+            texts.append(raw.removesuffix(b"\r").decode("utf-8"))
+            numbers.append(number)
+        except UnicodeDecodeError:
+            bad.append(number)
+    return numbers, texts, bad
+
+
+PIECES = [b"a", b" word", b"\n", b"\r\n", b"\r", "\u2028".encode(), "\x85\x0b\x0c\x1c".encode(), "é猫".encode(), b"\xff", b"\xe7\x8c"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=40), st.sampled_from([1, 3, 1000]))
+@example([b"a", b"\r\n", b"\xff", b"\r", b"\n", "\u2028".encode(), b" word", b"\r"], 1000)  # CR at the end
+def test_text_records_are_the_lines_between_newlines(mtok: Path, tmp_path_factory: pytest.TempPathFactory,
+                                                     pieces: list[bytes], batch: int) -> None:
+    # a batch is decoded whole: a bad line in it, CRLF, a lone CR and the other line breaks of
+    # Unicode (records split at \n only) must give what reading line by line does
+    data = b"".join(pieces)
+    folder = tmp_path_factory.mktemp("lines")
+    path = folder / "lines.txt"
+    path.write_bytes(data)
+    out = folder / "out"
+    assert tokenize(path, "-o", out, "--tokenizer", mtok, "--batch-size", batch, "--shard-size", 4) == 0
+    numbers, texts, bad = expected_records(data)
+    got_numbers, ids = read_records(out, path.name)
+    assert got_numbers == numbers
+    assert ids == oracle(texts)
+    listed = [json.loads(line)[0] for f in sorted(out.glob("*.bad.jsonl")) for line in f.read_text().splitlines()]
+    assert listed == bad
