@@ -40,6 +40,7 @@ typedef struct {
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
     IdBuf prefix, suffix; /* the post-processor's ids around a text's (set_post) */
     PyObject *tables;    /* a .mtok's MtokTables the model reads in place, kept alive here */
+    OffsetLengths offl;  /* encode_offsets' token lengths (set_offsets); first is NULL until then */
 } Encoder;
 
 /* ---- reading Python tables -------------------------------------------------------------- */
@@ -369,6 +370,8 @@ static void Encoder_dealloc(Encoder *self) {
     added_trie_free(&self->norm);
     free(self->prefix.v);
     free(self->suffix.v);
+    free(self->offl.first);
+    free(self->offl.cont);
     Py_XDECREF(self->tables);
     if (self->ints) {
         for (size_t i = 0; i < self->nints; i++)
@@ -914,6 +917,246 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
     return list;
 }
 
+/* ---- offsets ------------------------------------------------------------------------------ */
+
+/* An added token's id and offsets: the text it matched, which its token string is in HF. */
+static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s, size_t n, size_t at, int trim) {
+    size_t lead = 0, trail = 0;
+    if (trim != OFF_NO_TRIM)
+        offsets_spaces(s, n, &lead, &trail);
+    if (ids_push(ids, id) < 0)
+        return -1;
+    return offsets_push(offs, (int64_t)at, (int64_t)(at + n), lead, trail, trim, offs->n / 2);
+}
+
+/* segment_ids piece by piece, each piece's tokens located in it: s[0..n) is the caller's text
+ * from character origin on (set_offsets allows no step that rebuilds the buffer). */
+static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin, int trim, Work *w,
+                           IdBuf *ids, IdBuf *offs) {
+    Span whole = {0, n, (int64_t)origin};
+    const uint32_t *buf = s;
+    const Span *spans = &whole;
+    size_t nspans = 1;
+    Pieces p = {0};
+    int err = -1;
+    if (self->nsteps) {
+        if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
+            return -1;
+        memcpy(w->buf, s, n * sizeof *s);
+        p = (Pieces){w->buf, n, w->spans, w->tmp};
+        if (!p.spans.cap) {
+            if (!(p.spans.v = malloc(16 * sizeof *p.spans.v)))
+                goto done;
+            p.spans.cap = 16;
+        }
+        p.spans.v[0] = whole;
+        p.spans.n = 1;
+        if (pretokenize(self->steps, self->nsteps, &p) < 0)
+            goto done;
+        buf = p.buf;
+        spans = p.spans.v;
+        nspans = p.spans.n;
+    }
+    err = 0;
+    for (size_t k = 0; !err && k < nspans; k++) {
+        size_t start = spans[k].start, len = spans[k].end - start, mark = ids->n;
+        err = self->model == MODEL_BPE ? bpe_spans(&self->bpe, cache, buf, &spans[k], 1, &w->sc, ids)
+                                       : wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids);
+        if (!err)
+            err = piece_offsets(&self->offl, buf + start, len, (int64_t)(origin + start), ids->v + mark, ids->n - mark,
+                                trim, offs);
+    }
+done:
+    if (self->nsteps) {
+        if (p.buf != w->buf) {
+            w->buf = p.buf;
+            w->buf_cap = p.len;
+        }
+        w->spans = p.spans;
+        w->tmp = p.tmp;
+    }
+    return err;
+}
+
+static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, int trim, Work *w,
+                                  IdBuf *ids, IdBuf *offs) {
+    Cache *cache = cache_enter(&self->cache);
+    int err = segment_offsets(self, cache, s, n, origin, trim, w, ids, offs);
+    cache_leave(&self->cache, cache);
+    return err;
+}
+
+/* encode_text_core with each token's offsets: 0, -1 out of memory, -2 when the pure path must
+ * answer (a normalizer that changed the text, whose alignment only the pure path follows; a
+ * token of unknown length). */
+static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n, int trim,
+                             Work *w, IdBuf *ids, IdBuf *offs) {
+    if (!n)
+        return 0;
+    if (added_split(&self->raw, cps, n, &w->cuts) < 0)
+        return -1;
+    for (size_t k = 0; k < w->cuts.n; k++) {
+        AddedCut c = w->cuts.v[k];
+        const uint32_t *seg = cps + c.start;
+        size_t len = c.stop - c.start;
+        int err;
+        if (c.id >= 0) {
+            if ((err = added_offsets(ids, offs, c.id, seg, len, c.start, trim)))
+                return err;
+            continue;
+        }
+        if (nops) {
+            const uint32_t *res;
+            size_t res_n;
+            if ((err = normalize_ops(ops, nops, seg, len, w->norm, &res, &res_n)))
+                return err;
+            if (res_n != len || (len && memcmp(res, seg, len * sizeof *seg)))
+                return -2;
+        }
+        if (!len)
+            continue;
+        if (!self->norm.ntokens) {
+            if ((err = segment_offsets_cached(self, seg, len, c.start, trim, w, ids, offs)))
+                return err;
+            continue;
+        }
+        if (added_split(&self->norm, seg, len, &w->sub) < 0)
+            return -1;
+        for (size_t j = 0; j < w->sub.n; j++) {
+            AddedCut d = w->sub.v[j];
+            err = d.id >= 0 ? added_offsets(ids, offs, d.id, seg + d.start, d.stop - d.start, c.start + d.start, trim)
+                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, c.start + d.start, trim, w,
+                                                     ids, offs);
+            if (err)
+                return err;
+        }
+    }
+    return 0;
+}
+
+static int32_t *lengths_copy(PyObject *b, size_t *n) {
+    Py_ssize_t size = PyBytes_GET_SIZE(b);
+    if (size % (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "lengths must be int32 values as bytes");
+        return NULL;
+    }
+    int32_t *v = malloc(size ? (size_t)size : 1);
+    if (!v) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(v, PyBytes_AS_STRING(b), (size_t)size);
+    *n = (size_t)size / sizeof(int32_t);
+    return v;
+}
+
+static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
+    PyObject *first, *cont;
+    int unk_whole;
+    if (!PyArg_ParseTuple(args, "SOi:set_offsets", &first, &cont, &unk_whole))
+        return NULL;
+    if (cont != Py_None && !PyBytes_Check(cont)) {
+        PyErr_SetString(PyExc_TypeError, "set_offsets: cont must be bytes or None");
+        return NULL;
+    }
+    if (self->model == MODEL_UNIGRAM || (self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "set_offsets: BPE takes lengths, WordPiece lengths and cont lengths");
+        return NULL;
+    }
+    for (size_t k = 0; k < self->nsteps; k++) {
+        const Step *st = &self->steps[k];
+        if (st->kind == ST_METASPACE || (st->kind == ST_BYTE_LEVEL && st->add_prefix_space)) {
+            PyErr_SetString(PyExc_ValueError, "set_offsets: a step that rebuilds the text has no native offsets");
+            return NULL;
+        }
+    }
+    size_t n, ncont = 0;
+    int32_t *a = lengths_copy(first, &n), *b = NULL;
+    if (!a || (cont != Py_None && !(b = lengths_copy(cont, &ncont)))) {
+        free(a);
+        return NULL;
+    }
+    if (b && ncont != n) {
+        free(a);
+        free(b);
+        PyErr_SetString(PyExc_ValueError, "set_offsets: lengths and cont lengths differ in size");
+        return NULL;
+    }
+    free(self->offl.first);
+    free(self->offl.cont);
+    self->offl = (OffsetLengths){a, b, n, self->model == MODEL_BPE && self->bpe.byte_level,
+                                 self->model == MODEL_WORDPIECE ? unk_whole : -1};
+    Py_RETURN_NONE;
+}
+
+static PyObject *offsets_list(const IdBuf *offs) {
+    Py_ssize_t n = (Py_ssize_t)(offs->n / 2);
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list && i < n; i++) {
+        PyObject *t = PyTuple_New(2), *a = NULL, *b = NULL;
+        if (!t || !(a = PyLong_FromLong(offs->v[2 * i])) || !(b = PyLong_FromLong(offs->v[2 * i + 1]))) {
+            Py_XDECREF(t);
+            Py_XDECREF(a);
+            Py_CLEAR(list);
+            break;
+        }
+        PyTuple_SET_ITEM(t, 0, a);
+        PyTuple_SET_ITEM(t, 1, b);
+        PyList_SET_ITEM(list, i, t);
+    }
+    return list;
+}
+
+static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    long trim;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || ((trim = PyLong_AsLong(args[2])) == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "encode_offsets(text: str, normalizer: callable | None, trim: int)");
+        return NULL;
+    }
+    if (trim != OFF_NO_TRIM && trim != OFF_TRIM && trim != OFF_TRIM_PREFIX_SPACE) {
+        PyErr_SetString(PyExc_ValueError, "encode_offsets: trim is -1 (none), 0 or 1 (add_prefix_space)");
+        return NULL;
+    }
+    if (!self->ints || !self->offl.first) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder has no token lengths (set_offsets)");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text), at = find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n);
+    if (at < n) {
+        raise_surrogate(text, at);
+        return NULL;
+    }
+    const NormOp *ops = NULL;
+    size_t nops = 0;
+    if (n > INT32_MAX || !native_ops(args[1], &ops, &nops))
+        Py_RETURN_NONE;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    IdBuf ids = {0}, offs = {0};
+    Work own, *w = work_take(&own);
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = read_text(w, kind, data, n) < 0 ? -1 : offsets_text_core(self, ops, nops, w->text, n, (int)trim, w, &ids, &offs);
+    Py_END_ALLOW_THREADS
+    work_give(w, &own);
+    PyObject *result = NULL;
+    if (err == -1) {
+        PyErr_NoMemory();
+    } else if (err) {
+        result = Py_NewRef(Py_None);
+    } else {
+        PyObject *list = id_list(self, &ids, 0), *spans = list ? offsets_list(&offs) : NULL;
+        result = spans ? PyTuple_Pack(2, list, spans) : NULL;
+        Py_XDECREF(list);
+        Py_XDECREF(spans);
+    }
+    free(ids.v);
+    free(offs.v);
+    return result;
+}
+
 static int read_ids(PyObject *seq, IdBuf *ids) {
     PyObject *tuple = PySequence_Tuple(seq);
     if (!tuple)
@@ -1259,6 +1502,13 @@ static PyMethodDef Encoder_methods[] = {
      "encode_batch(texts, normalizer, add_special_tokens, num_threads[, mode]) -> list[list[int]]: encode_text\n"
      "of each, on num_threads threads without the GIL. mode 1: (uint32 ids, int64 offsets) as bytes;\n"
      "mode 2: the int64 id counts as bytes."},
+    {"set_offsets", (PyCFunction)Encoder_set_offsets, METH_VARARGS,
+     "set_offsets(lengths, cont, unk_id): each id's length in bytes (int32 as bytes, -1 where not known),\n"
+     "WordPiece's for tokens after a word's first (else None) and its unknown token, for encode_offsets."},
+    {"encode_offsets", (PyCFunction)(void (*)(void))Encoder_encode_offsets, METH_FASTCALL,
+     "encode_offsets(text, normalizer, trim) -> (ids, offsets) | None: encode_text(text, normalizer, False)\n"
+     "with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's process_offsets\n"
+     "when trim >= 0 (1: with add_prefix_space); None where only the pure path knows them."},
     {"cache_stats", (PyCFunction)Encoder_cache_stats, METH_NOARGS,
      "cache_stats() -> (entries, resets): the piece cache's entries and how often it was emptied when full."},
     {NULL, NULL, 0, NULL},

@@ -610,4 +610,29 @@ enum { STREAM_NONE = 0, STREAM_TEXT = 1, STREAM_BAD_PREFIX = 2 };
 int decode_stream_step(const Decoder *d, DecodeStreamState *s, uint32_t id, int skip_special, size_t *start);
 void decode_stream_free(DecodeStreamState *s);
 
+/* ---- token offsets (offsets.c) -------------------------------------------------------------- */
+
+/* Each id's length in the bytes the model works on (raw bytes for byte-level vocabularies), -1
+ * where it is not known for certain; WordPiece's tokens after a word's first by cont. */
+typedef struct {
+    int32_t *first, *cont; /* cont: NULL but for WordPiece */
+    size_t n;
+    int byte_level;
+    int32_t unk_whole;     /* WordPiece's unknown token, covering a whole word; -1 otherwise */
+} OffsetLengths;
+
+/* ByteLevel's offset trimming: none, or with add_prefix_space's exception for a first token */
+enum { OFF_NO_TRIM = -1, OFF_TRIM = 0, OFF_TRIM_PREFIX_SPACE = 1 };
+
+int offsets_trimmed_char(uint32_t c);
+void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail);
+/* One token's (start, end) characters into offs, trimmed by lead / trail characters when trim
+ * asks; index is the token's in its sequence. -1 out of memory, -2 beyond int32. */
+int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t trail, int trim, size_t index);
+/* The offsets of the tokens ids[0..nids) a model gave the piece cps[0..n), whose first character
+ * is origin in the caller's text. -1 out of memory, -2 when a length is not known (the pure
+ * path then answers). */
+int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const int32_t *ids,
+                  size_t nids, int trim, IdBuf *offs);
+
 #endif
