@@ -462,6 +462,7 @@ typedef struct {
     Spans spans, tmp;
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
+    CpBuf align[2];   /* encode_offsets: a BertNormalizer's alignment */
     AddedCuts cuts, sub;
 } Work;
 
@@ -476,6 +477,8 @@ static void work_free(Work *w) {
     free(w->sc.pairs);
     for (int i = 0; i < 3; i++)
         free(w->norm[i].v);
+    for (int i = 0; i < 2; i++)
+        free(w->align[i].v);
     free(w->cuts.v);
     free(w->sub.v);
 }
@@ -505,6 +508,8 @@ static size_t work_bytes(const Work *w) {
                (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
     for (int i = 0; i < 3; i++)
         n += w->norm[i].cap * sizeof(uint32_t);
+    for (int i = 0; i < 2; i++)
+        n += w->align[i].cap * sizeof(uint32_t);
     return n;
 }
 
@@ -919,20 +924,24 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
 
 /* ---- offsets ------------------------------------------------------------------------------ */
 
-/* An added token's id and offsets: the text it matched, which its token string is in HF. */
-static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s, size_t n, size_t at, int trim) {
+/* An added token's id and offsets: the text it matched, which its token string is in HF;
+ * s[0..n) stands for the caller's characters at + align[0] .. at + align[n - 1] (align NULL: at..). */
+static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s, size_t n, size_t at,
+                         const uint32_t *align, int trim) {
     size_t lead = 0, trail = 0;
     if (trim != OFF_NO_TRIM)
         offsets_spaces(s, n, &lead, &trail);
     if (ids_push(ids, id) < 0)
         return -1;
-    return offsets_push(offs, (int64_t)at, (int64_t)(at + n), lead, trail, trim, offs->n / 2);
+    int64_t start = (int64_t)at + (align ? align[0] : 0), end = (int64_t)at + (align ? align[n - 1] + 1 : n);
+    return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
-/* segment_ids piece by piece, each piece's tokens located in it: s[0..n) is the caller's text
- * from character origin on (set_offsets allows no step that rebuilds the buffer). */
-static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin, int trim, Work *w,
-                           IdBuf *ids, IdBuf *offs) {
+/* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
+ * origin + align[i] (origin + i without align; set_offsets allows no step that rebuilds the
+ * buffer). */
+static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin,
+                           const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Span whole = {0, n, (int64_t)origin};
     const uint32_t *buf = s;
     const Span *spans = &whole;
@@ -963,8 +972,9 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
         err = self->model == MODEL_BPE ? bpe_spans(&self->bpe, cache, buf, &spans[k], 1, &w->sc, ids)
                                        : wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids);
         if (!err)
-            err = piece_offsets(&self->offl, buf + start, len, (int64_t)(origin + start), ids->v + mark, ids->n - mark,
-                                trim, offs);
+            err = piece_offsets(&self->offl, buf + start, len, (int64_t)(align ? origin : origin + start),
+                                align ? align + start : NULL,
+                                ids->v + mark, ids->n - mark, trim, offs);
     }
 done:
     if (self->nsteps) {
@@ -978,17 +988,17 @@ done:
     return err;
 }
 
-static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, int trim, Work *w,
-                                  IdBuf *ids, IdBuf *offs) {
+static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, const uint32_t *align,
+                                  int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Cache *cache = cache_enter(&self->cache);
-    int err = segment_offsets(self, cache, s, n, origin, trim, w, ids, offs);
+    int err = segment_offsets(self, cache, s, n, origin, align, trim, w, ids, offs);
     cache_leave(&self->cache, cache);
     return err;
 }
 
 /* encode_text_core with each token's offsets: 0, -1 out of memory, -2 when the pure path must
- * answer (a normalizer that changed the text, whose alignment only the pure path follows; a
- * token of unknown length). */
+ * answer (a token of unknown length; a normalizer other than BertNormalizer that changed the
+ * text, whose alignment only the pure path follows). */
 static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n, int trim,
                              Work *w, IdBuf *ids, IdBuf *offs) {
     if (!n)
@@ -997,15 +1007,21 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
         return -1;
     for (size_t k = 0; k < w->cuts.n; k++) {
         AddedCut c = w->cuts.v[k];
-        const uint32_t *seg = cps + c.start;
+        const uint32_t *seg = cps + c.start, *align = NULL;
         size_t len = c.stop - c.start;
         int err;
         if (c.id >= 0) {
-            if ((err = added_offsets(ids, offs, c.id, seg, len, c.start, trim)))
+            if ((err = added_offsets(ids, offs, c.id, seg, len, c.start, NULL, trim)))
                 return err;
             continue;
         }
-        if (nops) {
+        if (nops == 1 && ops[0].kind == NORM_BERT) {
+            if ((err = bert_normalize(ops[0].flags, seg, len, &w->norm[0], &w->norm[1], w->align)))
+                return err;
+            seg = w->norm[1].v;
+            len = w->norm[1].n;
+            align = w->align[1].v;
+        } else if (nops) {
             const uint32_t *res;
             size_t res_n;
             if ((err = normalize_ops(ops, nops, seg, len, w->norm, &res, &res_n)))
@@ -1016,7 +1032,7 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
         if (!len)
             continue;
         if (!self->norm.ntokens) {
-            if ((err = segment_offsets_cached(self, seg, len, c.start, trim, w, ids, offs)))
+            if ((err = segment_offsets_cached(self, seg, len, c.start, align, trim, w, ids, offs)))
                 return err;
             continue;
         }
@@ -1024,8 +1040,10 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
             return -1;
         for (size_t j = 0; j < w->sub.n; j++) {
             AddedCut d = w->sub.v[j];
-            err = d.id >= 0 ? added_offsets(ids, offs, d.id, seg + d.start, d.stop - d.start, c.start + d.start, trim)
-                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, c.start + d.start, trim, w,
+            const uint32_t *sub_align = align ? align + d.start : NULL;
+            size_t at = align ? c.start : c.start + d.start;
+            err = d.id >= 0 ? added_offsets(ids, offs, d.id, seg + d.start, d.stop - d.start, at, sub_align, trim)
+                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, at, sub_align, trim, w,
                                                      ids, offs);
             if (err)
                 return err;

@@ -419,8 +419,9 @@ typedef struct {
 enum { BERT_CLEAN = 1, BERT_CHINESE = 2, BERT_STRIP = 4, BERT_LOWER = 8 };
 
 /* BertNormalizer with the given BERT_* flags into out (tmp is scratch). Returns -1 when out of
- * memory. */
-int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
+ * memory. With align (two buffers, else NULL), align[1] gets the input character each output
+ * character comes from; -2 when that alignment is not kept (see normalize.c). */
+int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);
 
 /* NFC into out (tmp is scratch). Returns -1 when out of memory. */
 int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
@@ -629,10 +630,10 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail);
 /* One token's (start, end) characters into offs, trimmed by lead / trail characters when trim
  * asks; index is the token's in its sequence. -1 out of memory, -2 beyond int32. */
 int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t trail, int trim, size_t index);
-/* The offsets of the tokens ids[0..nids) a model gave the piece cps[0..n), whose first character
- * is origin in the caller's text. -1 out of memory, -2 when a length is not known (the pure
- * path then answers). */
-int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const int32_t *ids,
-                  size_t nids, int trim, IdBuf *offs);
+/* The offsets of the tokens ids[0..nids) a model gave the piece cps[0..n), whose character i
+ * is origin + align[i] in the caller's text (origin + i when align is NULL). -1 out of memory,
+ * -2 when a length is not known (the pure path then answers). */
+int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
+                  const int32_t *ids, size_t nids, int trim, IdBuf *offs);
 
 #endif

@@ -46,8 +46,11 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail) {
     *trail = n - b;
 }
 
-int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const int32_t *ids,
-                  size_t nids, int trim, IdBuf *offs) {
+/* The caller's character a piece's character i comes from: align[i] (a normalizer's), else i. */
+static int64_t from(int64_t origin, const uint32_t *align, size_t i) { return origin + (int64_t)(align ? align[i] : i); }
+
+int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
+                  const int32_t *ids, size_t nids, int trim, IdBuf *offs) {
     if (!nids)
         return 0;
     if (L->unk_whole >= 0 && nids == 1 && ids[0] == L->unk_whole) {
@@ -55,7 +58,8 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
         size_t lead = 0, trail = 0;
         if (trim != OFF_NO_TRIM)
             offsets_spaces(cps, n, &lead, &trail);
-        return offsets_push(offs, origin, origin + (int64_t)n, lead, trail, trim, offs->n / 2);
+        return offsets_push(offs, from(origin, align, 0), from(origin, align, n - 1) + 1, lead, trail, trim,
+                            offs->n / 2);
     }
     size_t ci = 0, cb = 0, cl = n ? utf8_width(cps[0]) : 0, b = 0, total = 0;
     for (size_t i = 0; i < n; i++)
@@ -88,7 +92,8 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
                 offsets_spaces(cps + start, end - start, &lead, &trail);
             }
         }
-        int err = offsets_push(offs, origin + (int64_t)start, origin + (int64_t)end, lead, trail, trim, offs->n / 2);
+        int err = offsets_push(offs, from(origin, align, start), from(origin, align, end - 1) + 1, lead, trail, trim,
+                               offs->n / 2);
         if (err)
             return err;
         b = b1;
