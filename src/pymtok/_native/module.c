@@ -966,16 +966,27 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
         spans = p.spans.v;
         nspans = p.spans.n;
     }
+    /* BPE on all pieces at once, as segment_ids: each piece's tokens are those whose lengths add
+     * up to it */
+    size_t mark = ids->n, used = 0;
     err = 0;
+    if (self->model == MODEL_BPE && (err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids)))
+        goto done;
     for (size_t k = 0; !err && k < nspans; k++) {
-        size_t start = spans[k].start, len = spans[k].end - start, mark = ids->n;
-        err = self->model == MODEL_BPE ? bpe_spans(&self->bpe, cache, buf, &spans[k], 1, &w->sc, ids)
-                                       : wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids);
-        if (!err)
-            err = piece_offsets(&self->offl, buf + start, len, (int64_t)(align ? origin : origin + start),
-                                align ? align + start : NULL,
-                                ids->v + mark, ids->n - mark, trim, offs);
+        size_t start = spans[k].start, len = spans[k].end - start;
+        if (self->model == MODEL_WORDPIECE) {
+            mark = ids->n;
+            if ((err = wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids)))
+                break;
+        }
+        err = piece_offsets(&self->offl, buf + start, len, (int64_t)(align ? origin : origin + start),
+                            align ? align + start : NULL, ids->v + mark, ids->n - mark, trim, offs, &used);
+        mark += used;
+        if (!err && self->model == MODEL_WORDPIECE && mark != ids->n)
+            err = -2;
     }
+    if (!err && mark != ids->n)
+        err = -2;
 done:
     if (self->nsteps) {
         if (p.buf != w->buf) {
@@ -1107,20 +1118,27 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused. */
 static PyObject *offsets_list(const IdBuf *offs) {
     Py_ssize_t n = (Py_ssize_t)(offs->n / 2);
-    PyObject *list = PyList_New(n);
+    PyObject *list = PyList_New(n), *last = NULL;
+    long last_value = -1;
     for (Py_ssize_t i = 0; list && i < n; i++) {
-        PyObject *t = PyTuple_New(2), *a = NULL, *b = NULL;
-        if (!t || !(a = PyLong_FromLong(offs->v[2 * i])) || !(b = PyLong_FromLong(offs->v[2 * i + 1]))) {
+        long a = offs->v[2 * i], b = offs->v[2 * i + 1];
+        PyObject *t = PyTuple_New(2), *start = a == last_value ? Py_NewRef(last) : PyLong_FromLong(a),
+                 *end = b == a && start ? Py_NewRef(start) : PyLong_FromLong(b);
+        if (!t || !start || !end) {
             Py_XDECREF(t);
-            Py_XDECREF(a);
+            Py_XDECREF(start);
+            Py_XDECREF(end);
             Py_CLEAR(list);
             break;
         }
-        PyTuple_SET_ITEM(t, 0, a);
-        PyTuple_SET_ITEM(t, 1, b);
+        PyTuple_SET_ITEM(t, 0, start);
+        PyTuple_SET_ITEM(t, 1, end);
         PyList_SET_ITEM(list, i, t);
+        last = end;
+        last_value = b;
     }
     return list;
 }

@@ -630,10 +630,11 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail);
 /* One token's (start, end) characters into offs, trimmed by lead / trail characters when trim
  * asks; index is the token's in its sequence. -1 out of memory, -2 beyond int32. */
 int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t trail, int trim, size_t index);
-/* The offsets of the tokens ids[0..nids) a model gave the piece cps[0..n), whose character i
- * is origin + align[i] in the caller's text (origin + i when align is NULL). -1 out of memory,
- * -2 when a length is not known (the pure path then answers). */
+/* The offsets of the tokens that cover the piece cps[0..n), from ids[0..nids) on (a model's ids of
+ * this piece and the next ones), whose character i is origin + align[i] in the caller's text
+ * (origin + i when align is NULL); *used gets their count. -1 out of memory, -2 when a length is
+ * not known or the lengths do not add up to the piece (the pure path then answers). */
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
-                  const int32_t *ids, size_t nids, int trim, IdBuf *offs);
+                  const int32_t *ids, size_t nids, int trim, IdBuf *offs, size_t *used);
 
 #endif

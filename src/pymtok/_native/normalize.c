@@ -93,6 +93,16 @@ static int canonical_order(uint32_t *v, size_t n) {
     return moved;
 }
 
+/* Whether every non-starter of v is a mark strip_accents drops. */
+static int nonstarters_dropped(const uint32_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t p = nprops(v[i]);
+        if (ccc(v[i], p) && !(p & N_BERT_MARK))
+            return 0;
+    }
+    return 1;
+}
+
 /* The characters pushed since `from` come from input character `at`: their alignment. */
 static int align_fill(CpBuf *align, size_t from, size_t to, uint32_t at) {
     if (!align)
@@ -109,8 +119,8 @@ static int align_fill(CpBuf *align, size_t from, size_t to, uint32_t at) {
  * handle_chinese_chars (" c "), strip_accents (NFD, then Mn out), lowercase. NFD's canonical
  * reordering runs over the whole decomposed text before marks are dropped, as there.
  * With align (two buffers), align[1] gets each output character's input character, as HF's
- * NormalizedString aligns them; -2 when canonical ordering moved characters (the pure path
- * follows that alignment). */
+ * NormalizedString aligns them; -2 when canonical ordering moved characters that stay (the
+ * pure path follows that alignment). */
 int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align) {
     const uint32_t *src = in;
     size_t len = n;
@@ -162,7 +172,9 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
                 return -1;
             reorder |= strip;
         }
-        if (reorder && canonical_order(tmp->v, tmp->n) && align)
+        /* ordering moves non-starters only: when all of them are marks strip_accents drops, each
+         * remaining character keeps its place and its alignment */
+        if (reorder && canonical_order(tmp->v, tmp->n) && align && !nonstarters_dropped(tmp->v, tmp->n))
             return -2;
         src = tmp->v;
         len = tmp->n;

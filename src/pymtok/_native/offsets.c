@@ -50,21 +50,25 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail) {
 static int64_t from(int64_t origin, const uint32_t *align, size_t i) { return origin + (int64_t)(align ? align[i] : i); }
 
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
-                  const int32_t *ids, size_t nids, int trim, IdBuf *offs) {
-    if (!nids)
+                  const int32_t *ids, size_t nids, int trim, IdBuf *offs, size_t *used) {
+    *used = 0;
+    if (!n)
         return 0;
     if (L->unk_whole >= 0 && nids == 1 && ids[0] == L->unk_whole) {
         /* WordPiece gives a word it cannot cut one unknown token, covering all of it */
         size_t lead = 0, trail = 0;
         if (trim != OFF_NO_TRIM)
             offsets_spaces(cps, n, &lead, &trail);
+        *used = 1;
         return offsets_push(offs, from(origin, align, 0), from(origin, align, n - 1) + 1, lead, trail, trim,
                             offs->n / 2);
     }
-    size_t ci = 0, cb = 0, cl = n ? utf8_width(cps[0]) : 0, b = 0, total = 0;
+    size_t ci = 0, cb = 0, cl = utf8_width(cps[0]), b = 0, total = 0, k = 0;
     for (size_t i = 0; i < n; i++)
         total += utf8_width(cps[i]);
-    for (size_t k = 0; k < nids; k++) {
+    for (; b < total; k++) {
+        if (k == nids)
+            return -2;
         const int32_t *table = k && L->cont ? L->cont : L->first;
         int32_t id = ids[k], len = id >= 0 && (size_t)id < L->n ? table[id] : -1;
         if (len <= 0 || b + (size_t)len > total)
@@ -98,5 +102,6 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
             return err;
         b = b1;
     }
-    return b == total ? 0 : -2;
+    *used = k;
+    return 0;
 }
