@@ -674,7 +674,8 @@ def call(
         pad_token, pad_id = _pad_token(tok)
         padding_params = {"length": max_length if pad == "max_length" else None, "direction": side,
                           "pad_id": pad_id, "pad_token": pad_token, "pad_to_multiple_of": pad_to_multiple_of}
-    trim = _trim_mode(post)
+    trim = _trim_mode(post) if return_offsets_mapping else -1
+    paired = any(isinstance(item, tuple) for item in batch)
     # Offsets trimmed before truncation equal HF's trimmed after it, but for add_prefix_space's
     # exception, which an overflowing window's first token also takes
     need = "ids"
@@ -705,8 +706,7 @@ def call(
         return [r for e in encodings for r in ([e, *e.overflowing] if return_overflowing_tokens else [e])]
 
     layout = None
-    if truncation_params is None and not return_overflowing_tokens and need != "all" and not any(
-            isinstance(item, tuple) for item in batch):
+    if truncation_params is None and not return_overflowing_tokens and need != "all" and not paired:
         layout = _layout(tok, post, add_special_tokens)
     if layout is not None:
         # one sequence per text, nothing cut: the columns straight from the ids (and offsets)
@@ -725,7 +725,7 @@ def call(
         data = {key: _tensor(key, value, return_tensors) for key, value in data.items()}
     elif not is_batched and not return_overflowing_tokens:
         data = {key: value[0] if value and isinstance(value[0], list) else value for key, value in data.items()}
-    return BatchEncoding(data, get_rows, 2 if any(isinstance(b, tuple) for b in batch) else 1)
+    return BatchEncoding(data, get_rows, 2 if paired else 1)
 
 
 def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: bool, offsets: bool,
