@@ -1,8 +1,9 @@
 """transformers' ``__call__`` on a pymtok ``Tokenizer``: pairs, truncation, padding, masks, offsets.
 
 A layer on top of the pipeline, as transformers keeps ``PreTrainedTokenizerBase`` apart from its
-backend: the pipeline gives each text's tokens (``Tokenizer.encode`` for the ids,
-``Tokenizer.encode_words`` when offsets, token strings or word ids are asked for), and this module
+backend: the pipeline gives each text's tokens (``Tokenizer.encode`` for the ids; with offsets the
+native core's ``native.accelerate_offsets`` where it knows them, else ``Tokenizer.encode_words``,
+which also gives token strings and word ids, computed when first asked for), and this module
 does what HF ``tokenizers`` does after that, step for step (``TokenizerImpl::post_process``):
 truncate (with ``stride``, keeping the overflowing windows), lay the post-processor's special
 tokens and type ids around the sequences, pad, and build the ``BatchEncoding``.
@@ -224,8 +225,11 @@ def _offsets(tok: Tokenizer, text: str, trim: int) -> tuple[list[int], list[tupl
     try:
         native_offsets = _NATIVE_OFFSETS[tok]
     except KeyError:
-        native_offsets = _NATIVE_OFFSETS[tok] = native.accelerate_offsets(tok) if not tok.meta.split_special_tokens else None
-    found = native_offsets(text, trim) if native_offsets is not None else None
+        native_offsets = _NATIVE_OFFSETS[tok] = native.accelerate_offsets(tok)
+    # the native core matches every added token, as encode_words does, whose answer it is
+    found = None
+    if native_offsets is not None and not tok.meta.split_special_tokens:
+        found = native_offsets(text, trim)
     if found is not None:
         ids, offsets = found
         return ids, offsets
