@@ -1,8 +1,9 @@
 """transformers' ``__call__`` on a pymtok ``Tokenizer``: pairs, truncation, padding, masks, offsets.
 
 A layer on top of the pipeline, as transformers keeps ``PreTrainedTokenizerBase`` apart from its
-backend: the pipeline gives each text's tokens (``Tokenizer.encode`` for the ids,
-``Tokenizer.encode_words`` when offsets, token strings or word ids are asked for), and this module
+backend: the pipeline gives each text's tokens (``Tokenizer.encode`` for the ids; with offsets the
+native core's ``native.accelerate_offsets`` where it knows them, else ``Tokenizer.encode_words``,
+which also gives token strings and word ids, computed when first asked for), and this module
 does what HF ``tokenizers`` does after that, step for step (``TokenizerImpl::post_process``):
 truncate (with ``stride``, keeping the overflowing windows), lay the post-processor's special
 tokens and type ids around the sequences, pad, and build the ``BatchEncoding``.
@@ -24,10 +25,11 @@ left, ``BertTokenizer`` returns ``token_type_ids``), as ``AutoTokenizer`` gives 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import processors
+from . import native, processors
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
@@ -182,23 +184,79 @@ def _merge(encodings: list[Encoding]) -> Encoding:
     return out
 
 
-def _sequences(tok: Tokenizer, texts: list[str], type_id: int, detailed: bool) -> list[Encoding]:
-    """Each text's tokens before post-processing (HF's ``encode_single_sequence``): with offsets,
-    token strings and word ids when ``detailed``, else the ids alone (in one ``encode_batch``)."""
+def _sequences(tok: Tokenizer, texts: list[str], type_id: int, need: str, trim: int) -> list[Encoding]:
+    """Each text's tokens before post-processing (HF's ``encode_single_sequence``): the ids alone
+    (``need="ids"``, in one ``encode_batch``), with offsets already trimmed as ``trim`` says
+    (``"offsets"``, see :func:`_offsets`), or with offsets, token strings and word ids
+    (``"all"``)."""
     out: list[Encoding] = []
     if not texts:
         return out
-    if not detailed:
+    if need == "ids":
         for ids in tok.encode_batch(texts, add_special_tokens=False):
             n = len(ids)
             out.append(Encoding(ids, [type_id] * n, [""] * n, [None] * n, [(0, 0)] * n, [0] * n, [1] * n, [type_id] * n))
         return out
+    if need == "offsets":
+        for text in texts:
+            ids, offsets = _offsets(tok, text, trim)
+            n = len(ids)
+            out.append(Encoding(ids, [type_id] * n, [""] * n, [None] * n, offsets, [0] * n, [1] * n, [type_id] * n))
+        return out
     for text in texts:
-        words = tok.encode_words(text)
-        n = len(words)
-        out.append(Encoding([w[0] for w in words], [type_id] * n, [w[1] for w in words], [w[4] for w in words],
-                            [(w[2], w[3]) for w in words], [0] * n, [1] * n, [type_id] * n))
+        out.append(_words(tok, text, type_id))
     return out
+
+
+def _words(tok: Tokenizer, text: str, type_id: int) -> Encoding:
+    words = tok.encode_words(text)
+    n = len(words)
+    return Encoding([w[0] for w in words], [type_id] * n, [w[1] for w in words], [w[4] for w in words],
+                    [(w[2], w[3]) for w in words], [0] * n, [1] * n, [type_id] * n)
+
+
+_NATIVE_OFFSETS: weakref.WeakKeyDictionary[Tokenizer, Any] = weakref.WeakKeyDictionary()
+
+
+def _offsets(tok: Tokenizer, text: str, trim: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """``text``'s ids (no special tokens) and offsets, trimmed as a ByteLevel post-processor
+    does when ``trim`` >= 0 (1: with its add_prefix_space): from the native core where it knows
+    them (:func:`pymtok.native.accelerate_offsets`), else from the pure pipeline."""
+    try:
+        native_offsets = _NATIVE_OFFSETS[tok]
+    except KeyError:
+        native_offsets = _NATIVE_OFFSETS[tok] = native.accelerate_offsets(tok)
+    # the native core matches every added token, as encode_words does, whose answer it is
+    found = None
+    if native_offsets is not None and not tok.meta.split_special_tokens:
+        found = native_offsets(text, trim)
+    if found is not None:
+        ids, offsets = found
+        return ids, offsets
+    encoding = _words(tok, text, 0)
+    if trim >= 0:
+        _trim_offsets(encoding, bool(trim))
+    return encoding.ids, encoding.offsets
+
+
+def _trim_mode(post: processors.PostProcessor | None) -> int | None:
+    """How ``post`` trims offsets (ByteLevel's ``process_offsets``): -1 not at all, 0, or 1 with
+    add_prefix_space's exception for a first token; None when it trims more than once."""
+    modes: list[int] = []
+
+    def walk(p: Any) -> None:
+        kind = type(p)
+        if kind is processors.Sequence:
+            for member in p.processors:
+                walk(member)
+        elif kind in (processors.ByteLevel, processors.RobertaProcessing) and p.trim_offsets:
+            modes.append(int(bool(p.add_prefix_space)))
+
+    if post is not None:
+        walk(post)
+    if len(modes) > 1:
+        return None
+    return modes[0] if modes else -1
 
 
 # -- post-processors on whole encodings (processors.py lays out ids only) ------------------------
@@ -244,19 +302,21 @@ def _around(encoding: Encoding, before: list[Encoding], after: list[Encoding], t
     return result
 
 
-def _process_encodings(post: processors.PostProcessor, encodings: list[Encoding], add: bool) -> list[Encoding]:
+def _process_encodings(post: processors.PostProcessor, encodings: list[Encoding], add: bool,
+                       trimmed: bool) -> list[Encoding]:
+    """``post`` on whole encodings; ``trimmed``: their offsets are trimmed already (_offsets)."""
     kind = type(post)
     if kind is processors.Sequence:
         for member in post.processors:  # type: ignore[attr-defined]
-            encodings = _process_encodings(member, encodings, add)
+            encodings = _process_encodings(member, encodings, add, trimmed)
         return encodings
     if kind is processors.ByteLevel:
-        if post.trim_offsets:  # type: ignore[attr-defined]
+        if post.trim_offsets and not trimmed:  # type: ignore[attr-defined]
             _trim_all(encodings, post.add_prefix_space)  # type: ignore[attr-defined]
         return encodings
     if kind is processors.RobertaProcessing:
         rp: Any = post
-        if rp.trim_offsets:
+        if rp.trim_offsets and not trimmed:
             _trim_all(encodings, rp.add_prefix_space)
         for e in encodings:
             e.set_type_ids(0)
@@ -326,10 +386,10 @@ def _call_post_processor(tok: Tokenizer) -> processors.PostProcessor | None:
     return processors.TemplateProcessing(single=side("A", 0), pair=side("A", 0) + side("B", 1), special_tokens=specials)
 
 
-def _post_process(tok: Tokenizer, encoding: Encoding, pair: Encoding | None, add_special_tokens: bool,
-                  truncation: dict[str, Any] | None, padding: dict[str, Any] | None) -> Encoding:
+def _post_process(post: processors.PostProcessor | None, encoding: Encoding, pair: Encoding | None,
+                  add_special_tokens: bool, truncation: dict[str, Any] | None, padding: dict[str, Any] | None,
+                  trimmed: bool) -> Encoding:
     """HF's ``TokenizerImpl::post_process``: truncate, add the special tokens, pad."""
-    post = _call_post_processor(tok)
     if truncation is not None:
         added = post.added_tokens(pair is not None) if post is not None else 0
         max_length = truncation["max_length"]
@@ -340,7 +400,7 @@ def _post_process(tok: Tokenizer, encoding: Encoding, pair: Encoding | None, add
         _truncate(encoding, pair, max_length, truncation["stride"], truncation["strategy"], truncation["direction"])
     encodings = [encoding] if pair is None else [encoding, pair]
     if post is not None:
-        encodings = _process_encodings(post, encodings, add_special_tokens)
+        encodings = _process_encodings(post, encodings, add_special_tokens, trimmed)
     final = _merge(encodings)
     if padding is not None:
         _pad([final], padding)
@@ -602,8 +662,8 @@ def call(
     truncation_params = None if trunc == "do_not_truncate" else {
         "max_length": max_length, "stride": stride, "strategy": trunc, "direction": truncation_side,
     }
+    post = _call_post_processor(tok)
     if truncation_params is not None:
-        post = _call_post_processor(tok)
         added = post.added_tokens(False) if post is not None else 0
         assert max_length is not None
         # HF's with_truncation (its unsigned subtraction wrapping round likewise)
@@ -618,14 +678,22 @@ def call(
         pad_token, pad_id = _pad_token(tok)
         padding_params = {"length": max_length if pad == "max_length" else None, "direction": side,
                           "pad_id": pad_id, "pad_token": pad_token, "pad_to_multiple_of": pad_to_multiple_of}
+    trim = _trim_mode(post) if return_offsets_mapping else -1
+    paired = any(isinstance(item, tuple) for item in batch)
+    # Offsets trimmed before truncation equal HF's trimmed after it, but for add_prefix_space's
+    # exception, which an overflowing window's first token also takes
+    need = "ids"
+    if return_offsets_mapping:
+        need = "offsets" if trim is not None and not (trim == 1 and truncation_params is not None) else "all"
 
-    def encode_all(detailed: bool) -> list[Encoding]:
-        firsts = _sequences(tok, [item[0] if isinstance(item, tuple) else item for item in batch], 0, detailed)
-        seconds = iter(_sequences(tok, [item[1] for item in batch if isinstance(item, tuple)], 1, detailed))
+    def encode_all(need: str) -> list[Encoding]:
+        firsts = _sequences(tok, [item[0] if isinstance(item, tuple) else item for item in batch], 0, need, trim or 0)
+        seconds = iter(_sequences(tok, [item[1] for item in batch if isinstance(item, tuple)], 1, need, trim or 0))
         out = []
         for item, encoding in zip(batch, firsts):
             pair = next(seconds) if isinstance(item, tuple) else None
-            out.append(_post_process(tok, encoding, pair, add_special_tokens, truncation_params, padding_params))
+            out.append(_post_process(post, encoding, pair, add_special_tokens, truncation_params, padding_params,
+                                     need == "offsets"))
         if padding_params is not None:
             _pad(out, padding_params)
         return out
@@ -635,42 +703,123 @@ def call(
         return_token_type_ids = "token_type_ids" in names
     if return_attention_mask is None:
         return_attention_mask = "attention_mask" in names
-    # offsets, token strings and ByteLevel's offset trimming need the aligned (pure) pipeline
-    detailed = return_offsets_mapping
-    encodings = encode_all(detailed)
-    rows: list[Encoding] = []
-    samples: list[int] = []
-    for i, e in enumerate(encodings):
-        group = [e, *e.overflowing] if return_overflowing_tokens else [e]
-        rows += group
-        samples += [i] * len(group)
-    data: dict[str, Any] = {"input_ids": [r.ids for r in rows]}
-    if return_token_type_ids:
-        data["token_type_ids"] = [r.type_ids for r in rows]
-    if return_attention_mask:
-        data["attention_mask"] = [r.attention_mask for r in rows]
-    if return_special_tokens_mask:
-        data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
-    if return_offsets_mapping:
-        data["offset_mapping"] = [r.offsets for r in rows]
-    if return_length:
-        data["length"] = [len(r.ids) for r in rows]
-    if return_overflowing_tokens:
-        data["overflow_to_sample_mapping"] = samples
+    wanted = (return_token_type_ids, return_attention_mask, return_special_tokens_mask, return_offsets_mapping,
+              return_length)
 
     def rows_of(encodings: list[Encoding]) -> list[Encoding]:
         return [r for e in encodings for r in ([e, *e.overflowing] if return_overflowing_tokens else [e])]
 
-    get_rows: Callable[[], list[Encoding]]
-    if detailed:
-        get_rows = lambda: rows  # noqa: E731
+    layout = None
+    if truncation_params is None and not return_overflowing_tokens and need != "all" and not paired:
+        layout = _layout(tok, post, add_special_tokens)
+    if layout is not None:
+        # one sequence per text, nothing cut: the columns straight from the ids (and offsets)
+        data = _columns(tok, batch, layout, trim or 0, padding_params, *wanted)  # type: ignore[arg-type]
+        get_rows: Callable[[], list[Encoding]] = lambda: rows_of(encode_all("all"))  # noqa: E731
     else:
-        get_rows = lambda: rows_of(encode_all(True))  # noqa: E731
+        encodings = encode_all(need)
+        rows = rows_of(encodings)
+        data = _rows_data(rows, *wanted)
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = [
+                i for i, e in enumerate(encodings) for _ in range(1 + len(e.overflowing))]
+        # token strings and word ids come from the aligned pipeline, on first use
+        get_rows = (lambda: rows) if need == "all" else (lambda: rows_of(encode_all("all")))  # noqa: E731
     if return_tensors is not None:
         data = {key: _tensor(key, value, return_tensors) for key, value in data.items()}
     elif not is_batched and not return_overflowing_tokens:
         data = {key: value[0] if value and isinstance(value[0], list) else value for key, value in data.items()}
-    return BatchEncoding(data, get_rows, 2 if any(isinstance(b, tuple) for b in batch) else 1)
+    return BatchEncoding(data, get_rows, 2 if paired else 1)
+
+
+def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: bool, offsets: bool,
+               length: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {"input_ids": [r.ids for r in rows]}
+    if type_ids:
+        data["token_type_ids"] = [r.type_ids for r in rows]
+    if attention:
+        data["attention_mask"] = [r.attention_mask for r in rows]
+    if special:
+        data["special_tokens_mask"] = [r.special_tokens_mask for r in rows]
+    if offsets:
+        data["offset_mapping"] = [r.offsets for r in rows]
+    if length:
+        data["length"] = [len(r.ids) for r in rows]
+    return data
+
+
+Layout = tuple[list[int], list[int], int, list[int], list[int]]
+_LAYOUTS: weakref.WeakKeyDictionary[Tokenizer, tuple[Any, bool, Layout | None]] = weakref.WeakKeyDictionary()
+
+
+def _layout(tok: Tokenizer, post: processors.PostProcessor | None, add: bool) -> Layout | None:
+    """What the post-processor lays around one sequence: the ids and type ids before it, the
+    sequence's type id, the ids and type ids after it; None when it repeats or drops the
+    sequence. Kept per tokenizer while its post-processor stays the same object."""
+    key = tok.post_processor
+    known = _LAYOUTS.get(tok)
+    if known is not None and known[0] is key and known[1] == add:
+        return known[2]
+    layout: Layout | None = ([], [], 0, [], [])
+    if post is not None:
+        marker = Encoding([-1], [0], [""], [None], [(0, 0)], [0], [1], [0])
+        laid = _merge(_process_encodings(post, [marker], add, True))
+        at = [i for i, (id, seq) in enumerate(zip(laid.ids, laid.sequence_ids)) if id == -1 and seq == 0]
+        if len(at) != 1 or len(laid.ids) != len(laid.sequence_ids):
+            layout = None
+        else:
+            i = at[0]
+            layout = (laid.ids[:i], laid.type_ids[:i], laid.type_ids[i], laid.ids[i + 1:], laid.type_ids[i + 1:])
+    _LAYOUTS[tok] = (key, add, layout)
+    return layout
+
+
+def _columns(tok: Tokenizer, batch: list[str], layout: Layout, trim: int, padding: dict[str, Any] | None,
+             type_ids: bool, attention: bool, special: bool, offsets: bool, length: bool) -> dict[str, Any]:
+    """The BatchEncoding columns of texts encoded alone, laid out as ``layout`` says and padded as
+    HF's ``pad_encodings`` does: what ``encode_all`` gives them, without an Encoding per text."""
+    before, before_types, type_id, after, after_types = layout
+    nb, na = len(before), len(after)
+    spans: list[list[tuple[int, int]]] = []
+    if offsets:
+        seqs = []
+        for text in batch:
+            ids, found = _offsets(tok, text, trim)
+            seqs.append(ids)
+            spans.append([(0, 0)] * nb + found + [(0, 0)] * na if nb or na else found)
+    elif len(batch) == 1:
+        seqs = [tok.encode(batch[0], add_special_tokens=False)]
+    else:
+        seqs = tok.encode_batch(batch, add_special_tokens=False)
+    input_ids = [before + ids + after for ids in seqs] if nb or na else seqs
+    lengths = [len(ids) for ids in input_ids]
+    columns: dict[str, list[list[Any]]] = {"input_ids": input_ids}
+    if type_ids:
+        columns["token_type_ids"] = [before_types + [type_id] * len(ids) + after_types for ids in seqs]
+    if attention:
+        columns["attention_mask"] = [[1] * n for n in lengths]
+    if special:
+        columns["special_tokens_mask"] = [[1] * nb + [0] * len(ids) + [1] * na for ids in seqs]
+    if offsets:
+        columns["offset_mapping"] = spans
+    if padding is not None:
+        target = padding["length"] if padding["length"] is not None else max(lengths)
+        multiple = padding["pad_to_multiple_of"]
+        if multiple and target % multiple:
+            target += multiple - target % multiple
+        fill = {"input_ids": padding["pad_id"], "token_type_ids": 0, "attention_mask": 0, "special_tokens_mask": 1,
+                "offset_mapping": (0, 0)}
+        left = padding["direction"] == "left"
+        for key, rows in columns.items():
+            for i, row in enumerate(rows):
+                if lengths[i] < target:
+                    pad = [fill[key]] * (target - lengths[i])
+                    rows[i] = pad + row if left else row + pad
+        lengths = [max(n, target) for n in lengths]
+    data: dict[str, Any] = dict(columns)
+    if length:
+        data["length"] = lengths
+    return data
 
 
 def _tensor(key: str, value: list[Any], kind: str) -> Any:

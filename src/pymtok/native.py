@@ -19,6 +19,9 @@ newline tokens) no longer pay a Python round trip per segment.
 ``Sequence``) for native ones with the same ``__call__(text) -> str``.
 
 Set ``PYMTOK_PURE=1`` to keep every tokenizer on the pure path.
+
+:func:`accelerate_offsets` gives ``tok(..., return_offsets_mapping=True)`` each token's span of
+the text from the native core too, where it knows them for certain.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ import functools
 import os
 import struct
 import warnings
+from array import array
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import byte_level as _byte_level
 from . import decoders, models, normalizers, pre_tokenizers, processors
 
 if TYPE_CHECKING:
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
 
 SegmentEncoder = Callable[[str, int], list[int]]
 TextEncoder = Callable[[str, bool], list[int]]
+OffsetsEncoder = Callable[[str, int], "tuple[list[int], list[tuple[int, int]]] | None"]
 Step = tuple[Any, ...]
 
 # GPT-2's pattern, which ByteLevel(use_regex=True) applies and some files spell as a Split.
@@ -209,6 +215,90 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
         return ids
 
     return encode
+
+
+def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
+    """A native ``encode_offsets(text, trim) -> (ids, offsets) | None`` for ``tokenizer``, or None.
+
+    The ids are ``encode(text, add_special_tokens=False)``'s, the offsets each token's
+    characters of ``text`` as HF reports them; ``trim`` (-1 none, 0, 1 with add_prefix_space) is
+    a ByteLevel post-processor's trimming of them. The native core locates a piece's tokens by
+    their byte lengths, so it covers BPE and WordPiece after pre-tokenizers that only cut the
+    text, with a native normalizer or none. A text whose normalizer changes it (the alignment
+    is the pure path's to follow) or that meets a token of unknown length (an unknown or
+    byte-fallback token, an id spelled two ways) gives None, as does every text of a
+    tokenizer this returns None for: those take the pure path.
+    """
+    _native = _core()
+    encoder = getattr(tokenizer._native_segment, "__self__", None)
+    if _native is None or tokenizer._native_text is None or not isinstance(encoder, _native.Encoder):
+        return None
+    normalizer = tokenizer.normalizer
+    if normalizer is not None and not isinstance(normalizer, _native.Normalizer):
+        return None
+    config = tokenizer.config
+    steps = _steps(tokenizer.pre_tokenizer, config.get("pre_tokenizer") if "model" in config else None)
+    if steps is None or any(step[0] == "metaspace" or (step[0] == "byte_level" and step[1]) for step in steps):
+        return None  # a prefix space or a Metaspace rebuilds the text: its characters are not the caller's
+    model = tokenizer.model
+    bound = _id_bound(model)
+    if bound is None:
+        return None
+    if type(model) is models.BPE:
+        byte_level = bool(steps) and steps[-1][0] == "byte_level"
+        first = _token_lengths(model.vocab, bound, _byte_length if byte_level else _utf8_length)
+        unknown = [model.vocab.get(model.unk_token)] if model.unk_token is not None else []
+        if model.byte_fallback:
+            unknown += [model.vocab.get(_byte_level.byte_token(b)) for b in range(256)]
+        for id in unknown:
+            if id is not None:
+                first[id] = -1
+        encoder.set_offsets(first.tobytes(), None, -1)
+    elif type(model) is models.WordPiece:
+        prefix = model.continuing_subword_prefix
+        skip = len(prefix.encode("utf-8"))
+
+        def continued(token: str) -> int | None:
+            return len(token.encode("utf-8")) - skip if token.startswith(prefix) else None
+
+        first = _token_lengths(model.vocab, bound, _utf8_length)
+        cont = _token_lengths(model.vocab, bound, continued)
+        encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
+    else:
+        return None
+    encode_offsets = encoder.encode_offsets
+
+    def encode(text: str, trim: int) -> tuple[list[int], list[tuple[int, int]]] | None:
+        found: tuple[list[int], list[tuple[int, int]]] | None = encode_offsets(text, normalizer, trim)
+        return found
+
+    return encode
+
+
+def _token_lengths(vocab: Mapping[str, int], bound: int, length: Callable[[str], int | None]) -> array[int]:
+    """Each id's ``length`` of its token, 0 for an id no token has, -1 for one spelled with two
+    lengths (which of them a piece holds is not known)."""
+    out = array("i", bytes(4 * bound))
+    for token, id in vocab.items():
+        n = length(token)
+        if n is None or not 0 <= id < bound:
+            continue
+        have = out[id]
+        out[id] = n if have in (0, n) else -1
+    return out
+
+
+def _utf8_length(token: str) -> int:
+    return len(token.encode("utf-8"))
+
+
+def _byte_length(token: str) -> int | None:
+    """A byte-level token's length in bytes: one per GPT-2 character; None for a token holding
+    another character, which the native vocabulary leaves out (no input produces it)."""
+    return len(token) if _GPT2_CHARS.issuperset(token) else None
+
+
+_GPT2_CHARS = frozenset(_byte_level.CHAR_TO_BYTE)
 
 
 _MAX_ID = 2**31 - 1

@@ -40,6 +40,7 @@ typedef struct {
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
     IdBuf prefix, suffix; /* the post-processor's ids around a text's (set_post) */
     PyObject *tables;    /* a .mtok's MtokTables the model reads in place, kept alive here */
+    OffsetLengths offl;  /* encode_offsets' token lengths (set_offsets); first is NULL until then */
 } Encoder;
 
 /* ---- reading Python tables -------------------------------------------------------------- */
@@ -369,6 +370,8 @@ static void Encoder_dealloc(Encoder *self) {
     added_trie_free(&self->norm);
     free(self->prefix.v);
     free(self->suffix.v);
+    free(self->offl.first);
+    free(self->offl.cont);
     Py_XDECREF(self->tables);
     if (self->ints) {
         for (size_t i = 0; i < self->nints; i++)
@@ -459,6 +462,7 @@ typedef struct {
     Spans spans, tmp;
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
+    CpBuf align[2];   /* encode_offsets: a BertNormalizer's alignment */
     AddedCuts cuts, sub;
 } Work;
 
@@ -473,6 +477,8 @@ static void work_free(Work *w) {
     free(w->sc.pairs);
     for (int i = 0; i < 3; i++)
         free(w->norm[i].v);
+    for (int i = 0; i < 2; i++)
+        free(w->align[i].v);
     free(w->cuts.v);
     free(w->sub.v);
 }
@@ -502,6 +508,8 @@ static size_t work_bytes(const Work *w) {
                (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
     for (int i = 0; i < 3; i++)
         n += w->norm[i].cap * sizeof(uint32_t);
+    for (int i = 0; i < 2; i++)
+        n += w->align[i].cap * sizeof(uint32_t);
     return n;
 }
 
@@ -914,6 +922,277 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
     return list;
 }
 
+/* ---- offsets ------------------------------------------------------------------------------ */
+
+/* An added token's id and offsets: the text it matched, which its token string is in HF;
+ * s[0..n) stands for the caller's characters at + align[0] .. at + align[n - 1] (align NULL: at..). */
+static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s, size_t n, size_t at,
+                         const uint32_t *align, int trim) {
+    size_t lead = 0, trail = 0;
+    if (trim != OFF_NO_TRIM)
+        offsets_spaces(s, n, &lead, &trail);
+    if (ids_push(ids, id) < 0)
+        return -1;
+    int64_t start = (int64_t)at + (align ? align[0] : 0), end = (int64_t)at + (align ? align[n - 1] + 1 : n);
+    return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
+}
+
+/* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
+ * origin + align[i] (origin + i without align; set_offsets allows no step that rebuilds the
+ * buffer). */
+static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin,
+                           const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
+    Span whole = {0, n, (int64_t)origin};
+    const uint32_t *buf = s;
+    const Span *spans = &whole;
+    size_t nspans = 1;
+    Pieces p = {0};
+    int err = -1;
+    if (self->nsteps) {
+        if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
+            return -1;
+        memcpy(w->buf, s, n * sizeof *s);
+        p = (Pieces){w->buf, n, w->spans, w->tmp};
+        if (!p.spans.cap) {
+            if (!(p.spans.v = malloc(16 * sizeof *p.spans.v)))
+                goto done;
+            p.spans.cap = 16;
+        }
+        p.spans.v[0] = whole;
+        p.spans.n = 1;
+        if (pretokenize(self->steps, self->nsteps, &p) < 0)
+            goto done;
+        buf = p.buf;
+        spans = p.spans.v;
+        nspans = p.spans.n;
+    }
+    /* BPE on all pieces at once, as segment_ids: each piece's tokens are those whose lengths add
+     * up to it */
+    size_t mark = ids->n, used = 0;
+    err = 0;
+    if (self->model == MODEL_BPE && (err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids)))
+        goto done;
+    for (size_t k = 0; !err && k < nspans; k++) {
+        size_t start = spans[k].start, len = spans[k].end - start;
+        if (self->model == MODEL_WORDPIECE) {
+            mark = ids->n;
+            if ((err = wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids)))
+                break;
+        }
+        err = piece_offsets(&self->offl, buf + start, len, (int64_t)(align ? origin : origin + start),
+                            align ? align + start : NULL, ids->v + mark, ids->n - mark, trim, offs, &used);
+        mark += used;
+        if (!err && self->model == MODEL_WORDPIECE && mark != ids->n)
+            err = -2;
+    }
+    if (!err && mark != ids->n)
+        err = -2;
+done:
+    if (self->nsteps) {
+        if (p.buf != w->buf) {
+            w->buf = p.buf;
+            w->buf_cap = p.len;
+        }
+        w->spans = p.spans;
+        w->tmp = p.tmp;
+    }
+    return err;
+}
+
+static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, const uint32_t *align,
+                                  int trim, Work *w, IdBuf *ids, IdBuf *offs) {
+    Cache *cache = cache_enter(&self->cache);
+    int err = segment_offsets(self, cache, s, n, origin, align, trim, w, ids, offs);
+    cache_leave(&self->cache, cache);
+    return err;
+}
+
+/* encode_text_core with each token's offsets: 0, -1 out of memory, -2 when the pure path must
+ * answer (a token of unknown length; a normalizer other than BertNormalizer that changed the
+ * text, whose alignment only the pure path follows). */
+static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n, int trim,
+                             Work *w, IdBuf *ids, IdBuf *offs) {
+    if (!n)
+        return 0;
+    if (added_split(&self->raw, cps, n, &w->cuts) < 0)
+        return -1;
+    for (size_t k = 0; k < w->cuts.n; k++) {
+        AddedCut c = w->cuts.v[k];
+        const uint32_t *seg = cps + c.start, *align = NULL;
+        size_t len = c.stop - c.start;
+        int err;
+        if (c.id >= 0) {
+            if ((err = added_offsets(ids, offs, c.id, seg, len, c.start, NULL, trim)))
+                return err;
+            continue;
+        }
+        if (nops == 1 && ops[0].kind == NORM_BERT) {
+            if ((err = bert_normalize(ops[0].flags, seg, len, &w->norm[0], &w->norm[1], w->align)))
+                return err;
+            seg = w->norm[1].v;
+            len = w->norm[1].n;
+            align = w->align[1].v;
+        } else if (nops) {
+            const uint32_t *res;
+            size_t res_n;
+            if ((err = normalize_ops(ops, nops, seg, len, w->norm, &res, &res_n)))
+                return err;
+            if (res_n != len || (len && memcmp(res, seg, len * sizeof *seg)))
+                return -2;
+        }
+        if (!len)
+            continue;
+        if (!self->norm.ntokens) {
+            if ((err = segment_offsets_cached(self, seg, len, c.start, align, trim, w, ids, offs)))
+                return err;
+            continue;
+        }
+        if (added_split(&self->norm, seg, len, &w->sub) < 0)
+            return -1;
+        for (size_t j = 0; j < w->sub.n; j++) {
+            AddedCut d = w->sub.v[j];
+            const uint32_t *sub_align = align ? align + d.start : NULL;
+            size_t at = align ? c.start : c.start + d.start;
+            err = d.id >= 0 ? added_offsets(ids, offs, d.id, seg + d.start, d.stop - d.start, at, sub_align, trim)
+                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, at, sub_align, trim, w,
+                                                     ids, offs);
+            if (err)
+                return err;
+        }
+    }
+    return 0;
+}
+
+static int32_t *lengths_copy(PyObject *b, size_t *n) {
+    Py_ssize_t size = PyBytes_GET_SIZE(b);
+    if (size % (Py_ssize_t)sizeof(int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "lengths must be int32 values as bytes");
+        return NULL;
+    }
+    int32_t *v = malloc(size ? (size_t)size : 1);
+    if (!v) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(v, PyBytes_AS_STRING(b), (size_t)size);
+    *n = (size_t)size / sizeof(int32_t);
+    return v;
+}
+
+static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
+    PyObject *first, *cont;
+    int unk_whole;
+    if (!PyArg_ParseTuple(args, "SOi:set_offsets", &first, &cont, &unk_whole))
+        return NULL;
+    if (cont != Py_None && !PyBytes_Check(cont)) {
+        PyErr_SetString(PyExc_TypeError, "set_offsets: cont must be bytes or None");
+        return NULL;
+    }
+    if (self->model == MODEL_UNIGRAM || (self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "set_offsets: BPE takes lengths, WordPiece lengths and cont lengths");
+        return NULL;
+    }
+    for (size_t k = 0; k < self->nsteps; k++) {
+        const Step *st = &self->steps[k];
+        if (st->kind == ST_METASPACE || (st->kind == ST_BYTE_LEVEL && st->add_prefix_space)) {
+            PyErr_SetString(PyExc_ValueError, "set_offsets: a step that rebuilds the text has no native offsets");
+            return NULL;
+        }
+    }
+    size_t n, ncont = 0;
+    int32_t *a = lengths_copy(first, &n), *b = NULL;
+    if (!a || (cont != Py_None && !(b = lengths_copy(cont, &ncont)))) {
+        free(a);
+        return NULL;
+    }
+    if (b && ncont != n) {
+        free(a);
+        free(b);
+        PyErr_SetString(PyExc_ValueError, "set_offsets: lengths and cont lengths differ in size");
+        return NULL;
+    }
+    free(self->offl.first);
+    free(self->offl.cont);
+    self->offl = (OffsetLengths){a, b, n, self->model == MODEL_BPE && self->bpe.byte_level,
+                                 self->model == MODEL_WORDPIECE ? unk_whole : -1};
+    Py_RETURN_NONE;
+}
+
+/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused. */
+static PyObject *offsets_list(const IdBuf *offs) {
+    Py_ssize_t n = (Py_ssize_t)(offs->n / 2);
+    PyObject *list = PyList_New(n), *last = NULL;
+    long last_value = -1;
+    for (Py_ssize_t i = 0; list && i < n; i++) {
+        long a = offs->v[2 * i], b = offs->v[2 * i + 1];
+        PyObject *t = PyTuple_New(2), *start = a == last_value ? Py_NewRef(last) : PyLong_FromLong(a),
+                 *end = b == a && start ? Py_NewRef(start) : PyLong_FromLong(b);
+        if (!t || !start || !end) {
+            Py_XDECREF(t);
+            Py_XDECREF(start);
+            Py_XDECREF(end);
+            Py_CLEAR(list);
+            break;
+        }
+        PyTuple_SET_ITEM(t, 0, start);
+        PyTuple_SET_ITEM(t, 1, end);
+        PyList_SET_ITEM(list, i, t);
+        last = end;
+        last_value = b;
+    }
+    return list;
+}
+
+static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    long trim;
+    if (nargs != 3 || !PyUnicode_Check(args[0]) || ((trim = PyLong_AsLong(args[2])) == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "encode_offsets(text: str, normalizer: callable | None, trim: int)");
+        return NULL;
+    }
+    if (trim != OFF_NO_TRIM && trim != OFF_TRIM && trim != OFF_TRIM_PREFIX_SPACE) {
+        PyErr_SetString(PyExc_ValueError, "encode_offsets: trim is -1 (none), 0 or 1 (add_prefix_space)");
+        return NULL;
+    }
+    if (!self->ints || !self->offl.first) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder has no token lengths (set_offsets)");
+        return NULL;
+    }
+    PyObject *text = args[0];
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text), at = find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n);
+    if (at < n) {
+        raise_surrogate(text, at);
+        return NULL;
+    }
+    const NormOp *ops = NULL;
+    size_t nops = 0;
+    if (n > INT32_MAX || !native_ops(args[1], &ops, &nops))
+        Py_RETURN_NONE;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    IdBuf ids = {0}, offs = {0};
+    Work own, *w = work_take(&own);
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = read_text(w, kind, data, n) < 0 ? -1 : offsets_text_core(self, ops, nops, w->text, n, (int)trim, w, &ids, &offs);
+    Py_END_ALLOW_THREADS
+    work_give(w, &own);
+    PyObject *result = NULL;
+    if (err == -1) {
+        PyErr_NoMemory();
+    } else if (err) {
+        result = Py_NewRef(Py_None);
+    } else {
+        PyObject *list = id_list(self, &ids, 0), *spans = list ? offsets_list(&offs) : NULL;
+        result = spans ? PyTuple_Pack(2, list, spans) : NULL;
+        Py_XDECREF(list);
+        Py_XDECREF(spans);
+    }
+    free(ids.v);
+    free(offs.v);
+    return result;
+}
+
 static int read_ids(PyObject *seq, IdBuf *ids) {
     PyObject *tuple = PySequence_Tuple(seq);
     if (!tuple)
@@ -1259,6 +1538,13 @@ static PyMethodDef Encoder_methods[] = {
      "encode_batch(texts, normalizer, add_special_tokens, num_threads[, mode]) -> list[list[int]]: encode_text\n"
      "of each, on num_threads threads without the GIL. mode 1: (uint32 ids, int64 offsets) as bytes;\n"
      "mode 2: the int64 id counts as bytes."},
+    {"set_offsets", (PyCFunction)Encoder_set_offsets, METH_VARARGS,
+     "set_offsets(lengths, cont, unk_id): each id's length in bytes (int32 as bytes, -1 where not known),\n"
+     "WordPiece's for tokens after a word's first (else None) and its unknown token, for encode_offsets."},
+    {"encode_offsets", (PyCFunction)(void (*)(void))Encoder_encode_offsets, METH_FASTCALL,
+     "encode_offsets(text, normalizer, trim) -> (ids, offsets) | None: encode_text(text, normalizer, False)\n"
+     "with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's process_offsets\n"
+     "when trim >= 0 (1: with add_prefix_space); None where only the pure path knows them."},
     {"cache_stats", (PyCFunction)Encoder_cache_stats, METH_NOARGS,
      "cache_stats() -> (entries, resets): the piece cache's entries and how often it was emptied when full."},
     {NULL, NULL, 0, NULL},

@@ -419,8 +419,9 @@ typedef struct {
 enum { BERT_CLEAN = 1, BERT_CHINESE = 2, BERT_STRIP = 4, BERT_LOWER = 8 };
 
 /* BertNormalizer with the given BERT_* flags into out (tmp is scratch). Returns -1 when out of
- * memory. */
-int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
+ * memory. With align (two buffers, else NULL), align[1] gets the input character each output
+ * character comes from; -2 when that alignment is not kept (see normalize.c). */
+int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);
 
 /* NFC into out (tmp is scratch). Returns -1 when out of memory. */
 int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
@@ -609,5 +610,31 @@ enum { STREAM_NONE = 0, STREAM_TEXT = 1, STREAM_BAD_PREFIX = 2 };
  * came out (HF's error; the stream keeps id), -1 out of memory. */
 int decode_stream_step(const Decoder *d, DecodeStreamState *s, uint32_t id, int skip_special, size_t *start);
 void decode_stream_free(DecodeStreamState *s);
+
+/* ---- token offsets (offsets.c) -------------------------------------------------------------- */
+
+/* Each id's length in the bytes the model works on (raw bytes for byte-level vocabularies), -1
+ * where it is not known for certain; WordPiece's tokens after a word's first by cont. */
+typedef struct {
+    int32_t *first, *cont; /* cont: NULL but for WordPiece */
+    size_t n;
+    int byte_level;
+    int32_t unk_whole;     /* WordPiece's unknown token, covering a whole word; -1 otherwise */
+} OffsetLengths;
+
+/* ByteLevel's offset trimming: none, or with add_prefix_space's exception for a first token */
+enum { OFF_NO_TRIM = -1, OFF_TRIM = 0, OFF_TRIM_PREFIX_SPACE = 1 };
+
+int offsets_trimmed_char(uint32_t c);
+void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail);
+/* One token's (start, end) characters into offs, trimmed by lead / trail characters when trim
+ * asks; index is the token's in its sequence. -1 out of memory, -2 beyond int32. */
+int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t trail, int trim, size_t index);
+/* The offsets of the tokens that cover the piece cps[0..n), from ids[0..nids) on (a model's ids of
+ * this piece and the next ones), whose character i is origin + align[i] in the caller's text
+ * (origin + i when align is NULL); *used gets their count. -1 out of memory, -2 when a length is
+ * not known or the lengths do not add up to the piece (the pure path then answers). */
+int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
+                  const int32_t *ids, size_t nids, int trim, IdBuf *offs, size_t *used);
 
 #endif

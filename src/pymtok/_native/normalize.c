@@ -73,8 +73,10 @@ static int push_mapped(CpBuf *b, const uint32_t *keys, size_t count, const uint3
 #define PUSH_NFD(b, c) push_mapped((b), n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, (c))
 #define PUSH_LOWER(b, c) push_mapped((b), n_lower_keys, N_LOWER_COUNT, n_lower_offsets, n_lower_pool, (c))
 
-/* NFD's canonical ordering: a stable insertion sort of each run of non-starters by class. */
-static void canonical_order(uint32_t *v, size_t n) {
+/* NFD's canonical ordering: a stable insertion sort of each run of non-starters by class.
+ * Returns whether it moved any character. */
+static int canonical_order(uint32_t *v, size_t n) {
+    int moved = 0;
     for (size_t i = 1; i < n; i++) {
         unsigned cc = ccc(v[i], nprops(v[i]));
         if (!cc)
@@ -85,16 +87,41 @@ static void canonical_order(uint32_t *v, size_t n) {
             v[j] = v[j - 1];
             j--;
         }
+        moved |= j != i;
         v[j] = c;
     }
+    return moved;
+}
+
+/* Whether every non-starter of v is a mark strip_accents drops. */
+static int nonstarters_dropped(const uint32_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t p = nprops(v[i]);
+        if (ccc(v[i], p) && !(p & N_BERT_MARK))
+            return 0;
+    }
+    return 1;
+}
+
+/* The characters pushed since `from` come from input character `at`: their alignment. */
+static int align_fill(CpBuf *align, size_t from, size_t to, uint32_t at) {
+    if (!align)
+        return 0;
+    for (size_t k = from; k < to; k++)
+        if (cps_push(align, at) < 0)
+            return -1;
+    return 0;
 }
 
 /* ---- BertNormalizer ------------------------------------------------------------------------ */
 
 /* The pure path's steps in its order: clean_text (controls out, White_Space to " "),
  * handle_chinese_chars (" c "), strip_accents (NFD, then Mn out), lowercase. NFD's canonical
- * reordering runs over the whole decomposed text before marks are dropped, as there. */
-int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
+ * reordering runs over the whole decomposed text before marks are dropped, as there.
+ * With align (two buffers), align[1] gets each output character's input character, as HF's
+ * NormalizedString aligns them; -2 when canonical ordering moved characters that stay (the
+ * pure path follows that alignment). */
+int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align) {
     const uint32_t *src = in;
     size_t len = n;
     int strip = flags & BERT_STRIP, lower = flags & BERT_LOWER;
@@ -108,22 +135,29 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
     size_t first = 0;
     while (first < n && !(nprops(in[first]) & touch))
         first++;
+    CpBuf *a1 = align, *a2 = align ? align + 1 : NULL;
+    if (a1)
+        a1->n = 0;
     if (first < n) {
         int reorder = 0;
         tmp->n = 0;
         if (cps_extend(tmp, in, first) < 0)
             return -1;
+        for (size_t i = 0; a1 && i < first; i++)
+            if (cps_push(a1, (uint32_t)i) < 0)
+                return -1;
         for (size_t i = first; i < n; i++) {
             uint32_t c = in[i], p = nprops(c);
+            size_t mark = tmp->n;
             if (!(p & touch)) {
-                if (cps_push(tmp, c) < 0)
+                if (cps_push(tmp, c) < 0 || align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
                     return -1;
                 continue;
             }
             if ((flags & BERT_CLEAN) && (p & N_BERT_CONTROL))
                 continue;
             if ((flags & BERT_CLEAN) && (p & N_BERT_SPACE)) {
-                if (cps_push(tmp, ' ') < 0)
+                if (cps_push(tmp, ' ') < 0 || align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
                     return -1;
                 continue;
             }
@@ -134,30 +168,42 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
                 return -1;
             if (pad && cps_push(tmp, ' ') < 0)
                 return -1;
+            if (align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
+                return -1;
             reorder |= strip;
         }
-        if (reorder)
-            canonical_order(tmp->v, tmp->n);
+        /* ordering moves non-starters only: when all of them are marks strip_accents drops, each
+         * remaining character keeps its place and its alignment */
+        if (reorder && canonical_order(tmp->v, tmp->n) && align && !nonstarters_dropped(tmp->v, tmp->n))
+            return -2;
         src = tmp->v;
         len = tmp->n;
+    } else {
+        for (size_t i = 0; a1 && i < n; i++)
+            if (cps_push(a1, (uint32_t)i) < 0)
+                return -1;
     }
     uint32_t drop = strip ? N_BERT_MARK : 0, map = lower ? N_LOWER : 0;
     out->n = 0;
+    if (a2)
+        a2->n = 0;
     if (!(drop | map))
-        return cps_extend(out, src, len);
+        return cps_extend(out, src, len) < 0 || (a2 && cps_extend(a2, a1->v, a1->n) < 0) ? -1 : 0;
     if (cps_grow(out, len) < 0)
         return -1;
     for (size_t i = 0; i < len; i++) {
         uint32_t c = src[i];
+        size_t mark = out->n;
         if (c < 0x80) { /* no ASCII character is a mark; only A-Z change case */
-            if (cps_push(out, lower && c - 'A' < 26 ? c + 32 : c) < 0)
+            if (cps_push(out, lower && c - 'A' < 26 ? c + 32 : c) < 0 ||
+                (a2 && cps_push(a2, a1->v[i]) < 0))
                 return -1;
             continue;
         }
         uint32_t p = nprops(c);
         if (p & drop)
             continue;
-        if ((p & map ? PUSH_LOWER(out, c) : cps_push(out, c)) < 0)
+        if ((p & map ? PUSH_LOWER(out, c) : cps_push(out, c)) < 0 || (a2 && align_fill(a2, mark, out->n, a1->v[i]) < 0))
             return -1;
     }
     return 0;
@@ -450,7 +496,7 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
             continue;
         switch (op->kind) {
         case NORM_BERT:
-            err = bert_normalize(op->flags, cur, n, tmp, dst);
+            err = bert_normalize(op->flags, cur, n, tmp, dst, NULL);
             break;
         case NORM_NFC:
             err = nfc_normalize(cur, n, tmp, dst);
