@@ -918,6 +918,73 @@ def _cut_at_final_message(text: str, final: str) -> str:
     return text[:at].rstrip()  # the template trimmed the message's trailing space
 
 
+# -- sanitize_control_tokens ----------------------------------------------------------------
+
+# The private-use characters transformers wraps around each control token found in the caller's
+# strings: the rendered prompt then tells those apart from the tokens the template writes itself.
+_CONTROL_START = "\U000f0000"
+_CONTROL_END = "\U000f0001"
+
+
+def control_token_patterns(tokens: Iterable[str], added: Iterable[str]) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """(a pattern matching any of the control ``tokens``, a pattern matching any ``added`` token
+    between the markers or a lone marker), as transformers builds them: longest first, so a token
+    wins over the tokens inside it."""
+
+    def alternatives(texts: Iterable[str]) -> str:
+        return "|".join(map(re.escape, sorted(texts, key=len, reverse=True))) or "(?!)"
+
+    markers = f"{_CONTROL_START}({alternatives(added)}){_CONTROL_END}|[{_CONTROL_START}{_CONTROL_END}]"
+    return re.compile(alternatives(tokens)), re.compile(markers)
+
+
+class _Marker:
+    """Wrap every control token in the caller's strings (dicts and lists of them) in the markers,
+    dropping any marker already there so that none can be forged; dict keys and other objects stay
+    as they are and tuples become lists, as in transformers. ``objects`` first turns message
+    objects (dataclasses, pydantic models) nested anywhere into dicts, as transformers does for
+    messages, so that their strings are marked too. Bounded like :class:`_Plain`."""
+
+    def __init__(self, control: re.Pattern[str], objects: bool) -> None:
+        self.control = control
+        self.objects = objects
+        self.values = 0
+
+    def __call__(self, value: Any, depth: int = 0) -> Any:
+        self.values += 1
+        if self.values > MAX_INPUT_VALUES:
+            raise TemplateError(f"chat template inputs hold more than {MAX_INPUT_VALUES} values")
+        if depth > MAX_DEPTH:
+            raise TemplateError(
+                f"chat template inputs are nested more than {MAX_DEPTH} deep (or hold themselves)"
+            )
+        if isinstance(value, str):
+            value = value.replace(_CONTROL_START, "").replace(_CONTROL_END, "")
+            return self.control.sub(f"{_CONTROL_START}\\g<0>{_CONTROL_END}", value)
+        depth += 1
+        if self.objects and not isinstance(value, (Mapping, list, tuple)):
+            if dataclasses.is_dataclass(value) and not isinstance(value, type):
+                value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+            elif callable(getattr(value, "model_dump", None)):
+                value = value.model_dump()
+        if isinstance(value, dict) or (self.objects and isinstance(value, Mapping)):
+            return {key: self(item, depth) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self(item, depth) for item in value]
+        return value
+
+
+def marked_pieces(prompt: str, markers: re.Pattern[str]) -> Iterator[tuple[str, bool]]:
+    """The prompt rendered from marked inputs as (text, is_marked_token) pieces, markers removed,
+    empty pieces skipped. A lone marker (a template method such as ``split()`` can cut a marked
+    token apart) is dropped but still ends the piece, so text either side cannot join into a token."""
+    pieces = markers.split(prompt)
+    yield pieces[0], False
+    for i, piece in enumerate(pieces[1:], start=1):
+        if piece:
+            yield piece, i % 2 == 1
+
+
 def _template_line(tb: TracebackType | None) -> int | None:
     """The template line of the innermost template frame (jinja2 rewrites tracebacks so)."""
     line = None
@@ -952,6 +1019,7 @@ class ChatTemplate:
                 self.special_tokens[key] = text
         self._environment = _ChatEnvironment()
         self._compiled: dict[str, jinja2.Template] = {}
+        self._literals: dict[str, str] = {}
 
     def _select(self, chat_template: str | None, tools: Any) -> tuple[str, str]:
         """(label, source) of the template to use, by transformers' get_chat_template rule: a
@@ -1052,6 +1120,44 @@ class ChatTemplate:
         transformers places it)."""
         return self._render(messages, tools, documents, add_generation_prompt, False, chat_template, kwargs)
 
+    def render_marked(
+        self,
+        messages: Any,
+        control: re.Pattern[str],
+        *,
+        tools: Sequence[Mapping[str, Any] | Callable[..., Any]] | None = None,
+        documents: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = True,
+        continue_final_message: bool | str = False,
+        chat_template: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """``render``, with each ``control`` match in the strings of the messages, tools,
+        documents and ``kwargs`` wrapped in private-use markers (:func:`marked_pieces` finds them
+        in the prompt), as transformers' ``apply_chat_template(..., sanitize_control_tokens=True)``
+        marks them. Dict keys, and tools given as functions, are not marked, as there."""
+        return self._render(
+            messages, tools, documents, add_generation_prompt, continue_final_message, chat_template, kwargs,
+            control,
+        )[0]
+
+    def literal_text(self, chat_template: str | None = None, tools: Any = None) -> str:
+        """The literal strings of the template ``chat_template`` and ``tools`` select (its text
+        outside tags, and every string constant), joined by NULs so that a search cannot match
+        across two: transformers takes the added tokens found in it as control tokens."""
+        label, source = self._select(chat_template, tools)
+        text = self._literals.get(source)
+        if text is None:
+            self._compile(label, source)  # refuses a hostile source by size before parsing it
+            tree = self._environment.parse(source)
+            literals = {node.data for node in tree.find_all(jinja2.nodes.TemplateData)}
+            literals |= {node.value for node in tree.find_all(jinja2.nodes.Const) if isinstance(node.value, str)}
+            text = "\0".join(literals)
+            if len(self._literals) >= _COMPILED_KEPT:
+                self._literals.clear()
+            self._literals[source] = text
+        return text
+
     def _render(
         self,
         messages: Any,
@@ -1061,6 +1167,7 @@ class ChatTemplate:
         continue_final_message: bool | str,
         chat_template: str | None,
         kwargs: dict[str, Any],
+        control: re.Pattern[str] | None = None,
     ) -> tuple[str, list[tuple[int, int]]]:
         if continue_final_message and add_generation_prompt:
             raise ValueError(
@@ -1071,6 +1178,9 @@ class ChatTemplate:
         chat = [_message_dict(m) for m in getattr(messages, "messages", messages)]
         if not chat:
             raise TemplateError("cannot apply a chat template to an empty conversation")
+        if control is not None:
+            chat = _Marker(control, objects=True)(chat)
+            tools, documents, kwargs = _Marker(control, objects=False)((tools, documents, kwargs))
         chat = [_with_reasoning_aliases(m) for m in _plain(chat)]
         final = _tag_final_message(chat, continue_final_message, source) if continue_final_message else None
         context = _plain({**self.special_tokens, **kwargs})

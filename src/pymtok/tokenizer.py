@@ -864,8 +864,16 @@ class Tokenizer:
         ``return_assistant_tokens_mask`` adds ``assistant_masks``: 1 for each token that overlaps
         the output of a ``{% generation %}`` block. ``chat_template`` names one of the model's
         templates or is a template itself; ``tools`` are JSON-schema dicts or Python functions;
-        other keywords become template variables. ``sanitize_control_tokens=True`` is not
-        supported and raises TypeError.
+        other keywords become template variables.
+
+        ``sanitize_control_tokens=True`` (for untrusted input) encodes the control tokens that the
+        strings of the messages, tools, documents and extra keywords spell as ordinary text, so
+        that only the template's own are control tokens, as transformers does: the special added
+        tokens and the other added tokens the template's literal text holds (dict keys, tools
+        given as functions and tokens a template builds from pieces are not covered, as there).
+        The result then holds ``input_ids`` and ``attention_mask`` only (padded and truncated);
+        it needs ``tokenize=True``, and ``tokenizer_kwargs`` beyond the padding ones raise
+        TypeError (transformers ignores them here).
         """
         from .chat import ChatTemplate
         from .encoding import _tensor
@@ -875,8 +883,12 @@ class Tokenizer:
             raise ValueError("return_assistant_tokens_mask=True needs return_dict=True and tokenize=True")
         if continue_final_message and return_assistant_tokens_mask:
             raise ValueError("continue_final_message is not compatible with return_assistant_tokens_mask")
-        if sanitize_control_tokens:
-            raise TypeError("apply_chat_template(): sanitize_control_tokens=True is not supported by pymtok")
+        _check_flag("apply_chat_template", "sanitize_control_tokens", sanitize_control_tokens)
+        if sanitize_control_tokens and (not tokenize or return_assistant_tokens_mask):
+            raise ValueError(
+                "sanitize_control_tokens=True requires tokenize=True and is not compatible with "
+                "return_assistant_tokens_mask=True"
+            )
         if self.meta.chat_template is None and chat_template is None:
             raise TemplateError("this tokenizer has no chat template and none was passed")
         if self._chat is None:
@@ -888,8 +900,14 @@ class Tokenizer:
         )
         prompts: list[str] = []
         spans: list[list[tuple[int, int]]] = []
+        control = self._control_tokens(chat_template, tools) if sanitize_control_tokens else None
         for chat in conversation if batched else [conversation]:
-            if return_assistant_tokens_mask:
+            if control is not None:
+                prompt = self._chat.render_marked(
+                    chat, control, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt,
+                    continue_final_message=continue_final_message, chat_template=chat_template, **kwargs,
+                )
+            elif return_assistant_tokens_mask:
                 prompt, chat_spans = self._chat.render_with_spans(
                     chat, tools=tools, documents=documents, add_generation_prompt=add_generation_prompt,
                     chat_template=chat_template, **kwargs,
@@ -903,6 +921,11 @@ class Tokenizer:
             prompts.append(prompt)
         if not tokenize:
             return prompts if batched else prompts[0]
+        if control is not None:
+            out = self._call_marked(
+                prompts, batched, padding, truncation, max_length, return_tensors, dict(tokenizer_kwargs or {})
+            )
+            return out if return_dict else out["input_ids"]
         out = self(
             prompts if batched else prompts[0], padding=padding, truncation=truncation, max_length=max_length,
             add_special_tokens=False, return_tensors=return_tensors, **(tokenizer_kwargs or {}),
@@ -972,6 +995,114 @@ class Tokenizer:
         from .export import save_pretrained
 
         return save_pretrained(self, Path(directory))
+
+    def _control_tokens(self, chat_template: str | None, tools: Any) -> re.Pattern[str]:
+        """The pattern of transformers' control tokens for this template: the special added
+        tokens, and the other added tokens its literal text holds, whitespace ones (Gemma's "\\n")
+        excepted, which templates hold as ordinary text."""
+        from .chat import control_token_patterns
+
+        literal = self._chat.literal_text(chat_template, tools)
+        tokens = [
+            token.content for _, token in sorted(self.added.by_id.items())
+            if token.special or (token.content in literal and not token.content.isspace())
+        ]
+        return control_token_patterns(tokens, ())[0]
+
+    @functools.cached_property
+    def _control_markers(self) -> re.Pattern[str]:
+        from .chat import control_token_patterns
+
+        return control_token_patterns((), self.added.ids)[1]
+
+    def _encode_marked(self, prompt: str) -> list[int]:
+        """transformers' ``encode_marked_chat``: the marked tokens of a prompt rendered from marked
+        inputs as ordinary text, the rest (the template's own tokens included) as ``encode`` does.
+        Each piece after the first is encoded after a newline whose ids are then dropped, so that a
+        SentencePiece-style model does not prefix it as a text's start (unless the newline's ids
+        do not lead the piece's, when it is encoded alone)."""
+        from .chat import marked_pieces
+
+        newline = self.encode("\n", add_special_tokens=False)
+        ids: list[int] = []
+        for n, (piece, as_text) in enumerate(marked_pieces(prompt, self._control_markers)):
+            encode = self._encode_without_added if as_text else functools.partial(self.encode, add_special_tokens=False)
+            if n == 0:
+                ids += encode(piece)
+                continue
+            piece_ids = encode("\n" + piece)
+            piece_ids = piece_ids[len(newline):] if piece_ids[: len(newline)] == newline else encode(piece)
+            if as_text and self.added.ids[piece] in piece_ids:
+                raise ValueError(
+                    f"sanitize_control_tokens=True: can't sanitize {piece!r}: the tokenizer produces it from plain text"
+                )
+            ids += piece_ids
+        return ids
+
+    def _encode_without_added(self, text: str) -> list[int]:
+        """The normalizer, pre-tokenizer and model on ``text``, matching no added token at all
+        (``split_special_tokens`` leaves the other added tokens matched)."""
+        _check_encodable(text)
+        if self.normalizer is not None:
+            text = self.normalizer(text)
+        return self._encode_segment(text, 0) if text else []
+
+    def _call_marked(
+        self, prompts: list[str], batched: bool, padding: Any, truncation: Any, max_length: int | None,
+        return_tensors: str | None, options: dict[str, Any],
+    ) -> BatchEncoding:
+        """``__call__`` on marked prompts as transformers runs it: ``input_ids`` cut to
+        ``max_length`` on the truncation side when truncating, then padded, and ``attention_mask``."""
+        from .encoding import _DEFAULT_INPUT_NAMES, _SIDES, BatchEncoding, _check_int, _pad_token, _strategies, _tensor
+
+        pad_to_multiple_of = options.pop("pad_to_multiple_of", None)
+        padding_side = options.pop("padding_side", None)
+        return_attention_mask = options.pop("return_attention_mask", None)
+        options.pop("verbose", None)
+        if options:
+            raise TypeError(
+                f"apply_chat_template(): tokenizer_kwargs {sorted(options)} are not supported with "
+                "sanitize_control_tokens=True (transformers ignores them there)"
+            )
+        _check_int("max_length", max_length)
+        _check_int("pad_to_multiple_of", pad_to_multiple_of)
+        if return_attention_mask is not None and not isinstance(return_attention_mask, bool):
+            raise TypeError(f"return_attention_mask must be True, False or None, got {return_attention_mask!r}")
+        if return_tensors not in (None, "np", "pt"):
+            raise ValueError(f"return_tensors={return_tensors!r}: pymtok gives 'np' or 'pt' tensors, or lists (None)")
+        settings = self.meta.call_settings
+        side = padding_side if padding_side is not None else settings.get("padding_side", "right")
+        if side not in _SIDES:
+            raise ValueError(f"padding_side must be 'left' or 'right', got {side!r}")
+        pad, trunc, max_length = _strategies(self, padding, truncation, max_length, pad_to_multiple_of)
+        rows = [self._encode_marked(p) for p in prompts]
+        if trunc != "do_not_truncate" and max_length is not None:
+            cut_left = settings.get("truncation_side", "right") == "left"
+            rows = [ids[-max_length:] if cut_left else ids[:max_length] for ids in rows]
+        masks = [[1] * len(ids) for ids in rows]
+        if pad != "do_not_pad":
+            length = max_length if pad == "max_length" and max_length is not None else max(map(len, rows))
+            if pad_to_multiple_of and length % pad_to_multiple_of:
+                length += pad_to_multiple_of - length % pad_to_multiple_of
+            pad_id = _pad_token(self)[1]
+            for ids, mask in zip(rows, masks):
+                fill = max(length - len(ids), 0)
+                if side == "left":
+                    ids[:0], mask[:0] = [pad_id] * fill, [0] * fill
+                else:
+                    ids += [pad_id] * fill
+                    mask += [0] * fill
+        if return_attention_mask is None:
+            return_attention_mask = "attention_mask" in settings.get("model_input_names", _DEFAULT_INPUT_NAMES)
+        data: dict[str, Any] = {"input_ids": rows}
+        if return_attention_mask:
+            data["attention_mask"] = masks
+        if return_tensors is not None:
+            data = {key: _tensor(key, value, return_tensors) for key, value in data.items()}
+        elif not batched:
+            data = {key: value[0] for key, value in data.items()}
+        return BatchEncoding(data, _no_encodings, 1)
+
 
 
 def _assistant_mask(offsets: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]]) -> list[int]:
@@ -1170,6 +1301,13 @@ def _check_encodable(text: str) -> None:
             f"text holds a lone surrogate {text[exc.start]!r} at index {exc.start}; "
             "it has no UTF-8 form to tokenize"
         ) from None
+
+
+def _no_encodings() -> list[Any]:
+    raise ValueError(
+        "apply_chat_template(..., sanitize_control_tokens=True) gives ids without per-token encodings "
+        "(tokens, word ids, offsets), as transformers does"
+    )
 
 
 def _no_native_decode(ids: Any, skip_special_tokens: Any) -> None:

@@ -528,12 +528,19 @@ static Work *work_take(Work *own) {
     return own;
 }
 
+/* The largest Work a call has given back, in bytes (work_peak()): what tests bound. */
+static size_t work_peak_bytes;
+
 static void work_give(Work *w, Work *own) {
+    size_t used = work_bytes(w), peak = __atomic_load_n(&work_peak_bytes, __ATOMIC_RELAXED);
+    while (used > peak && !__atomic_compare_exchange_n(&work_peak_bytes, &peak, used, 1, __ATOMIC_RELAXED,
+                                                       __ATOMIC_RELAXED))
+        ;
     if (w == own) {
         work_free(own);
         return;
     }
-    if (work_bytes(w) > WORK_KEEP) {
+    if (used > WORK_KEEP) {
         work_free(w);
         memset(w, 0, sizeof *w);
     }
@@ -572,13 +579,8 @@ static int read_text(Work *w, int kind, const void *data, size_t n) {
     return 0;
 }
 
-/* Runs without the GIL: pre-tokenizes one normalized segment and runs the model. */
-static int segment_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
-    if (self->model == MODEL_BPE && !self->nsteps) {
-        /* one piece, which the pre-tokenizer would not touch: no copy */
-        Span whole = {0, n, offset};
-        return bpe_spans(&self->bpe, cache, s, &whole, 1, &w->sc, out);
-    }
+/* Runs without the GIL: pre-tokenizes a stretch of a normalized segment and runs the model. */
+static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
     if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
         return -1;
     memcpy(w->buf, s, n * sizeof *s);
@@ -616,6 +618,66 @@ done:
     w->spans = p.spans;
     w->tmp = p.tmp;
     return err;
+}
+
+/* Pre-tokenized pieces are encoded independently, so a long segment is pre-tokenized and
+ * encoded a window at a time: the work buffers (its copy, the pieces' spans, the model's
+ * scratch) stay bounded instead of growing to about 20 bytes a character. */
+#define WINDOW ((size_t)1 << 16)
+
+static int is_alnum(uint32_t c) {
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+/* Whether a window may end before any space that has an ASCII letter or digit on either side.
+ * Such a space starts a piece for the first steps below, whose scanners decide each piece
+ * from the text after it, looking at most to the end of the letter, digit or space run it
+ * belongs to, so the pieces before the cut and after it come out as in one pass (the later
+ * steps only cut and prefix the first step's pieces, one by one). A first step that may run
+ * a piece across such a space (a Split with another pattern, Metaspace without split) or
+ * prefix the text's first piece (ByteLevel without its regex) is not windowed. */
+static int windowed(const Encoder *self) {
+    if (!self->nsteps)
+        return 0;
+    const Step *st = &self->steps[0];
+    switch (st->kind) {
+    case ST_SPLIT: /* the space starts a match of these and the match before ends there, whatever is kept */
+        return st->scanner == SC_GPT2 || st->scanner == SC_CL100K || st->scanner == SC_QWEN2 ||
+               st->scanner == SC_O200K;
+    case ST_BYTE_LEVEL:
+        return st->use_regex;
+    case ST_METASPACE:
+        return st->split;
+    default: /* ST_BERT, ST_WHITESPACE_SPLIT: a space always ends a piece */
+        return 1;
+    }
+}
+
+/* The end of the window starting at `a` (a cut as windowed() describes, near a + WINDOW when
+ * there is one there, else the first one after), or n when there is none. */
+static size_t window_end(const uint32_t *s, size_t a, size_t n) {
+    for (size_t c = a + WINDOW; c > a + WINDOW / 2; c--)
+        if (s[c] == ' ' && is_alnum(s[c - 1]) && is_alnum(s[c + 1]))
+            return c;
+    for (size_t c = a + WINDOW + 1; c + 1 < n; c++)
+        if (s[c] == ' ' && is_alnum(s[c - 1]) && is_alnum(s[c + 1]))
+            return c;
+    return n;
+}
+
+static int segment_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+    if (self->model == MODEL_BPE && !self->nsteps) {
+        /* one piece, which the pre-tokenizer would not touch: no copy */
+        Span whole = {0, n, offset};
+        return bpe_spans(&self->bpe, cache, s, &whole, 1, &w->sc, out);
+    }
+    size_t a = 0;
+    if (n - a > WINDOW + 1 && windowed(self)) {
+        for (size_t c; n - a > WINDOW + 1 && (c = window_end(s, a, n)) < n; a = c)
+            if (window_ids(self, cache, s + a, c - a, offset + (int64_t)a, w, out) < 0)
+                return -1;
+    }
+    return window_ids(self, cache, s + a, n - a, offset + (int64_t)a, w, out);
 }
 
 static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
@@ -2372,8 +2434,16 @@ static PyTypeObject SentencePieceNormalizerType = {
     .tp_doc = "The sentencepiece library's normalizer (pymtok.normalizers.SentencePiece).",
 };
 
+static PyObject *work_peak(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    return PyLong_FromSize_t(__atomic_exchange_n(&work_peak_bytes, 0, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef module_methods[] = {
     {"grapheme_ends", grapheme_ends, METH_O, "grapheme_ends(text) -> list[int]: the end of each grapheme cluster."},
+    {"work_peak", work_peak, METH_NOARGS,
+     "work_peak() -> int: the largest encode work buffers (bytes) since the last call, which resets it."},
     {NULL, NULL, 0, NULL},
 };
 
