@@ -307,6 +307,41 @@ def test_sanitize_control_tokens_refuses_what_transformers_ignores() -> None:
         ours("qwen3").apply_chat_template(SINGLE, sanitize_control_tokens=True).tokens()
 
 
+@pytest.mark.parametrize("listed", [["<tool_call>", "</tool_call>"], []])
+def test_chat_control_tokens_from_tokenizer_config(listed: list[str], tmp_path: Any) -> None:
+    # tokenizer_config.json's list replaces the tokens read off the template (the special ones
+    # stay): qwen3's <think> in user text is then a token again, <tool_call> text
+    import json
+    import shutil
+
+    from test_chat import _load_hf
+
+    folder = tmp_path / "qwen3"
+    shutil.copytree(fixture_path("tokenizers", "qwen3"), folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_control_tokens": listed}), encoding="utf-8")
+    chat = [{"role": "user", "content": SPELLED + " <tool_call>{}</tool_call> <think>"}]
+    kwargs = {"sanitize_control_tokens": True, "add_generation_prompt": True}
+    mine = run(pymtok.load(folder), chat, kwargs)
+    assert_same_outcome(run(_load_hf(folder), chat, kwargs), mine)
+    assert mine != run(ours("qwen3"), chat, kwargs)
+    saved = tmp_path / "saved"
+    pymtok.load(folder).save_pretrained(saved)
+    assert json.loads((saved / "tokenizer_config.json").read_text(encoding="utf-8"))["chat_control_tokens"] == listed
+
+
+def test_chat_control_tokens_must_be_a_list_of_strings(tmp_path: Any) -> None:
+    import json
+    import shutil
+
+    folder = tmp_path / "qwen3"
+    shutil.copytree(fixture_path("tokenizers", "qwen3"), folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_control_tokens": "<think>"}), encoding="utf-8")
+    with pytest.raises(pymtok.FormatError, match="chat_control_tokens must be a list of strings"):
+        pymtok.load(folder)
+
+
 FRAGMENTS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>", "<|eot_id|>",
              "<|begin_of_text|>", "<|start_header_id|>", "<|", "|>", "im_", "start", "end", "<", ">", "\n",
              " ", "user", "\U000f0000", "\U000f0001", "<|reserved_special_token_3|>", "eot_id"]

@@ -233,7 +233,7 @@ def tokenizer_config(tokenizer: Tokenizer) -> dict[str, Any]:
     if type(settings.get("model_max_length")) is int:
         out["model_max_length"] = settings["model_max_length"]
     # the class written above declares transformers' base defaults, not the original class's
-    for key in ("padding_side", "truncation_side", "model_input_names"):
+    for key in ("padding_side", "truncation_side", "model_input_names", "chat_control_tokens"):
         if key in settings:
             out[key] = settings[key]
     if meta.split_special_tokens:

@@ -41,7 +41,7 @@ CLASS_CALL_SETTINGS: dict[str, dict[str, Any]] = {
     "LayoutLMv3Tokenizer": {"model_input_names": ["input_ids", "attention_mask", "bbox"]},
 }
 _CALL_SETTINGS = ("model_max_length", "padding_side", "truncation_side", "model_input_names",
-                  "add_bos_token", "add_eos_token")
+                  "add_bos_token", "add_eos_token", "chat_control_tokens")
 
 
 _U64_MAX = 2**64 - 1
@@ -243,6 +243,10 @@ def derive_meta(
 ) -> TokenizerMeta:
     """MNN's header lists and trailer values for a tokenizer loaded from a model folder."""
     named = special_token_strings(tokenizer_config)
+    control = tokenizer_config.get("chat_control_tokens")
+    if control is not None and not (isinstance(control, list) and all(isinstance(t, str) for t in control)):
+        # transformers refuses it at load too (a TypeError)
+        raise FormatError(f"tokenizer_config.json: chat_control_tokens must be a list of strings, got {control!r:.80}")
     extra = tokenizer_config.get("additional_special_tokens") or tokenizer_config.get("extra_special_tokens") or []
     if isinstance(extra, Mapping):
         extra = list(extra.values())

@@ -998,15 +998,19 @@ class Tokenizer:
 
     def _control_tokens(self, chat_template: str | None, tools: Any) -> re.Pattern[str]:
         """The pattern of transformers' control tokens for this template: the special added
-        tokens, and the other added tokens its literal text holds, whitespace ones (Gemma's "\\n")
-        excepted, which templates hold as ordinary text."""
+        tokens, and those tokenizer_config.json's ``chat_control_tokens`` lists or, without that
+        list, the other added tokens the template's literal text holds, whitespace ones (Gemma's
+        "\\n") excepted, which templates hold as ordinary text."""
         from .chat import control_token_patterns
 
-        literal = self._chat.literal_text(chat_template, tools)
-        tokens = [
-            token.content for _, token in sorted(self.added.by_id.items())
-            if token.special or (token.content in literal and not token.content.isspace())
-        ]
+        listed = self.meta.call_settings.get("chat_control_tokens")
+        if listed is not None:
+            names = set(listed)
+            chosen = (lambda content: content in names)
+        else:
+            literal = self._chat.literal_text(chat_template, tools)
+            chosen = (lambda content: content in literal and not content.isspace())
+        tokens = [token.content for _, token in sorted(self.added.by_id.items()) if token.special or chosen(token.content)]
         return control_token_patterns(tokens, ())[0]
 
     @functools.cached_property
