@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import fixture_path, slow_for
+from conftest import examples, fixture_path, slow_for
 
 import pymtok
 from pymtok import models
@@ -435,7 +435,7 @@ def test_index_of_another_layout_is_rebuilt(monkeypatch: pytest.MonkeyPatch) -> 
     assert tok.encode(text) == reference.encode(text)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 2**32 - 1)), min_size=1, max_size=4))
 def test_any_index_that_passes_the_checksum_is_safe(edits, monkeypatch: pytest.MonkeyPatch) -> None:
     # forged tables the checksum cannot catch: ignored, or adopted because every lookup answers
