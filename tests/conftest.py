@@ -155,12 +155,3 @@ def hf_tokenizer(name: str):
     tok.no_padding()
     tok.no_truncation()
     return tok
-
-
-@functools.lru_cache(maxsize=None)
-def read_only_tokenizer(name: str):
-    """pymtok's reading of the fixture's folder, loaded once per worker: only for tests that
-    change nothing in it (several modules compare against it, and the large ones take seconds)."""
-    import pymtok
-
-    return pymtok.load(fixture_path("tokenizers", name))

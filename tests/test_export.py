@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer, read_only_tokenizer, slow_for
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer, slow_for
 from test_mtok import MNN_ONLY_EXACT, reading_is_exact
 
 import pymtok
@@ -78,7 +78,7 @@ def _sample(name: str) -> list[str]:
 def test_export_reads_back_exact(name: str, exported) -> None:
     tok = loads_mtok(exported(name), name)
     hf = hf_tokenizer(name)
-    from_json = read_only_tokenizer(name)
+    from_json = pymtok.load(fixture_path("tokenizers", name))
     assert tok.meta == dataclasses.replace(from_json.meta, extension_version=EXTENSION_VERSION, mnn_layout="device")
     # transformers' clean-up and CLIP's suffix handling come on top of HF tokenizers' decode
     hf_decodes_alike = not (tok.meta.clean_up_tokenization_spaces or tok.meta.decode_suffix_as_space)
@@ -176,7 +176,7 @@ def test_device_layout_gives_mnn_hf_ids(name: str, exported, tmp_path: Path) -> 
     mnn = read_mtok(path, use_extension=False)  # MNN's part alone: what MNN's loader reads
     ours = read_mtok(path)
     hf = hf_tokenizer(name)
-    from_json = read_only_tokenizer(name)
+    from_json = pymtok.load(fixture_path("tokenizers", name))
     assert ours.prefix_ids == from_json.prefix_ids  # pymtok's own reading keeps the real prefix
 
     def mnn_encode(ids: list[int], with_post_processor: bool = True) -> list[int]:
@@ -223,7 +223,7 @@ def test_device_layout_gives_every_id_a_slot(name: str, exported, tmp_path: Path
     path.write_bytes(exported(name))
     mnn_ids = sorted(read_mtok(path, use_extension=False).model.get_vocab().values())
     assert mnn_ids == list(range(len(mnn_ids)))
-    ours, source = read_mtok(path), read_only_tokenizer(name)
+    ours, source = read_mtok(path), pymtok.load(fixture_path("tokenizers", name))
     assert ours.get_vocab() == source.get_vocab() and ours.vocab_size == source.vocab_size
     gaps = sorted(set(range(len(mnn_ids))) - set(source.model.get_vocab().values()))
     assert (name == "gpt-4o") == bool(gaps)  # the fixtures' one sparse vocabulary

@@ -14,9 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, golden_cases, hf_tokenizer, read_only_tokenizer
+import pymtok
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, golden_cases, hf_tokenizer
 
 CHUNKS = int(os.environ.get("PYMTOK_PARITY_CHUNKS", "2000"))
+
+
+@functools.lru_cache(maxsize=None)
+def ours(name: str) -> pymtok.Tokenizer:
+    return pymtok.load(fixture_path("tokenizers", name))
 
 
 @functools.lru_cache(maxsize=None)
@@ -40,7 +46,7 @@ def transformers_tokenizer(name: str):
 
 
 def _mismatches(name: str, texts: list[str], add_special_tokens: bool) -> list[tuple[str, list[int], list[int]]]:
-    hf, tok = hf_tokenizer(name), read_only_tokenizer(name)
+    hf, tok = hf_tokenizer(name), ours(name)
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=add_special_tokens)]
     bad = []
     for text, want in zip(texts, expected):
@@ -55,7 +61,7 @@ def test_golden(name: str) -> None:
     cases = golden_cases(name)
     if not cases:
         pytest.skip(f"llama.cpp has no golden file for {name}")
-    tok = read_only_tokenizer(name)
+    tok = ours(name)
     hf = hf_tokenizer(name)
     for text, ids in cases:
         # the golden ids come from transformers' AutoTokenizer; HF tokenizers is our target
@@ -75,7 +81,7 @@ def test_corpus(name: str, add_special_tokens: bool) -> None:
 
 @pytest.mark.parametrize("name", TOKENIZER_NAMES)
 def test_decode_matches_transformers(name: str) -> None:
-    hf, tok, tf = hf_tokenizer(name), read_only_tokenizer(name), transformers_tokenizer(name)
+    hf, tok, tf = hf_tokenizer(name), ours(name), transformers_tokenizer(name)
     texts = corpus_chunks(300, seed=7)
     for text in texts:
         ids = hf.encode(text, add_special_tokens=True).ids
@@ -87,7 +93,7 @@ def test_decode_matches_transformers(name: str) -> None:
 
 
 def _added_texts(name: str) -> list[str]:
-    return [t.content for t in read_only_tokenizer(name).added.by_id.values()][:200] or ["<s>"]
+    return [t.content for t in ours(name).added.by_id.values()][:200] or ["<s>"]
 
 
 _FRAGMENTS = [
@@ -109,7 +115,7 @@ def test_hypothesis(name: str) -> None:
     @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(fragment, max_size=12).map("".join))
     def check(text: str) -> None:
-        hf, tok = hf_tokenizer(name), read_only_tokenizer(name)
+        hf, tok = hf_tokenizer(name), ours(name)
         for special in (False, True):
             want = hf.encode(text, add_special_tokens=special).ids
             assert tok.encode(text, add_special_tokens=special) == want
@@ -123,7 +129,7 @@ def test_hypothesis(name: str) -> None:
 def test_decode_stream_matches_hf(name: str) -> None:
     from tokenizers.decoders import DecodeStream as HFDecodeStream
 
-    hf, tok = hf_tokenizer(name), read_only_tokenizer(name)
+    hf, tok = hf_tokenizer(name), ours(name)
     for text in corpus_chunks(40, seed=3):
         ids = hf.encode(text, add_special_tokens=True).ids
         for skip in (False, True):
@@ -135,7 +141,7 @@ def test_decode_stream_matches_hf(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["llama3", "gemma-v1", "all-minilm-l6-v2", "t5-small", "clip-vit"])
 def test_encode_batch_matches_hf(name: str) -> None:
-    hf, tok = hf_tokenizer(name), read_only_tokenizer(name)
+    hf, tok = hf_tokenizer(name), ours(name)
     texts = corpus_chunks(200, seed=5)
     for special in (False, True):
         want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=special)]
