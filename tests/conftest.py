@@ -5,8 +5,8 @@ points it at ``../shared/fixtures``); when it is unset the real-model tests are 
 message saying how to get the files, and when it is set but files are missing the tests fail.
 
 Two tiers. The default (fast) one runs every test but those marked ``slow``, each corpus sample
-cut to a quarter (no fewer than 150 chunks); ``--full`` runs everything, samples at full size.
-``.ci/run`` runs both.
+cut to a quarter (no fewer than 150 chunks) and each hypothesis test to a quarter of its examples
+(no fewer than 20); ``--full`` runs everything, samples at full size. ``.ci/run`` runs both.
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def slow_for(names: list[str], *slow: str) -> list[Any]:
     """``names`` as parameters, those in ``slow`` marked slow (covered by other fast tests)."""
     return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in names]
+
+
+def examples(count: int) -> int:
+    """A hypothesis test's ``max_examples``: ``count`` in the full tier, a quarter in the fast one."""
+    return count if FULL_SAMPLES else min(count, max(count // 4, 20))
 
 
 def fixtures_dir() -> Path:

@@ -17,7 +17,7 @@ import pytest
 
 import pymtok
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, slow_for
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer, slow_for
 
 # settings the oracle takes from tokenizer_config.json; the class and remote code are left out
 _SKIPPED_CONFIG = ("tokenizer_class", "auto_map", "added_tokens_decoder")
@@ -288,7 +288,7 @@ def test_offsets_property(name: str) -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    @settings(max_examples=60, deadline=None, database=None)
+    @settings(max_examples=examples(60), deadline=None, database=None)
     @given(st.lists(st.sampled_from(_TRICKY), max_size=12).map("".join))
     def prop(text: str) -> None:
         check(name, (text,), {"return_offsets_mapping": True})

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import fixture_path
+from conftest import examples, fixture_path
 from test_chat import ASSISTANT_LAST, MULTI, NO_SYSTEM, SINGLE, TEMPLATED, WEATHER_TOOL, _load_hf, outcome
 
 import pymtok
@@ -502,7 +502,7 @@ DOC_PIECES = [
 ]
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(DOC_PIECES), max_size=24))
 def test_tool_schema_of_any_docstring_matches_transformers(pieces: list[str]) -> None:
     _same_schema(_function(" -> int", "".join(pieces), "x: str, y: int = 1"))

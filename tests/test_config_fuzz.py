@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import fixture_path
+from conftest import examples, fixture_path
 from pymtok.errors import FormatError
 from pymtok.tokenizer import Tokenizer
 
@@ -49,7 +49,7 @@ def paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
             yield from paths(value, prefix + (i,))
 
 
-@settings(max_examples=400, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(400), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(NAMES), st.randoms(use_true_random=False))
 def test_mutated_config_loads_or_raises_format_error(name: str, rnd: random.Random) -> None:
     cfg = json.loads(small_config(name))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +13,7 @@ from pymtok import decoders
 from pymtok.byte_level import CHAR_TO_BYTE, bytes_to_chars
 from pymtok.errors import FormatError
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def hf_decoder(cfg: dict):
@@ -405,7 +405,7 @@ def test_fixture_random_ids_match_hf(name: str) -> None:
     edge = [i for i in edge if i is not None] + special + [size, size + 7]
     ids = st.lists(st.one_of(st.integers(0, size - 1), st.sampled_from(edge)), max_size=30)
 
-    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(120), deadline=None, suppress_health_check=list(HealthCheck))
     @given(ids, st.booleans())
     def check(ids: list[int], skip: bool) -> None:
         assert tok.decode(ids, skip, False) == hf.decode(ids, skip_special_tokens=skip)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_chunks, corpus_dir, fixture_path, hf_tokenizer
+from conftest import corpus_chunks, corpus_dir, examples, fixture_path, hf_tokenizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,7 +71,7 @@ def test_flat_batch_and_counts_equal_hf(exported: Any, name: str, special: bool)
     assert tok.encode_batch(texts, add_special_tokens=special, return_flat=True, num_threads=1) == flat
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.text(st.characters(exclude_categories=["Cs"]), max_size=40), max_size=12))
 def test_flat_batch_of_any_texts_equals_hf(texts: list[str]) -> None:
     tok = loaded("qwen3")

@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import corpus_chunks, fixture_path, hf_tokenizer
+from conftest import corpus_chunks, examples, fixture_path, hf_tokenizer
 from corruption import corrupted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,7 +25,7 @@ HF_FOR = {
     "llama-bpe": "llama3", "qwen2": "qwen3", "falcon": "falcon", "phi-3": "phi-3-mini",
     "llama-spm": "phi-3-mini", "bert-bge": "all-minilm-l6-v2",
 }
-FAST, FULL = 300, 2000
+FAST, FULL = 150, 2000
 
 
 def gguf_file(name: str) -> Path:
@@ -69,7 +69,9 @@ def wrapping(name: str) -> tuple[list[int], list[int]]:
 
 @pytest.mark.parametrize("name", WITH_PAIRS)
 def test_llama_cpp_test_pairs(name: str, tmp_path: Path) -> None:
-    """The .inp/.out ids (HF's, reproduced by llama.cpp), loaded and exported -> loaded."""
+    """The .inp/.out ids (HF's, reproduced by llama.cpp), loaded and exported -> loaded; then,
+    from the same two readers (the large vocabularies take seconds to read and export), a corpus
+    sample against the HF tokenizer of the same model where the fixtures have it."""
     tok = loaded(name)
     exported = read_mtok(pymtok.export(gguf_file(name), tmp_path))
     prefix, suffix = wrapping(name)
@@ -77,9 +79,11 @@ def test_llama_cpp_test_pairs(name: str, tmp_path: Path) -> None:
         for text, ids in golden(name):
             assert reader.encode(text, add_special_tokens=False) == ids, (name, text)
             assert reader.encode(text) == prefix + ids + suffix, (name, text)
+    if name in HF_FOR or name == "gpt-2":
+        _against_hf(name, FAST, exported)
 
 
-def _against_hf(name: str, n: int, tmp_path: Path) -> None:
+def _against_hf(name: str, n: int, exported: pymtok.Tokenizer) -> None:
     if name == "gpt-2":
         tokenizers = pytest.importorskip("tokenizers")
         folder = fixture_path("legacy", "gpt2-vocab-merges")
@@ -89,7 +93,6 @@ def _against_hf(name: str, n: int, tmp_path: Path) -> None:
         hf = hf_tokenizer(HF_FOR[name])
         body = [hf.encode(t, add_special_tokens=False).ids for t in chunks(n)]
     prefix, suffix = wrapping(name)
-    exported = read_mtok(pymtok.export(gguf_file(name), tmp_path))
     cases = list(zip(chunks(n), body))
     if name == "llama-spm":
         # Llama 2's vocabulary compared with Phi-3's tokenizer.json, whose "</s>" eats the
@@ -103,15 +106,10 @@ def _against_hf(name: str, n: int, tmp_path: Path) -> None:
         assert bad[:3] == [], name
 
 
-@pytest.mark.parametrize("name", [*HF_FOR, "gpt-2"])
-def test_matches_the_hf_tokenizer_of_the_same_model(name: str, tmp_path: Path) -> None:
-    _against_hf(name, FAST, tmp_path)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [*HF_FOR, "gpt-2"])
 def test_matches_the_hf_tokenizer_on_the_full_corpus_sample(name: str, tmp_path: Path) -> None:
-    _against_hf(name, FULL, tmp_path)
+    _against_hf(name, FULL, read_mtok(pymtok.export(gguf_file(name), tmp_path)))
 
 
 def test_metadata_into_the_pipeline() -> None:
@@ -224,7 +222,7 @@ def _load_or_format_error(path: Path) -> None:
     tok.encode("ab ab<|end|> x")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_corrupt_files_are_format_errors(data: st.DataObject, tmp_path: Path) -> None:
     """Truncations, bit flips and forged 64-bit counts: a FormatError or a working tokenizer."""

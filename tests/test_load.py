@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import fixture_path, slow_for
+from conftest import examples, fixture_path, slow_for
 
 import pymtok
 from pymtok import models
@@ -288,7 +288,7 @@ def _with_index(data: bytes, tables: bytes) -> bytes:
     return mm.with_stored_index(data, mm.layout(data), tables)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tables=st.binary(max_size=600).map(lambda b: b[: len(b) // 4 * 4]), pure=st.sampled_from(["0", "1"]))
 def test_an_earlier_stored_index_is_skipped(tables: bytes, pure: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # files of earlier pymtok versions carry their tables after the JSON payload; whatever

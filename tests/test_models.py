@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pymtok import models
 from pymtok.errors import FormatError
 from pymtok.hf_json import read_json
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,7 +45,7 @@ def test_model_matches_hf_on_any_piece(name: str) -> None:
     """Arbitrary pieces reach unk, byte fallback, suffixes and max-length paths."""
     hf, ours = hf_tokenizer(name), our_model(name)
 
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=examples(300), deadline=None)
     @given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=40))
     def check(piece: str) -> None:
         assert ours(piece) == [t.id for t in hf.model.tokenize(piece)]

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pymtok
-from conftest import corpus_chunks, fixture_path, hf_tokenizer
+from conftest import corpus_chunks, examples, fixture_path, hf_tokenizer
 from pymtok import native, normalizers
 from test_normalizers import (ALL_CODE_POINTS, grapheme_classes, grapheme_ends, hf_normalizer, marker_charsmap,
                               mismatches, short_members, t5_config)
@@ -130,7 +130,7 @@ texts = st.one_of(
 
 
 @pytest.mark.parametrize("name", ACCELERATED + MODEL_ONLY)
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(250), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=texts)
 def test_generated_strings(name: str, text: str) -> None:
     assert_same_ids(name, text)
@@ -144,7 +144,7 @@ def added_contents(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ACCELERATED)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_generated_strings_with_added_tokens(name: str, data: st.DataObject) -> None:
     pieces = data.draw(st.lists(st.sampled_from(_PIECES + added_contents(name)), max_size=30))
@@ -171,7 +171,7 @@ def stripped_tokenizers() -> tuple[pymtok.Tokenizer, object]:
     return pymtok.Tokenizer.from_config(config), Tokenizer.from_str(json.dumps(config))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces=st.lists(st.sampled_from(["<L>", "<R>", "<LR>", "<LR>x", "ＮＯＲＭ", "NORM", "<R", " ", "  ",
                                         "\t", "\u3000", "a", "b c", "\n"]), max_size=16))
 def test_lstrip_rstrip_normalized_added_tokens(pieces: list[str]) -> None:
@@ -228,7 +228,7 @@ _PARTS_PIECES = [*_PARTS_CHARS, " ", "abcd", "中文", "yyy", "é", "éx", "ü",
 
 @pytest.mark.parametrize("via", ["json", "mtok"])
 @pytest.mark.parametrize("byte_fallback", [True, False])
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces=st.lists(st.sampled_from(_PARTS_PIECES), max_size=60))
 def test_bpe_parts_as_whole_pieces(byte_fallback: bool, via: str, pieces: list[str]) -> None:
     ours, theirs = parts_tokenizers(byte_fallback, via)
@@ -249,7 +249,7 @@ _CJK_RUNS = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_CJK_RUNS)
 def test_gemma_long_cjk_pieces(text: str) -> None:
     # Gemma's CJK lines are single pieces, often too long for the cache; rare characters fall
@@ -300,7 +300,19 @@ TRIO_IDS = [*BERT_IDS, "NFC", "replace-space", "replace-aa", "replace-mark", "pr
             "nfc-replace", "t5-precompiled"]
 
 
-@pytest.mark.parametrize("index", range(len(TRIO_IDS)), ids=TRIO_IDS)
+# The fast tier runs every code point through the BERT configs that pair every strip_accents
+# value with every lowercase value, clean_text and handle_chinese_chars each both ways; the
+# other BERT configs there get the generated strings, the corpus and the long texts
+EVERY_CODE_POINT_FAST = {(True, True, None, True), (False, False, None, False), (True, False, True, True),
+                         (False, True, True, False), (False, True, False, True), (True, False, False, False)}
+EVERY_CODE_POINT = [
+    pytest.param(index, id=TRIO_IDS[index], marks=[] if index >= len(BERT_CONFIGS) or tuple(
+        list(BERT_CONFIGS[index].values())[1:]) in EVERY_CODE_POINT_FAST else [pytest.mark.slow])
+    for index in range(len(TRIO_IDS))
+]
+
+
+@pytest.mark.parametrize("index", EVERY_CODE_POINT)
 def test_native_normalizer_every_code_point(index: int) -> None:
     fast, pure, hf = trio(index)
     assert mismatches(fast, pure, ALL_CODE_POINTS)[:20] == []
@@ -329,7 +341,7 @@ normalizer_texts = st.one_of(
 
 
 @pytest.mark.parametrize("index", range(len(TRIO_IDS)), ids=TRIO_IDS)
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=normalizer_texts)
 def test_native_normalizer_strings(index: int, text: str) -> None:
     fast, pure, hf = trio(index)

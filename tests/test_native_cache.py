@@ -8,6 +8,7 @@ through at least one emptying, and compares each text with HF before, across and
 
 from __future__ import annotations
 
+import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 
@@ -17,16 +18,20 @@ import pymtok
 from conftest import fixture_path, hf_tokenizer
 from pymtok.mtok import dumps_mtok, loads_mtok
 
+pytestmark = pytest.mark.skipif(
+    os.environ.get("PYMTOK_PURE", "") not in ("", "0"), reason="PYMTOK_PURE disables the native core"
+)
+
 # more distinct pieces than the cache's 3/4 of 2**18 slots
 DISTINCT = 240_000
 LETTERS = "abcdefghijklmnopqrstuvwxyz" + "éüßøñ" + "данные" + "漢字仮名한국어"
 
 
-def distinct_texts(seed: int) -> list[str]:
-    """~2 KB texts of random words: nearly every word a piece never seen before."""
+def distinct_texts(seed: int, count: int = DISTINCT) -> list[str]:
+    """~2 KB texts of ``count`` random words: nearly every word a piece never seen before."""
     rng = random.Random(seed)
-    words = ["".join(rng.choice(LETTERS) for _ in range(rng.randint(4, 9))) for _ in range(DISTINCT)]
-    return [" ".join(words[i : i + 250]) + "\n" for i in range(0, DISTINCT, 250)]
+    words = ["".join(rng.choice(LETTERS) for _ in range(rng.randint(4, 9))) for _ in range(count)]
+    return [" ".join(words[i : i + 250]) + "\n" for i in range(0, count, 250)]
 
 
 def native(tok: pymtok.Tokenizer) -> object:
@@ -83,7 +88,7 @@ def test_encoding_inside_a_python_normalizer() -> None:
     inner = pymtok.load(fixture_path("tokenizers", "gemma-v1", "tokenizer.json"))
     encoder = native(outer)
     native(inner)
-    texts = distinct_texts(seed=9)[:30]
+    texts = distinct_texts(seed=9, count=30 * 250)
     seen: list[tuple[str, list[int]]] = []
 
     def normalizer(piece: str) -> str:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer
 from pymtok import normalizers, onig, ucd
 from pymtok.errors import FormatError
 
@@ -231,7 +231,7 @@ def test_types_on_corpus(cfg, chunks):
 
 @pytest.mark.parametrize("cfg", TYPE_CONFIGS, ids=lambda c: json.dumps(c, ensure_ascii=False)[:60])
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(text=text_strategy)
 def test_types_on_random_text(cfg, text):
@@ -259,7 +259,7 @@ def test_fixture_normalizer(name, chunks):
 
 
 @pytest.mark.parametrize("name", ["t5-small", "albert-base-v2", "all-minilm-l6-v2", "clip-vit"])
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(text=text_strategy)
 def test_fixture_normalizer_random_text(name, text):
     assert fixture_normalizer(name)(text) == hf_tokenizer(name).normalizer.normalize_str(text)

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pymtok
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, golden_cases, hf_tokenizer
 
 CHUNKS = int(os.environ.get("PYMTOK_PARITY_CHUNKS", "2000"))
 
@@ -112,7 +112,7 @@ def test_hypothesis(name: str) -> None:
     added = _added_texts(name)
     fragment = st.one_of(*_FRAGMENTS, st.sampled_from(added))
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=examples(150), deadline=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(fragment, max_size=12).map("".join))
     def check(text: str) -> None:
         hf, tok = hf_tokenizer(name), ours(name)

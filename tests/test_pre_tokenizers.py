@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tokenizers import Regex
 from tokenizers import pre_tokenizers as hf
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, golden_cases, hf_tokenizer
 from pymtok import pre_tokenizers as pt
 from pymtok.errors import FormatError
 
@@ -35,7 +35,7 @@ text_strategy = st.one_of(
     st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40),
     st.text(alphabet=st.sampled_from(TRICKY + "abcde 0123 xyz\n"), max_size=60),
 )
-HYPOTHESIS = settings(max_examples=80, deadline=None,
+HYPOTHESIS = settings(max_examples=examples(80), deadline=None,
                       suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_chunks, corpus_files, fixture_path
+from conftest import corpus_chunks, corpus_files, examples, fixture_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -171,7 +171,7 @@ def loaded(name: str) -> pymtok.Tokenizer:
 
 
 @pytest.mark.parametrize("name", MODELS)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_texts())
 def test_hypothesis_strings(name: str, text: str) -> None:
     tok, sp = loaded(name), oracle(name)
@@ -307,7 +307,7 @@ def test_edited_models(base: str, edit: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("edit", ["suffix", "keep_spaces", "user_defined", "nfkc_cf", "no_escape", "unused"])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_texts())
 def test_edited_models_hypothesis(edit: str, text: str) -> None:
     for base in ("botchan_en_bpe_1000.model", "test_model.model"):

@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import corpus_chunks, fixture_path
+from conftest import corpus_chunks, examples, fixture_path
 from corruption import corrupted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -265,7 +265,7 @@ def _small_tiktoken() -> bytes:
     return b"".join(lines[:400])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_corrupt_tiktoken_files_are_format_errors(data: st.DataObject, tmp_path: Path) -> None:
 
