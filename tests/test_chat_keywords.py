@@ -348,7 +348,7 @@ FRAGMENTS = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>
 
 
 @pytest.mark.parametrize("name", ["qwen3", "llama3"])
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), max_size=16).map("".join))
 def test_sanitized_user_text_makes_no_control_token(name: str, text: str) -> None:
     """Whatever the user writes, the control tokens of the ids are the template's own: those of a

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import corpus_files, fixture_path, hf_tokenizer
+from conftest import corpus_files, examples, fixture_path, hf_tokenizer
 
 import pymtok
 from pymtok import native
@@ -74,7 +74,7 @@ FRAGMENTS = [" ", "  ", "\n", "\n\n", " \n ", "\t", "\r\n", "\u3000", "\u00a0", 
 
 
 @pytest.mark.parametrize("name", ["llama3", "qwen3", "gpt-4o", "roberta-base", "all-minilm-l6-v2", "t5-small"])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(before=st.lists(st.sampled_from(FRAGMENTS), max_size=30).map("".join),
        after=st.lists(st.sampled_from(FRAGMENTS), max_size=30).map("".join),
        at=st.integers(-40, 40))

@@ -21,7 +21,7 @@ import pytest
 import pymtok
 from pymtok import encoding, native
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer
 
 PURE = os.environ.get("PYMTOK_PURE", "") not in ("", "0")
 # the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC, and
@@ -135,7 +135,7 @@ def test_offsets_property(name: str) -> None:
     if _nfc(ours(name)):
         text = text.filter(_single_marks)
 
-    @settings(max_examples=100, deadline=None, database=None)
+    @settings(max_examples=examples(100), deadline=None, database=None)
     @given(text)
     def prop(text: str) -> None:
         _check(name, text)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_dir, fixture_path, hf_tokenizer
+from conftest import corpus_dir, examples, fixture_path, hf_tokenizer
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -219,7 +219,7 @@ def expected_records(data: bytes) -> tuple[list[int], list[str], list[int]]:
 PIECES = [b"a", b" word", b"\n", b"\r\n", b"\r", "\u2028".encode(), "\x85\x0b\x0c\x1c".encode(), "é猫".encode(), b"\xff", b"\xe7\x8c"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.sampled_from(PIECES), max_size=40), st.sampled_from([1, 3, 1000]))
 @example([b"a", b"\r\n", b"\xff", b"\r", b"\n", "\u2028".encode(), b" word", b"\r"], 1000)  # CR at the end
 def test_text_records_are_the_lines_between_newlines(mtok: Path, tmp_path_factory: pytest.TempPathFactory,
