@@ -783,7 +783,8 @@ class _Plain:
     def __init__(self) -> None:
         self.values = 0
 
-    def __call__(self, value: Any, depth: int = 0) -> Any:
+    def count(self, depth: int) -> None:
+        """One more value reached at ``depth``: TemplateError past the bounds."""
         self.values += 1
         if self.values > MAX_INPUT_VALUES:
             raise TemplateError(f"chat template inputs hold more than {MAX_INPUT_VALUES} values")
@@ -791,6 +792,9 @@ class _Plain:
             raise TemplateError(
                 f"chat template inputs are nested more than {MAX_DEPTH} deep (or hold themselves)"
             )
+
+    def __call__(self, value: Any, depth: int = 0) -> Any:
+        self.count(depth)
         if value is None or type(value) in (str, int, float, bool):
             return value
         if isinstance(value, str):  # subclasses (enums, ...) may carry extra methods
@@ -938,7 +942,7 @@ def control_token_patterns(tokens: Iterable[str], added: Iterable[str]) -> tuple
     return re.compile(alternatives(tokens)), re.compile(markers)
 
 
-class _Marker:
+class _Marker(_Plain):
     """Wrap every control token in the caller's strings (dicts and lists of them) in the markers,
     dropping any marker already there so that none can be forged; dict keys and other objects stay
     as they are and tuples become lists, as in transformers. ``objects`` first turns message
@@ -946,18 +950,12 @@ class _Marker:
     messages, so that their strings are marked too. Bounded like :class:`_Plain`."""
 
     def __init__(self, control: re.Pattern[str], objects: bool) -> None:
+        super().__init__()
         self.control = control
         self.objects = objects
-        self.values = 0
 
     def __call__(self, value: Any, depth: int = 0) -> Any:
-        self.values += 1
-        if self.values > MAX_INPUT_VALUES:
-            raise TemplateError(f"chat template inputs hold more than {MAX_INPUT_VALUES} values")
-        if depth > MAX_DEPTH:
-            raise TemplateError(
-                f"chat template inputs are nested more than {MAX_DEPTH} deep (or hold themselves)"
-            )
+        self.count(depth)
         if isinstance(value, str):
             value = value.replace(_CONTROL_START, "").replace(_CONTROL_END, "")
             return self.control.sub(f"{_CONTROL_START}\\g<0>{_CONTROL_END}", value)

@@ -579,6 +579,17 @@ static int read_text(Work *w, int kind, const void *data, size_t n) {
     return 0;
 }
 
+/* The pieces' buffers, grown by a pre-tokenizer, kept for the call's next segment. */
+static void work_keep(Work *w, const Pieces *p) {
+    /* a rebuilding step (ByteLevel's prefix space, Metaspace) freed w->buf for a new one */
+    if (p->buf != w->buf) {
+        w->buf = p->buf;
+        w->buf_cap = p->len;
+    }
+    w->spans = p->spans;
+    w->tmp = p->tmp;
+}
+
 /* Runs without the GIL: pre-tokenizes a stretch of a normalized segment and runs the model. */
 static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
     if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
@@ -610,13 +621,7 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
     }
     err = 0;
 done:
-    /* a rebuilding step (ByteLevel's prefix space, Metaspace) freed w->buf for a new one */
-    if (p.buf != w->buf) {
-        w->buf = p.buf;
-        w->buf_cap = p.len;
-    }
-    w->spans = p.spans;
-    w->tmp = p.tmp;
+    work_keep(w, &p);
     return err;
 }
 
@@ -1050,14 +1055,8 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     if (!err && mark != ids->n)
         err = -2;
 done:
-    if (self->nsteps) {
-        if (p.buf != w->buf) {
-            w->buf = p.buf;
-            w->buf_cap = p.len;
-        }
-        w->spans = p.spans;
-        w->tmp = p.tmp;
-    }
+    if (self->nsteps)
+        work_keep(w, &p);
     return err;
 }
 
