@@ -347,46 +347,69 @@ class _UnicodeForm:
     def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
         if self(text) == text:
             return text, spans
-        # Cut into runs that normalize on their own (a starter and what combines with it). A run
-        # whose characters normalize one by one keeps each result on its character's span (HF's
-        # decompositions); in any other run (composed, reordered), new characters take the old
-        # ones' places in order, extra ones share the last place and a shorter result's last
-        # character takes up the rest (HF's changes).
-        runs: list[str] = []
+        return _transform(spans, self._changes(text))
+
+    def _changes(self, text: str) -> list[tuple[str, int]]:
+        """HF's (character, change) stream (unicode-normalization-alignments): each character
+        decomposed, its first part replacing it (0) and the others inserted (1); each run of marks
+        put in canonical order between starters (stably, each mark keeping its change); then, for
+        the composing forms, each character composed onto the last starter it is not blocked
+        from, the composite charging the mark's change - 1. Characters HF's tables do not know
+        stay as they are and never combine."""
+        decomposing = "NFKD" if self.form.startswith("NFK") else "NFD"
+        unknown = _HF_UNKNOWN_TO_NORMALIZATION.search
+        stream: list[tuple[int, str, int]] = []  # (combining class, character, change)
+        pending = 0
         for c in text:
-            if runs and (unicodedata.combining(c) or self(runs[-1] + c) != self(runs[-1]) + self(c)):
-                runs[-1] += c
+            for i, d in enumerate(c if unknown(c) else unicodedata.normalize(decomposing, c)):
+                ccc = 0 if unknown(d) else unicodedata.combining(d)
+                if ccc == 0:
+                    stream[pending:] = sorted(stream[pending:], key=lambda item: item[0])
+                    pending = len(stream)
+                stream.append((ccc, d, int(i > 0)))
+        stream[pending:] = sorted(stream[pending:], key=lambda item: item[0])
+        if self.form in ("NFD", "NFKD"):
+            return [(d, change) for _, d, change in stream]
+        return _recompose(stream, unknown)
+
+
+def _compose(a: str, b: str, unknown: Callable[[str], Any]) -> str | None:
+    """The primary composite of ``a`` then ``b``, if there is one."""
+    if unknown(a) or unknown(b):
+        return None
+    composed = unicodedata.normalize("NFC", a + b)
+    return composed if len(composed) == 1 else None
+
+
+def _recompose(stream: list[tuple[int, str, int]], unknown: Callable[[str], Any]) -> list[tuple[str, int]]:
+    """Canonical composition over a decomposed (class, character, change) stream, as the crate's
+    ``Recompositions`` emits it: a starter with everything composed onto it, then the marks that
+    did not compose, in order."""
+    out: list[tuple[str, int]] = []
+    starter: tuple[str, int] | None = None
+    held: list[tuple[str, int]] = []  # marks after the starter that did not compose
+    last_ccc: int | None = None
+    for ccc, c, change in stream:
+        if starter is None:
+            if ccc != 0:
+                out.append((c, change))
             else:
-                runs.append(c)
-        dest: list[tuple[str, int]] = []
-        for run in runs:
-            new = self(run)
-            each = [self(c) for c in run]
-            pairs = [(c, int(i > 0)) for part in each for i, c in enumerate(part)]
-            _reorder_marks(pairs)
-            if all(each) and "".join(c for c, _ in pairs) == new:
-                dest += pairs
-                continue
-            n, k = len(run), len(new)
-            changes = [0] * min(n, k) + [1] * (k - n)
-            if k < n:
-                changes[-1] = k - n
-            dest += zip(new, changes)
-        return _transform(spans, dest)
-
-
-def _reorder_marks(pairs: list[tuple[str, int]]) -> None:
-    """Canonical ordering of each run of combining marks, every mark keeping its change."""
-    i = 0
-    while i < len(pairs):
-        if not unicodedata.combining(pairs[i][0]):
-            i += 1
+                starter = (c, change)
             continue
-        j = i
-        while j < len(pairs) and unicodedata.combining(pairs[j][0]):
-            j += 1
-        pairs[i:j] = sorted(pairs[i:j], key=lambda pair: unicodedata.combining(pair[0]))
-        i = j
+        blocked = last_ccc is not None and last_ccc >= ccc
+        composed = None if blocked else _compose(starter[0], c, unknown)
+        if composed is not None:
+            starter = (composed, starter[1] + change - 1)
+        elif ccc == 0:
+            out.append(starter)
+            out += held
+            starter, held, last_ccc = (c, change), [], None
+        else:
+            held.append((c, change))
+            last_ccc = ccc
+    if starter is not None:
+        out.append(starter)
+    return out + held
 
 
 class NFC(_UnicodeForm):
