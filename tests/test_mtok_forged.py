@@ -58,13 +58,15 @@ def _wide_bpe() -> dict:
 
     rng = random.Random(5)
     tokens = [bytes_to_chars(bytes([b])) for b in range(256)]
-    known, merges = set(tokens), []
+    known, merges, lefts = set(tokens), [], list(tokens)
     while len(merges) < 12000:
-        a, b = rng.choice(tokens[-400:]), rng.choice(tokens[:300])
-        if a + b not in known and len(a + b) < 12:
+        a, b = rng.choice(lefts), rng.choice(tokens[:256])
+        if a + b not in known:
             known.add(a + b)
             tokens.append(a + b)
             merges.append([a, b])
+            if len(a + b) < 8:
+                lefts.append(a + b)
     ids = list(range(len(tokens)))
     rng.shuffle(ids)
     step = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
