@@ -963,6 +963,17 @@ static void raise_surrogate(PyObject *text, size_t at) {
     }
 }
 
+/* The length of a text to encode in *n, or -1 with raise_surrogate's error. */
+static int encodable_length(PyObject *text, size_t *n) {
+    *n = (size_t)PyUnicode_GET_LENGTH(text);
+    size_t at = find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), *n);
+    if (at < *n) {
+        raise_surrogate(text, at);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
     int special;
     if (nargs != 3 || !PyUnicode_Check(args[0]) || (special = PyObject_IsTrue(args[2])) < 0) {
@@ -975,11 +986,9 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
         return NULL;
     }
     PyObject *text = args[0];
-    size_t n = (size_t)PyUnicode_GET_LENGTH(text), at = find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n);
-    if (at < n) {
-        raise_surrogate(text, at);
+    size_t n;
+    if (encodable_length(text, &n) < 0)
         return NULL;
-    }
     IdBuf out = {0};
     Work own, *w = work_take(&own);
     int err = encode_text_into(self, text, args[1], w, &out);
@@ -1220,11 +1229,9 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
         return NULL;
     }
     PyObject *text = args[0];
-    size_t n = (size_t)PyUnicode_GET_LENGTH(text), at = find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n);
-    if (at < n) {
-        raise_surrogate(text, at);
+    size_t n;
+    if (encodable_length(text, &n) < 0)
         return NULL;
-    }
     const NormOp *ops = NULL;
     size_t nops = 0;
     if (n > INT32_MAX || !native_ops(args[1], &ops, &nops))
@@ -2259,11 +2266,9 @@ static PyObject *SentencePieceModel_encode(SentencePieceModel *self, PyObject *c
         return NULL;
     }
     PyObject *text = args[0];
-    size_t n = (size_t)PyUnicode_GET_LENGTH(text), at = find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n);
-    if (at < n) {
-        raise_surrogate(text, at);
+    size_t n;
+    if (encodable_length(text, &n) < 0)
         return NULL;
-    }
     Py_ssize_t len;
     const uint8_t *utf8 = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &len);
     if (!utf8)
