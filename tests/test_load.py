@@ -262,6 +262,83 @@ def test_large_tables_give_hf_ids(name: str, monkeypatch: pytest.MonkeyPatch) ->
     assert read.model.merges == tok.model.merges
 
 
+# A replica of the native tables' hashes (native.h hash_bytes, mtok_tables.h mtok_pair_hash):
+# the test below needs keys that all land in one half of a table, which no real file has.
+_M64 = 2**64 - 1
+
+
+def _hash_bytes(data: bytes) -> int:
+    h = 0x9E3779B97F4A7C15 ^ (len(data) * 0xFF51AFD7ED558CCD & _M64)
+    whole = len(data) - len(data) % 8
+    for at in range(0, whole, 8):
+        h = (h ^ int.from_bytes(data[at:at + 8], "little")) * 0xBF58476D1CE4E5B9 & _M64
+        h ^= h >> 31
+    h = (h ^ int.from_bytes(data[whole:], "little")) * 0x94D049BB133111EB & _M64
+    h ^= h >> 29
+    h = h * 0xBF58476D1CE4E5B9 & _M64
+    return h ^ h >> 32
+
+
+def _pair_slot_bits(left: int, right: int) -> int:
+    return ((left << 32 | right) * 0x9E3779B97F4A7C15 & _M64) >> 24
+
+
+def _table_size(n: int) -> int:
+    size = 16
+    while size < n + n // 4 + 1:
+        size *= 2
+    return size
+
+
+def test_keys_crowding_one_half_of_a_table_give_hf_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two builders fill a table's halves (banks) each; a file whose tokens or pairs nearly all
+    # fall in one half (hostile, or freak chance) overfills it, and the tables are then built as
+    # one bank: the ids must not change.
+    import json
+    import random
+
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from pymtok.byte_level import bytes_to_chars
+    from pymtok.tokenizer import TokenizerMeta
+
+    rng = random.Random(11)
+    letters = [bytes_to_chars(bytes([b])) for b in range(256)]
+    tokens, merges, lefts = list(letters), [], letters[0x61:0x7B]
+    goal = 16_000
+    vocab_half, merges_half = _table_size(256 + goal) // 2, _table_size(goal) // 2
+    ids = {t: i for i, t in enumerate(tokens)}
+    while len(merges) < goal:
+        a, b = rng.choice(lefts), rng.choice(letters[0x61:0x7B])
+        made = a + b
+        if made in ids:
+            continue
+        in_upper_half = (_hash_bytes(made.encode()) >> 32) & (2 * vocab_half - 1) >= vocab_half
+        if not in_upper_half or _pair_slot_bits(ids[a], ids[b]) & (2 * merges_half - 1) < merges_half:
+            continue
+        ids[made] = len(tokens)
+        tokens.append(made)
+        merges.append([a, b])
+        if len(made) < 10:
+            lefts.append(made)
+    # the premise: more keys in the upper half than it holds (4/5 of it), in both tables
+    upper = sum((_hash_bytes(t.encode()) >> 32) & (2 * vocab_half - 1) >= vocab_half for t in tokens)
+    assert upper > vocab_half - vocab_half // 5 and goal > merges_half - merges_half // 5
+    step = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    config = {"normalizer": None, "pre_tokenizer": step, "decoder": step, "post_processor": None,
+              "added_tokens": [], "model": {"type": "BPE", "vocab": ids, "merges": merges}}
+    hf = HFTokenizer.from_str(json.dumps({"version": "1.0", "truncation": None, "padding": None, **config}))
+    data = dumps_mtok(config, TokenizerMeta())
+    texts = [" ".join("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 14)))
+                      for _ in range(40)) for _ in range(30)]
+    for pure in ("0", "1"):
+        monkeypatch.setenv("PYMTOK_PURE", pure)
+        tok = loads_mtok(data)
+        assert tok.get_vocab() == hf.get_vocab()
+        for text in texts:
+            assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids
+
+
 def test_continuing_subword_prefix_results(monkeypatch: pytest.MonkeyPatch) -> None:
     # merge results are made with HF's prefix rule (left + right[len(prefix):])
     import json

@@ -12,6 +12,13 @@
 
 #include "mtok_tables.h"
 
+#ifdef _WIN32
+#include <process.h>
+#define getpid _getpid
+#else
+#include <unistd.h>
+#endif
+
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
@@ -117,6 +124,52 @@ static size_t utf8_invalid_at(const uint8_t *s, size_t n) {
     return n;
 }
 
+/* Well-formed UTF-8 (Unicode's table 3-7) as a DFA whose transitions for a byte are one word:
+ * state s's successor is at bits 6s..6s+5, as 6 × its number, so a byte costs one load and a
+ * shift that do not wait on each other across bytes. Checking a vocabulary's records this way
+ * is several times faster than branching per character; utf8_invalid_at then finds where an
+ * invalid one breaks. */
+enum { U_OK, U_NEED1, U_NEED2, U_NEED3, U_BAD, U_E0, U_ED, U_F0, U_F4, U_STATES };
+static uint64_t utf8_dfa[256];
+
+static int utf8_next(int s, int b) {
+    int cont = b >= 0x80 && b <= 0xBF;
+    switch (s) {
+    case U_OK:
+        return b < 0x80 ? U_OK : b >= 0xC2 && b <= 0xDF ? U_NEED1 : b == 0xE0 ? U_E0 : b == 0xED ? U_ED
+             : b >= 0xE1 && b <= 0xEF ? U_NEED2 : b == 0xF0 ? U_F0 : b >= 0xF1 && b <= 0xF3 ? U_NEED3
+             : b == 0xF4 ? U_F4 : U_BAD;
+    case U_NEED1: case U_NEED2: case U_NEED3:
+        return cont ? s - 1 : U_BAD;
+    case U_E0: /* no overlong three-byte form */
+        return b >= 0xA0 && b <= 0xBF ? U_NEED1 : U_BAD;
+    case U_ED: /* no surrogate */
+        return b >= 0x80 && b <= 0x9F ? U_NEED1 : U_BAD;
+    case U_F0: /* no overlong four-byte form */
+        return b >= 0x90 && b <= 0xBF ? U_NEED2 : U_BAD;
+    case U_F4: /* nothing above U+10FFFF */
+        return b >= 0x80 && b <= 0x8F ? U_NEED2 : U_BAD;
+    default:
+        return U_BAD;
+    }
+}
+
+static void utf8_dfa_init(void) {
+    for (int b = 0; b < 256; b++) {
+        uint64_t row = 0;
+        for (int s = 0; s < U_STATES; s++)
+            row |= (uint64_t)(6 * utf8_next(s, b)) << (6 * s);
+        utf8_dfa[b] = row;
+    }
+}
+
+static inline int utf8_valid(const uint8_t *s, size_t n) {
+    uint64_t state = 6 * U_OK;
+    for (size_t i = 0; i < n; i++)
+        state = utf8_dfa[s[i]] >> state & 63;
+    return state == 6 * U_OK;
+}
+
 /* Slot tables stay below 4/5 full: with tagged slots a longer probe run costs reads of one or
  * two cache lines, not of the records, and the tables stay small (RSS is part of the budget). */
 static size_t pow2_for(size_t n) {
@@ -153,19 +206,47 @@ static int cmp_u64(const void *a, const void *b) {
  * hand-made file's 2^31 - 1) by a sorted array: memory follows the record count, not the ids. */
 static size_t dense_bound(uint32_t count) { return 2 * (size_t)count + 1024; }
 
-/* Records are read in batches: the batch's slots and id cells are prefetched while the next
- * records are parsed, so the random accesses of the inserts overlap instead of queueing. */
-enum { BATCH = 32 };
+/* Pending inserts are prefetched this many ahead, so that the random accesses of the inserts
+ * overlap instead of queueing. */
+enum { AHEAD = 16 };
 
 /* Below this many records and merges the tables are built on one thread: a second one costs more
  * than it saves. */
 enum { TWO_BUILDERS = 1 << 14 };
 
+/* Two builders fill a table without locks and without writing to one cache line: each half of
+ * the slots is a bank of its own (mtok_next_slot). A build goes in two steps: each builder reads
+ * its half of the records (or merges) and puts each one's slot entry, first slot << 32 | slot
+ * value, in its region, bank 0's from the front up and bank 1's from the back down; then each
+ * builder inserts one bank's entries from both regions, in file order. One builder does the same
+ * with one bank and one region. */
 typedef struct {
-    uint64_t h;
-    uint32_t off, id;
-    size_t len;
-} Pending;
+    uint64_t *at;
+    size_t size;
+    size_t n0, n1; /* entries of bank 0 and bank 1: fields, not an array, so that they stay in
+                    * registers while a builder puts */
+} Region;
+
+static inline void region_put(Region *r, int bank, uint64_t entry) {
+    /* without a branch: the bank is a coin toss, which a branch would mispredict half the time */
+    size_t front = r->n0, back = r->size - 1 - r->n1;
+    r->at[front + ((back - front) & -(size_t)bank)] = entry;
+    r->n0 += (size_t)!bank;
+    r->n1 += (size_t)bank;
+}
+
+/* A region's j-th entry of bank b, in the order they were put. */
+static uint64_t region_get(const Region *r, int b, size_t j) { return b ? r->at[r->size - 1 - j] : r->at[j]; }
+
+/* The bank of a first slot: the upper half is bank 1 (none is when the table is one bank). */
+static int bank_of(size_t first, size_t bank) { return first > bank; }
+
+/* Whether each bank's entries fit within 4/5 of it, as one bank's do (pow2_for): the probes
+ * of the inserts then meet an empty slot. Only a hostile or freak file fills one half. */
+static int banks_fit(const Region *r, size_t bank) {
+    size_t room = (bank + 1) - (bank + 1) / 5;
+    return r[0].n0 + r[1].n0 <= room && r[0].n1 + r[1].n1 <= room;
+}
 
 /* The first record that cannot be indexed: what, and where (its byte offset in the section). */
 enum { FOUND_NOTHING, FOUND_BAD_UTF8, FOUND_TWICE, FOUND_ID_TWICE };
@@ -175,116 +256,181 @@ typedef struct {
     uint32_t k0, k1; /* records [k0, k1), the first at section offset pos */
     size_t pos;
     size_t *nsparse; /* shared by the builders */
+    Region *region;  /* this builder's */
+    const Region *regions; /* both, for the insert step */
+    int nregions, bank;
+    int checked;     /* look at an id's cell before giving it (build_vocab) */
     int found;
     size_t at;
     uint32_t id;
 } VocabPart;
 
-/* Slots and id cells are claimed by compare-and-swap, so that two builders can fill one table:
- * a probe that loses a slot looks at the winner's record before going on, and of two equal
- * tokens the later one to arrive finds the earlier. */
-static int claim(uint32_t *slot, uint32_t value) {
-    uint32_t empty = 0;
-    return __atomic_compare_exchange_n(slot, &empty, value, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-}
-
-static int insert_token(VocabPart *part, const Pending *p) {
-    MtokIndex *x = &part->t->x;
-    const uint8_t *token = x->vocab + p->off + 2;
-    uint32_t tag = (uint32_t)p->h & ~x->off_mask;
-    size_t i = (size_t)(p->h >> 32) & x->mask;
-    /* the table is ours and below 4/5 full: the probe meets an empty slot */
-    for (;;) {
-        uint32_t s = __atomic_load_n(&x->slots[i], __ATOMIC_RELAXED), o = mtok_slot_ref(s, x->off_mask);
-        if (!o) {
-            if (claim(&x->slots[i], tag | (p->off + 1)))
-                break;
-            continue;
-        }
-        const uint8_t *r = x->vocab + o - 1;
-        if ((s & ~x->off_mask) == tag && mtok_u16(r) == p->len && bytes_eq(r + 2, token, p->len)) {
-            part->found = FOUND_TWICE;
-            return -1;
-        }
-        i = (i + 1) & x->mask;
-    }
-    if (p->id < x->nby_id) {
-        if (!claim(&x->by_id[p->id], p->off + 1)) {
-            part->found = FOUND_ID_TWICE;
-            part->id = p->id;
-            return -1;
-        }
-    } else {
-        size_t k = __atomic_fetch_add(part->nsparse, 1, __ATOMIC_RELAXED);
-        x->sparse[k] = (uint64_t)p->id << 32 | p->off;
-    }
-    return 0;
-}
-
-static void index_vocab_part(void *arg) {
+/* Step one: check the records' UTF-8, give ids their records, and put the slot entries. An id
+ * is given without a look at its cell unless `checked` (that load waits on memory at each new
+ * cache line): a cell given twice shows in build_vocab's count of the cells, and the checked
+ * rerun names the record. */
+static void scan_vocab_part(void *arg) {
     VocabPart *part = arg;
     MtokIndex *x = &part->t->x;
-    Pending batch[BATCH];
-    size_t n = 0, pos = part->pos;
+    size_t pos = part->pos;
+    /* the counts stay here, not in a cache line the other builder's region shares; a failed
+     * part's entries are not used */
+    Region r = *part->region;
     for (uint32_t k = part->k0; k < part->k1; k++) {
         size_t len = mtok_u16(x->vocab + pos);
         const uint8_t *token = x->vocab + pos + 2;
-        size_t bad = utf8_invalid_at(token, len);
-        if (bad < len) {
+        if (!utf8_valid(token, len)) {
             part->found = FOUND_BAD_UTF8;
-            part->at = pos + 2 + bad;
+            part->at = pos + 2 + utf8_invalid_at(token, len);
             return;
         }
-        Pending *p = &batch[n++];
-        p->h = hash_bytes(token, len);
-        p->off = (uint32_t)pos;
-        p->id = mtok_u32(token + len);
-        p->len = len;
-        __builtin_prefetch(&x->slots[(size_t)(p->h >> 32) & x->mask], 1);
-        if (p->id < x->nby_id)
-            __builtin_prefetch(&x->by_id[p->id], 1);
+        uint64_t h = hash_bytes(token, len);
+        size_t first = (size_t)(h >> 32) & x->mask;
+        uint32_t value = ((uint32_t)h & ~x->off_mask) | (uint32_t)(pos + 1);
+        region_put(&r, bank_of(first, x->bank), (uint64_t)first << 32 | value);
+        uint32_t id = mtok_u32(token + len);
+        if (id < x->nby_id) {
+            if (part->checked && x->by_id[id]) {
+                part->found = FOUND_ID_TWICE;
+                part->id = id;
+                part->at = pos;
+                return;
+            }
+            __atomic_store_n(&x->by_id[id], (uint32_t)pos + 1, __ATOMIC_RELAXED);
+        } else {
+            size_t at = __atomic_fetch_add(part->nsparse, 1, __ATOMIC_RELAXED);
+            x->sparse[at] = (uint64_t)id << 32 | pos;
+        }
         pos += 2 + len + x->tail;
-        if (n == BATCH || k + 1 == part->k1) {
-            for (size_t j = 0; j < n; j++)
-                if (insert_token(part, &batch[j]) < 0) {
-                    part->at = batch[j].off;
+    }
+    *part->region = r;
+}
+
+/* Step two: one bank's entries into their slots; of two equal tokens the later one in the file
+ * finds the earlier. */
+static void insert_vocab_bank(void *arg) {
+    VocabPart *part = arg;
+    MtokIndex *x = &part->t->x;
+    int b = part->bank;
+    for (int g = 0; g < part->nregions; g++) {
+        const Region *r = &part->regions[g];
+        size_t n = b ? r->n1 : r->n0;
+        for (size_t j = 0; j < n; j++) {
+            if (j + AHEAD < n)
+                __builtin_prefetch(&x->slots[region_get(r, b, j + AHEAD) >> 32], 1);
+            uint64_t e = region_get(r, b, j);
+            uint32_t value = (uint32_t)e, tag = value & ~x->off_mask;
+            const uint8_t *mine = x->vocab + (value & x->off_mask) - 1;
+            for (size_t i = (size_t)(e >> 32);; i = mtok_next_slot(i, x->bank)) {
+                uint32_t s = x->slots[i], o = mtok_slot_ref(s, x->off_mask);
+                if (!o) {
+                    x->slots[i] = value;
+                    break;
+                }
+                const uint8_t *other = x->vocab + o - 1;
+                if ((s & ~x->off_mask) == tag && mtok_u16(other) == mtok_u16(mine) &&
+                    bytes_eq(other + 2, mine + 2, mtok_u16(mine))) {
+                    part->found = FOUND_TWICE;
+                    part->at = (value & x->off_mask) - 1;
                     return;
                 }
-            n = 0;
+            }
         }
     }
 }
 
+/* A one-shot signal between two threads that spins a while before it sleeps: a build hands its
+ * helper four jobs within a few milliseconds, and on a virtual machine waking a thread that
+ * sleeps costs a tenth of a millisecond or more each way. state: 0 unset, 1 set, 2 the waiter
+ * sleeps on lock (held but while the setter wakes it). One setter and one waiter, which takes
+ * the signal before the next is set. */
 typedef struct {
-    void (*fn)(void *);
-    void *arg;
-    PyThread_type_lock done;
-} Job;
+    int state;
+    PyThread_type_lock lock;
+} Signal;
 
-static void run_job(void *arg) {
-    Job *job = arg;
-    job->fn(job->arg);
-    PyThread_release_lock(job->done);
+/* about half a millisecond of pauses on current x86 cores, less on older ones */
+enum { SPINS = 1 << 14 };
+
+static int signal_init(Signal *g) {
+    g->state = 0;
+    g->lock = PyThread_allocate_lock();
+    return g->lock && PyThread_acquire_lock(g->lock, WAIT_LOCK);
 }
 
-/* fn(a) on this thread and fn(b) on another, both without the GIL; both here when no thread
- * starts. */
+static void signal_set(Signal *g) {
+    if (__atomic_exchange_n(&g->state, 1, __ATOMIC_SEQ_CST) == 2)
+        PyThread_release_lock(g->lock);
+}
+
+static void signal_wait(Signal *g) {
+    int unset = 0;
+    for (unsigned spin = 0; spin < SPINS && __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != 1; spin++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+    if (__atomic_compare_exchange_n(&g->state, &unset, 2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        PyThread_acquire_lock(g->lock, WAIT_LOCK);
+    __atomic_store_n(&g->state, 0, __ATOMIC_RELAXED);
+}
+
+/* The second builder's thread, started once per process and kept. A thread started per build
+ * can wait a millisecond or more before the scheduler moves it off its parent's core (the
+ * builds were seen running one after the other). A forked child, which has no such thread,
+ * starts its own. */
+static struct {
+    Signal go, done;
+    PyThread_type_lock busy;
+    void (*fn)(void *);
+    void *arg;
+    long pid;
+} helper;
+
+static void helper_main(void *unused) {
+    (void)unused;
+    for (;;) {
+        signal_wait(&helper.go);
+        helper.fn(helper.arg);
+        signal_set(&helper.done);
+    }
+}
+
+/* With the GIL, which orders the callers: whether this process has its helper thread. */
+static int helper_ready(void) {
+    long pid = (long)getpid();
+    if (helper.pid == pid)
+        return 1;
+    helper.pid = 0;
+    helper.busy = PyThread_allocate_lock();
+    if (!helper.busy || !signal_init(&helper.go) || !signal_init(&helper.done) ||
+        PyThread_start_new_thread(helper_main, NULL) == PYTHREAD_INVALID_THREAD_ID)
+        return 0;
+    helper.pid = pid;
+    return 1;
+}
+
+/* fn(a) on this thread and fn(b) on the helper, both without the GIL; both here when the
+ * helper is another caller's or there is none. */
 static void run_two(void (*fn)(void *), void *a, void *b) {
-    PyThread_type_lock done = PyThread_allocate_lock();
-    int started = 0;
-    Job job = {fn, b, done};
+    int two = helper_ready() && PyThread_acquire_lock(helper.busy, NOWAIT_LOCK);
+    if (two) {
+        helper.fn = fn;
+        helper.arg = b;
+    }
     Py_BEGIN_ALLOW_THREADS
-    if (done && PyThread_acquire_lock(done, WAIT_LOCK))
-        started = PyThread_start_new_thread(run_job, &job) != PYTHREAD_INVALID_THREAD_ID;
+    if (two)
+        signal_set(&helper.go);
     fn(a);
-    if (started)
-        PyThread_acquire_lock(done, WAIT_LOCK);
+    if (two)
+        signal_wait(&helper.done);
     else
         fn(b);
     Py_END_ALLOW_THREADS
-    if (done)
-        PyThread_free_lock(done);
+    if (two)
+        PyThread_release_lock(helper.busy);
 }
+
 /* Every record's extent and id are checked, and the section's measures taken, before anything
  * is indexed. */
 static int walk_records(Tables *t, const uint8_t *base, size_t size) {
@@ -336,6 +482,47 @@ static int walk_records(Tables *t, const uint8_t *base, size_t size) {
     return 0;
 }
 
+/* The nonzero cells of by_id: fewer than the records with dense ids when two of them share one. */
+static size_t ids_given(const MtokIndex *x) {
+    size_t n = 0, end = x->max_id < 0 ? 0 : (size_t)x->max_id + 1 < x->nby_id ? (size_t)x->max_id + 1 : x->nby_id;
+    for (size_t i = 0; i < end; i++)
+        n += x->by_id[i] != 0;
+    return n;
+}
+
+/* Both steps, on two builders or (two = 0) on one; 0 when every record is indexed, else the
+ * part that failed in *failed (with two builders, maybe no failure but a bank too full or an id
+ * given twice, which the checked rerun on one builder sorts out). */
+static int build_vocab(Tables *t, Region *regions, int two, int checked, size_t *nsparse, VocabPart *failed) {
+    MtokIndex *x = &t->x;
+    x->bank = two ? x->mask >> 1 : x->mask;
+    VocabPart part = {t, 0, x->count, 0, nsparse, &regions[0], regions, two ? 2 : 1, 0, checked, FOUND_NOTHING, 0, 0};
+    VocabPart first = part, second = part;
+    regions[0].size = x->count;
+    if (two) {
+        regions[0].size = first.k1 = second.k0 = t->half;
+        regions[1].size = x->count - t->half;
+        second.pos = t->half_pos;
+        second.region = &regions[1];
+        run_two(scan_vocab_part, &first, &second);
+    } else {
+        scan_vocab_part(&first);
+    }
+    *failed = first.found ? first : second;
+    if (first.found || second.found || (two && !banks_fit(regions, x->bank)))
+        return 1;
+    if (!checked && ids_given(x) != x->count - *nsparse)
+        return 1;
+    if (two) {
+        second.bank = 1;
+        run_two(insert_vocab_bank, &first, &second);
+    } else {
+        insert_vocab_bank(&first);
+    }
+    *failed = first.found ? first : second;
+    return first.found || second.found;
+}
+
 static void vocab_error(const Tables *t, const VocabPart *part) {
     const char *section = "model vocabulary";
     size_t at = t->vocab_pos + part->at;
@@ -347,7 +534,7 @@ static void vocab_error(const Tables *t, const VocabPart *part) {
         format_error(section, at, "vocabulary id %u is given to two tokens", part->id);
 }
 
-static int index_vocab(Tables *t) {
+static int index_vocab(Tables *t, uint64_t *pending) {
     MtokIndex *x = &t->x;
     const char *section = "model vocabulary";
     size_t nsparse = 0;
@@ -358,6 +545,7 @@ static int index_vocab(Tables *t) {
     x->slots = table_alloc((x->mask + 1) * sizeof *x->slots, (x->mask + 1) * sizeof *x->slots);
     /* a record offset + 1 is at most the section's length */
     x->off_mask = mtok_low_mask(x->vocab_len);
+    Region regions[2] = {{pending, 0, 0, 0}, {NULL, 0, 0, 0}};
     int sparse = x->max_id >= 0 && (size_t)x->max_id >= x->nby_id;
     if (sparse)
         x->sparse = malloc(x->count * sizeof *x->sparse);
@@ -365,26 +553,20 @@ static int index_vocab(Tables *t) {
         PyErr_NoMemory();
         return -1;
     }
-    VocabPart whole = {t, 0, x->count, 0, &nsparse, FOUND_NOTHING, 0, 0}, first = whole, second = whole;
-    int done = 0;
-    if (x->count + (size_t)x->nmerges >= TWO_BUILDERS) {
-        first.k1 = second.k0 = t->half;
-        second.pos = t->half_pos;
-        run_two(index_vocab_part, &first, &second);
-        done = !first.found && !second.found;
-        if (!done) {
-            /* the error to report is the first bad record in file order: one builder's */
-            memset(x->slots, 0, (x->mask + 1) * sizeof *x->slots);
-            memset(x->by_id, 0, x->nby_id * sizeof *x->by_id);
-            nsparse = 0;
-        }
+    regions[1].at = regions[0].at + t->half;
+    VocabPart failed;
+    int bad = build_vocab(t, regions, x->count + (size_t)x->nmerges >= TWO_BUILDERS, 0, &nsparse, &failed);
+    if (bad) {
+        /* the error to report is the first bad record in file order, which one builder finds */
+        memset(x->slots, 0, (x->mask + 1) * sizeof *x->slots);
+        memset(x->by_id, 0, x->nby_id * sizeof *x->by_id);
+        nsparse = 0;
+        regions[0].n0 = regions[0].n1 = 0;
+        bad = build_vocab(t, regions, 0, 1, &nsparse, &failed);
     }
-    if (!done) {
-        index_vocab_part(&whole);
-        if (whole.found) {
-            vocab_error(t, &whole);
-            return -1;
-        }
+    if (bad) {
+        vocab_error(t, &failed);
+        return -1;
     }
     if (sparse) {
         qsort(x->sparse, nsparse, sizeof *x->sparse, cmp_u64);
@@ -448,30 +630,34 @@ typedef struct {
     uint32_t k, a, b;
 } PendingMerge;
 
-/* index_merges' pipeline: the distance between stages, and the ring holding the merges between
- * the first and the last stage */
-enum { AHEAD = 16, RING = 64 };
+/* index_merges' pipeline: the ring holding the merges between its first and its last stage */
+enum { RING = 64 };
 
-static void insert_merge(MtokIndex *x, const PendingMerge *p) {
-    uint32_t tag = (uint32_t)p->h & ~x->moff_mask, mine = tag | (p->k + 1);
-    size_t i = (size_t)(p->h >> 32) & x->mmask;
-    for (;;) {
-        uint32_t s = __atomic_load_n(&x->mslots[i], __ATOMIC_RELAXED), k = mtok_slot_ref(s, x->moff_mask);
-        if (!k) {
-            if (claim(&x->mslots[i], mine))
-                return;
-            continue;
+/* Step two for merges: one bank's entries into their slots. A pair listed twice: the later
+ * merge in HF's order wins, as in HF's map, in whichever order the entries come. */
+static void insert_merge_bank(MtokIndex *x, const Region *regions, int nregions, int b) {
+    for (int g = 0; g < nregions; g++) {
+        const Region *r = &regions[g];
+        size_t n = b ? r->n1 : r->n0;
+        for (size_t j = 0; j < n; j++) {
+            if (j + AHEAD < n)
+                __builtin_prefetch(&x->mslots[region_get(r, b, j + AHEAD) >> 32], 1);
+            uint64_t e = region_get(r, b, j);
+            uint32_t value = (uint32_t)e, tag = value & ~x->moff_mask, mine = (value & x->moff_mask) - 1;
+            for (size_t i = (size_t)(e >> 32);; i = mtok_next_slot(i, x->mbank)) {
+                uint32_t s = x->mslots[i], k = mtok_slot_ref(s, x->moff_mask);
+                if (!k) {
+                    x->mslots[i] = value;
+                    break;
+                }
+                const uint8_t *o = x->merges + 12 * (size_t)(k - 1), *m = x->merges + 12 * (size_t)mine;
+                if ((s & ~x->moff_mask) == tag && mtok_u32(o) == mtok_u32(m) && mtok_u32(o + 4) == mtok_u32(m + 4)) {
+                    if (rank_of(x, k - 1) < rank_of(x, mine))
+                        x->mslots[i] = value;
+                    break;
+                }
+            }
         }
-        const uint8_t *o = x->merges + 12 * (size_t)(k - 1);
-        if ((s & ~x->moff_mask) == tag && mtok_u32(o) == p->a && mtok_u32(o + 4) == p->b) {
-            /* a pair listed twice: the later merge in HF's order wins, as in HF's map, whichever
-             * builder comes first */
-            if (rank_of(x, k - 1) > rank_of(x, p->k) ||
-                __atomic_compare_exchange_n(&x->mslots[i], &s, mine, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-                return;
-            continue;
-        }
-        i = (i + 1) & x->mmask;
     }
 }
 
@@ -514,6 +700,7 @@ typedef struct {
     int64_t delta;         /* in the file's order: result - rank, as the first merges have it */
     size_t q0, q1;
     uint8_t *key;          /* room for two tokens */
+    Region *region;        /* this builder's slot entries */
     int missing;           /* a merge names an id the vocabulary lacks */
     uint32_t unresolved;   /* the first merge (in the file) whose result this builder did not find */
 } MergePart;
@@ -526,10 +713,11 @@ static void index_merges_part(void *arg) {
     int64_t delta = part->delta;
     uint8_t *key = part->key;
     /* The loop is a software pipeline, each stage AHEAD merges behind the previous one: fetch
-     * the merge record; read it, fetch the pair's slot and the ids' cells; fetch the tokens'
-     * records and the guessed result's; insert and resolve. */
+     * the merge record; read it, hash the pair and fetch the ids' cells; fetch the tokens'
+     * records and the guessed result's; put the pair's slot entry and resolve the result. */
     int64_t prev = -1; /* in HF's order: the previous merge's result */
     PendingMerge ring[RING];
+    Region r = *part->region; /* as in scan_vocab_part */
     size_t n = part->q1 - part->q0;
     for (size_t i = 0, q; i < n + 3 * AHEAD; i++) {
         if (i < n && !by_file)
@@ -541,7 +729,6 @@ static void index_merges_part(void *arg) {
             p->a = mtok_u32(m);
             p->b = mtok_u32(m + 4);
             p->h = mtok_pair_hash(p->a, p->b);
-            __builtin_prefetch(&x->mslots[(size_t)(p->h >> 32) & x->mmask], 1);
             if (p->a < x->nby_id && p->b < x->nby_id) {
                 __builtin_prefetch(&x->by_id[p->a]);
                 __builtin_prefetch(&x->by_id[p->b]);
@@ -568,7 +755,9 @@ static void index_merges_part(void *arg) {
         }
         if (i >= 3 * AHEAD && (q = i - 3 * AHEAD) < n) {
             PendingMerge *p = &ring[q % RING];
-            insert_merge(x, p);
+            size_t slot = (size_t)(p->h >> 32) & x->mmask;
+            uint32_t value = ((uint32_t)p->h & ~x->moff_mask) | (p->k + 1);
+            region_put(&r, bank_of(slot, x->mbank), (uint64_t)slot << 32 | value);
             int32_t id = -1;
             int64_t first = by_file ? (int64_t)rank_of(x, p->k) + delta : prev;
             for (int64_t guess = first; guess <= first + 1 && id < 0; guess++) {
@@ -588,9 +777,21 @@ static void index_merges_part(void *arg) {
             delta = (int64_t)id - rank_of(x, p->k);
         }
     }
+    *part->region = r;
 }
 
-static int index_merges(Tables *t) {
+typedef struct {
+    MtokIndex *x;
+    const Region *regions;
+    int bank;
+} BankJob;
+
+static void insert_merges_job(void *arg) {
+    BankJob *job = arg;
+    insert_merge_bank(job->x, job->regions, 2, job->bank);
+}
+
+static int index_merges(Tables *t, uint64_t *pending) {
     MtokIndex *x = &t->x;
     size_t n = x->nmerges;
     uint8_t *seen = calloc(n / 8 + 1, 1);
@@ -645,17 +846,34 @@ static int index_merges(Tables *t) {
                 x->rank[order[k]] = k;
         }
     }
-    /* Two builders take a half each: slots are claimed as in index_vocab, and each merge's
-     * result is its own cell. The unresolved merge reported is the first in the file either met. */
-    MergePart whole = {t, order, delta, 0, n, key, 0, UINT32_MAX}, first = whole, second = whole;
-    if (x->count + n >= TWO_BUILDERS) {
-        first.q1 = second.q0 = n / 2;
+    /* Two builders take a half each, in the two steps of build_vocab; each merge's result is
+     * its own cell. The unresolved merge reported is the first in the file either met. */
+    int two = x->count + n >= TWO_BUILDERS;
+    x->mbank = two ? x->mmask >> 1 : x->mmask;
+    Region regions[2] = {{pending, n, 0, 0}, {NULL, 0, 0, 0}};
+    MergePart whole = {t, order, delta, 0, n, key, &regions[0], 0, UINT32_MAX}, first = whole, second = whole;
+    if (two) {
+        regions[0].size = first.q1 = second.q0 = n / 2;
+        regions[1] = (Region){pending + n / 2, n - n / 2, 0, 0};
         second.key = key2;
+        second.region = &regions[1];
         run_two(index_merges_part, &first, &second);
         whole.missing = first.missing || second.missing;
         whole.unresolved = first.unresolved < second.unresolved ? first.unresolved : second.unresolved;
     } else {
         index_merges_part(&whole);
+    }
+    if (!whole.missing) {
+        if (two && banks_fit(regions, x->mbank)) {
+            BankJob jobs[2] = {{x, regions, 0}, {x, regions, 1}};
+            run_two(insert_merges_job, &jobs[0], &jobs[1]);
+        } else {
+            /* one bank, which holds any entries below 4/5 of the table (pow2_for) */
+            x->mbank = x->mmask;
+            for (int g = 0; g < (two ? 2 : 1); g++)
+                for (int b = 0; b < 2; b++)
+                    insert_merge_bank(x, &regions[g], 1, b);
+        }
     }
     if (whole.missing) {
         missing_id_error(t);
@@ -762,8 +980,16 @@ static PyObject *Tables_build(Tables *self, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "skip must not be negative");
         return NULL;
     }
-    if (index_vocab(self) < 0 ||
-        (self->kind == KIND_BPE && (index_merges(self) < 0 || resolve_merges(self, (size_t)skip) < 0)))
+    /* the builders' slot entries (build_vocab), for the records and then for the merges */
+    size_t most = self->x.count > self->x.nmerges ? self->x.count : self->x.nmerges;
+    size_t pending_bytes = (most ? most : 1) * sizeof(uint64_t);
+    uint64_t *pending = table_alloc(pending_bytes, pending_bytes);
+    if (!pending)
+        return PyErr_NoMemory();
+    int failed = index_vocab(self, pending) < 0 ||
+                 (self->kind == KIND_BPE && (index_merges(self, pending) < 0 || resolve_merges(self, (size_t)skip) < 0));
+    table_free(pending, pending_bytes);
+    if (failed)
         return NULL;
     self->built = 1;
     Py_RETURN_NONE;
@@ -986,6 +1212,7 @@ static PyMethodDef tables_functions[] = {
 };
 
 int mtok_tables_register(PyObject *module) {
+    utf8_dfa_init();
     if (PyType_Ready(&TablesType) < 0 || PyModule_AddFunctions(module, tables_functions) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "MtokTables", (PyObject *)&TablesType);

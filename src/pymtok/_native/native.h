@@ -54,8 +54,17 @@ static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
         p += 8;
         n -= 8;
     }
+    /* the last n < 8 bytes as one little-endian word, without a variable-length copy: two
+     * overlapping loads put each shared byte in the same place twice */
     uint64_t w = 0;
-    memcpy(&w, p, n);
+    if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        w = lo | (uint64_t)hi << (8 * (n - 4));
+    } else if (n) {
+        w = p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) | (uint64_t)p[n - 1] << (8 * (n - 1));
+    }
     h = (h ^ w) * 0x94D049BB133111EBull;
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ull;
