@@ -22,9 +22,11 @@ from pymtok import encoding, native
 from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer
 
 PURE = os.environ.get("PYMTOK_PURE", "") not in ("", "0")
-# the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC, and
-# BERT's WordPiece behind its BertNormalizer
-COVERED = ["llama3", "qwen3", "gpt-4o", "deepseek-v3", "roberta-base", "all-minilm-l6-v2", "bert-base-chinese"]
+# the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC,
+# BERT's WordPiece behind its BertNormalizer, and SentencePiece-style BPE with byte fallback
+# behind Prepend and Replace
+COVERED = ["llama3", "qwen3", "gpt-4o", "deepseek-v3", "roberta-base", "all-minilm-l6-v2", "bert-base-chinese",
+           "gemma-v1", "mistral-7b-v0.1", "phi-3-mini"]
 
 _PIECES = list("aAbZ\u0327\u0323\u0301\u0308é \t\n\r\u3000\u00a0\u2028ﬁ①½ΣİǅДж日本語のテ한\u200b\u00ad\x00\ufffd"
                "🤗👩\u200d👧'\",.!?-_0123456789") + [

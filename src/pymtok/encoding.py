@@ -363,6 +363,18 @@ def _call_post_processor(tok: Tokenizer) -> processors.PostProcessor | None:
     settings = tok.meta.call_settings
     if tok.post_processor is not None and "add_bos_token" not in settings and "add_eos_token" not in settings:
         return tok.post_processor
+    # made once per tokenizer and settings: building the template costs more than a short call
+    key = (tok.post_processor, *(settings.get(f"add_{n}_token") for n in ("bos", "eos")),
+           *(tok.meta.special_tokens.get(f"{n}_token") for n in ("bos", "eos")))
+    if tok._call_post is not None and tok._call_post[0] == key:
+        return tok._call_post[1]
+    post = _bos_eos_processor(tok)
+    tok._call_post = (key, post)
+    return post
+
+
+def _bos_eos_processor(tok: Tokenizer) -> processors.PostProcessor:
+    settings = tok.meta.call_settings
     specials: dict[str, dict[str, Any]] = {}
     around: dict[str, str | None] = {}
     for name in ("bos", "eos"):

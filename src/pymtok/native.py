@@ -224,10 +224,11 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     characters of ``text`` as HF reports them; ``trim`` (-1 none, 0, 1 with add_prefix_space) is
     a ByteLevel post-processor's trimming of them. The native core locates a piece's tokens by
     their byte lengths, so it covers BPE and WordPiece after pre-tokenizers that only cut the
-    text, with a native normalizer or none. A text whose normalizer changes it (the alignment
-    is the pure path's to follow) or that meets a token of unknown length (an unknown or
-    byte-fallback token, an id spelled two ways) gives None, as does every text of a
-    tokenizer this returns None for: those take the pure path.
+    text, with a native normalizer or none. A text whose normalizer changes it in a way the
+    native core does not align (anything but BertNormalizer, Prepend and one-character Replace:
+    the alignment is the pure path's to follow) or that meets a token of unknown length (an
+    unknown token, an id spelled two ways) gives None, as does every text of a tokenizer this
+    returns None for: those take the pure path.
     """
     _native = _core()
     encoder = getattr(tokenizer._native_segment, "__self__", None)
@@ -247,12 +248,21 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     if type(model) is models.BPE:
         byte_level = bool(steps) and steps[-1][0] == "byte_level"
         first = _token_lengths(model.vocab, bound, _byte_length if byte_level else _utf8_length)
-        unknown = [model.vocab.get(model.unk_token)] if model.unk_token is not None else []
+        unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
         if model.byte_fallback:
-            unknown += [model.vocab.get(_byte_level.byte_token(b)) for b in range(256)]
-        for id in unknown:
-            if id is not None:
-                first[id] = -1
+            for b in range(256):
+                token = _byte_level.byte_token(b)
+                id = model.vocab.get(token)
+                if id is not None and first[id] != -1:
+                    # a byte token the model emits stands for one byte of the piece, unless its
+                    # own characters could make it too: a whole-piece lookup, or a merge of two
+                    # tokens that spell it
+                    made = model.ignore_merges or any(
+                        token[:j] in model.vocab and token[j:] in model.vocab for j in range(1, len(token))
+                    )
+                    first[id] = -1 if made else 1
+        if unknown is not None:
+            first[unknown] = -1
         encoder.set_offsets(first.tobytes(), None, -1)
     elif type(model) is models.WordPiece:
         prefix = model.continuing_subword_prefix

@@ -192,6 +192,8 @@ class Tokenizer:
         # Tokenizer.decode's native decoder, built on first use (its table costs a pass over the
         # vocabulary); a callable taking (ids, skip_special_tokens), None for the pure path
         self._native_decode: Callable[[Any, Any], str | None] = self._first_native_decode
+        # encoding._call_post_processor's last answer, with what it was made from
+        self._call_post: tuple[tuple[Any, ...], processors.PostProcessor | None] | None = None
 
     @property
     def decoder(self) -> decoders.Decoder | None:

@@ -462,7 +462,7 @@ typedef struct {
     Spans spans, tmp;
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
-    CpBuf align[2];   /* encode_offsets: a BertNormalizer's alignment */
+    CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
     AddedCuts cuts, sub;
 } Work;
 
@@ -1078,8 +1078,8 @@ static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, si
 }
 
 /* encode_text_core with each token's offsets: 0, -1 out of memory, -2 when the pure path must
- * answer (a token of unknown length; a normalizer other than BertNormalizer that changed the
- * text, whose alignment only the pure path follows). */
+ * answer (a token of unknown length; a normalizer other than BertNormalizer, Prepend and
+ * one-character Replace that changed the text, whose alignment only the pure path follows). */
 static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n, int trim,
                              Work *w, IdBuf *ids, IdBuf *offs) {
     if (!n)
@@ -1103,12 +1103,23 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
             len = w->norm[1].n;
             align = w->align[1].v;
         } else if (nops) {
-            const uint32_t *res;
+            const uint32_t *res, *res_align;
             size_t res_n;
-            if ((err = normalize_ops(ops, nops, seg, len, w->norm, &res, &res_n)))
+            err = normalize_aligned(ops, nops, seg, len, w->norm, w->align, &res, &res_n, &res_align);
+            if (err == -3) {
+                /* another normalizer: its alignment is the pure path's to follow, where it changes
+                 * the text */
+                if ((err = normalize_ops(ops, nops, seg, len, w->norm, &res, &res_n)))
+                    return err;
+                if (res_n != len || (len && memcmp(res, seg, len * sizeof *seg)))
+                    return -2;
+            } else if (err) {
                 return err;
-            if (res_n != len || (len && memcmp(res, seg, len * sizeof *seg)))
-                return -2;
+            } else {
+                seg = res;
+                len = res_n;
+                align = res_align;
+            }
         }
         if (!len)
             continue;

@@ -476,6 +476,13 @@ typedef struct {
 int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
                   const uint32_t **res, size_t *res_n);
 
+/* normalize_ops for steps whose every output character comes from one input character (Prepend;
+ * Replace of one character by one or more), with *res_align the input character of each output
+ * character (NULL when no step changed anything). Returns -1 when out of memory, -3 when a step
+ * is none of those. Runs without the GIL. */
+int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
+                      const uint32_t **res, size_t *res_n, const uint32_t **res_align);
+
 /* ---- added tokens (added.c) ----------------------------------------------------------------- */
 
 enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2 };

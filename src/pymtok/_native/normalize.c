@@ -484,6 +484,42 @@ static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf
     return cps_extend(out, in + done, n - done);
 }
 
+int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
+                      const uint32_t **res, size_t *res_n, const uint32_t **res_align) {
+    for (size_t k = 0; k < nops; k++)
+        if (ops[k].kind != NORM_PREPEND && !(ops[k].kind == NORM_REPLACE && ops[k].npat == 1 && ops[k].nrep >= 1))
+            return -3;
+    const uint32_t *cur = in, *cur_align = NULL; /* NULL: each character is its own */
+    for (size_t k = 0; k < nops; k++) {
+        const NormOp *op = &ops[k];
+        int to = cur == bufs[0].v ? 1 : 0;
+        CpBuf *dst = &bufs[to], *dal = &aligns[to];
+        if (n == 0) /* as normalize_ops: both leave empty text alone */
+            continue;
+        dst->n = dal->n = 0;
+        /* HF's prepend: the first added character takes over the first character's alignment,
+         * the others and that character come after it, all from the first input character */
+        if (op->kind == NORM_PREPEND &&
+            (cps_extend(dst, op->rep, op->nrep) < 0 || align_fill(dal, 0, op->nrep, cur_align ? cur_align[0] : 0) < 0))
+            return -1;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t at = cur_align ? cur_align[i] : (uint32_t)i;
+            size_t mark = dst->n;
+            int err = op->kind == NORM_REPLACE && cur[i] == op->pat[0] ? cps_extend(dst, op->rep, op->nrep)
+                                                                       : cps_push(dst, cur[i]);
+            if (err < 0 || align_fill(dal, mark, dst->n, at) < 0)
+                return -1;
+        }
+        cur = dst->v;
+        cur_align = dal->v;
+        n = dst->n;
+    }
+    *res = cur;
+    *res_n = n;
+    *res_align = cur_align;
+    return 0;
+}
+
 int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
                   const uint32_t **res, size_t *res_n) {
     const uint32_t *cur = in;
