@@ -98,7 +98,7 @@ def test_encoding_inside_a_python_normalizer() -> None:
         return piece
 
     expected = hf_ids("qwen3", texts)
-    assert [encoder.encode_text(t, normalizer, False) for t in texts] == expected
+    assert [encoder.encode_text(normalizer, t, False) for t in texts] == expected
     gemma, qwen = hf_tokenizer("gemma-v1"), hf_tokenizer("qwen3")
     for k, (piece, ids) in enumerate(seen):
         oracle = gemma if k % 2 == 0 else qwen

@@ -976,22 +976,24 @@ static int encodable_length(PyObject *text, size_t *n) {
 
 static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
     int special;
-    if (nargs != 3 || !PyUnicode_Check(args[0]) || (special = PyObject_IsTrue(args[2])) < 0) {
+    /* the normalizer first, so that native.py binds it with functools.partial: a Python
+     * wrapper would cost a frame on every encode */
+    if (nargs != 3 || !PyUnicode_Check(args[1]) || (special = PyObject_IsTrue(args[2])) < 0) {
         PyErr_SetString(PyExc_TypeError,
-                        "encode_text(text: str, normalizer: callable | None, add_special_tokens: bool)");
+                        "encode_text(normalizer: callable | None, text: str, add_special_tokens: bool)");
         return NULL;
     }
     if (!self->ints) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
         return NULL;
     }
-    PyObject *text = args[0];
+    PyObject *text = args[1];
     size_t n;
     if (encodable_length(text, &n) < 0)
         return NULL;
     IdBuf out = {0};
     Work own, *w = work_take(&own);
-    int err = encode_text_into(self, text, args[1], w, &out);
+    int err = encode_text_into(self, text, args[0], w, &out);
     work_give(w, &own);
     PyObject *list = err ? NULL : id_list(self, &out, special);
     free(out.v);
@@ -1611,7 +1613,7 @@ static PyMethodDef Encoder_methods[] = {
     {"set_post", (PyCFunction)Encoder_set_post, METH_VARARGS,
      "set_post(prefix, suffix): the ids add_special_tokens puts around a text's (the post-processor's)."},
     {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_FASTCALL,
-     "encode_text(text, normalizer, add_special_tokens) -> list[int]: added tokens, normalization and\n"
+     "encode_text(normalizer, text, add_special_tokens) -> list[int]: added tokens, normalization and\n"
      "segments in one call; ValueError for a lone surrogate, as Tokenizer.encode."},
     {"encode_batch", (PyCFunction)(void (*)(void))Encoder_encode_batch, METH_FASTCALL,
      "encode_batch(texts, normalizer, add_special_tokens, num_threads[, mode]) -> list[list[int]]: encode_text\n"
