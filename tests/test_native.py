@@ -470,8 +470,8 @@ def worst_cases() -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["1MB no spaces", "1MB one char", "random code points"])
-@pytest.mark.parametrize("name", ["llama3", "gpt-4o", "gemma-v1", "all-minilm-l6-v2", "t5-small"])
+@pytest.mark.parametrize("case", ["1MB no spaces", "1MB one char", "random code points", "1MB of marks"])
+@pytest.mark.parametrize("name", ["llama3", "qwen3", "gpt-4o", "gemma-v1", "all-minilm-l6-v2", "t5-small"])
 def test_worst_cases(name: str, case: str) -> None:
     text = worst_cases()[case]
     tok = load(name)

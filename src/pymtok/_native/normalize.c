@@ -73,22 +73,57 @@ static int push_mapped(CpBuf *b, const uint32_t *keys, size_t count, const uint3
 #define PUSH_NFD(b, c) push_mapped((b), n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, (c))
 #define PUSH_LOWER(b, c) push_mapped((b), n_lower_keys, N_LOWER_COUNT, n_lower_offsets, n_lower_pool, (c))
 
-/* NFD's canonical ordering: a stable insertion sort of each run of non-starters by class.
- * Returns whether it moved any character. */
+/* A run of non-starters in stable order of class: by insertion for the few marks text has, by
+ * counting for a long run (hostile text: a megabyte of alternating marks took an insertion sort
+ * minutes). Returns -1 when out of memory. */
+static int order_run(uint32_t *v, size_t n) {
+    if (n <= 32) {
+        for (size_t i = 1; i < n; i++) {
+            uint32_t c = v[i];
+            unsigned cc = ccc(c, nprops(c));
+            size_t j = i;
+            for (; j > 0 && ccc(v[j - 1], nprops(v[j - 1])) > cc; j--)
+                v[j] = v[j - 1];
+            v[j] = c;
+        }
+        return 0;
+    }
+    uint32_t *sorted = malloc(n * sizeof *v);
+    if (!sorted)
+        return -1;
+    size_t at[257] = {0};
+    for (size_t i = 0; i < n; i++)
+        at[ccc(v[i], nprops(v[i])) + 1]++;
+    for (size_t k = 1; k < 257; k++)
+        at[k] += at[k - 1];
+    for (size_t i = 0; i < n; i++)
+        sorted[at[ccc(v[i], nprops(v[i]))]++] = v[i];
+    memcpy(v, sorted, n * sizeof *v);
+    free(sorted);
+    return 0;
+}
+
+/* NFD's canonical ordering: each run of non-starters in stable order of class. Returns whether
+ * it moved any character, -1 when out of memory. */
 static int canonical_order(uint32_t *v, size_t n) {
     int moved = 0;
-    for (size_t i = 1; i < n; i++) {
-        unsigned cc = ccc(v[i], nprops(v[i]));
-        if (!cc)
+    for (size_t i = 0; i < n;) {
+        if (!ccc(v[i], nprops(v[i]))) {
+            i++;
             continue;
-        size_t j = i;
-        uint32_t c = v[i];
-        while (j > 0 && ccc(v[j - 1], nprops(v[j - 1])) > cc) {
-            v[j] = v[j - 1];
-            j--;
         }
-        moved |= j != i;
-        v[j] = c;
+        size_t j = i + 1;
+        int ordered = 1;
+        for (unsigned last = ccc(v[i], nprops(v[i])), cc; j < n && (cc = ccc(v[j], nprops(v[j]))); j++) {
+            ordered &= last <= cc;
+            last = cc;
+        }
+        if (!ordered) {
+            if (order_run(v + i, j - i) < 0)
+                return -1;
+            moved = 1;
+        }
+        i = j;
     }
     return moved;
 }
@@ -174,7 +209,10 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
         }
         /* ordering moves non-starters only: when all of them are marks strip_accents drops, each
          * remaining character keeps its place and its alignment */
-        if (reorder && canonical_order(tmp->v, tmp->n) && align && !nonstarters_dropped(tmp->v, tmp->n))
+        int moved = reorder ? canonical_order(tmp->v, tmp->n) : 0;
+        if (moved < 0)
+            return -1;
+        if (moved && align && !nonstarters_dropped(tmp->v, tmp->n))
             return -2;
         src = tmp->v;
         len = tmp->n;
@@ -249,7 +287,8 @@ int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
     }
     uint32_t *v = tmp->v;
     size_t len = tmp->n;
-    canonical_order(v, len);
+    if (canonical_order(v, len) < 0)
+        return -1;
     /* compose in place: c joins the last starter unless a character between them has class 0
      * or one at least c's (kept characters after a starter are in ascending class order) */
     size_t w = 0, starter = 0;
