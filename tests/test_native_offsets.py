@@ -22,9 +22,9 @@ from pymtok import encoding, native
 from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer
 
 PURE = os.environ.get("PYMTOK_PURE", "") not in ("", "0")
-# the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC,
-# BERT's WordPiece behind its BertNormalizer, and SentencePiece-style BPE with byte fallback
-# behind Prepend and Replace
+# the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC
+# (aligned as HF aligns it), BERT's WordPiece behind its BertNormalizer, and SentencePiece-style
+# BPE with byte fallback behind Prepend and Replace
 COVERED = ["llama3", "qwen3", "gpt-4o", "deepseek-v3", "roberta-base", "all-minilm-l6-v2", "bert-base-chinese",
            "gemma-v1", "mistral-7b-v0.1", "phi-3-mini"]
 
@@ -79,7 +79,7 @@ def test_covered_tokenizers_take_no_pure_detour(name: str, monkeypatch: pytest.M
     aligned pipeline (``encode_words``) is not called, and the offsets still equal HF's."""
     tok = ours(name)
     assert native.accelerate_offsets(tok) is not None, name
-    texts = [c[:1500] for c in corpus_chunks(12, seed=7) if c.isascii()] or ["Hello world, it's me."]
+    texts = [c[:1500] for c in corpus_chunks(12, seed=7)]
     wants = [oracle(name).encode(text, add_special_tokens=False) for text in texts]
 
     def no_pure(*args: Any) -> Any:
@@ -138,12 +138,13 @@ def test_offsets_where_normalization_reorders_and_composes_marks(name: str) -> N
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    _check(name, "e\u0301\u0323 x")  # offsets (0, 1), (2, 3), (3, 5)
+    native_nfc = name in COVERED and not PURE  # the native core aligns NFC itself
+    assert _check(name, "e\u0301\u0323 x") or not native_nfc  # offsets (0, 1), (2, 3), (3, 5)
 
     @settings(max_examples=examples(200), deadline=None, database=None)
     @given(st.lists(st.sampled_from(_MARKED), max_size=12).map("".join))
     def prop(text: str) -> None:
-        _check(name, text)
+        assert _check(name, text) or not native_nfc, text
 
     prop()
 

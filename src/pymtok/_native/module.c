@@ -1080,7 +1080,7 @@ static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, si
 }
 
 /* encode_text_core with each token's offsets: 0, -1 out of memory, -2 when the pure path must
- * answer (a token of unknown length; a normalizer other than BertNormalizer, Prepend and
+ * answer (a token of unknown length; a normalizer other than BertNormalizer, NFC, Prepend and
  * one-character Replace that changed the text, whose alignment only the pure path follows). */
 static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n, int trim,
                              Work *w, IdBuf *ids, IdBuf *offs) {
@@ -1104,6 +1104,14 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
             seg = w->norm[1].v;
             len = w->norm[1].n;
             align = w->align[1].v;
+        } else if (nops == 1 && ops[0].kind == NORM_NFC) {
+            if ((err = nfc_aligned(seg, len, &w->norm[2], &w->norm[0], &w->align[0])) < 0)
+                return err;
+            if (!err) {
+                seg = w->norm[0].v;
+                len = w->norm[0].n;
+                align = w->align[0].v;
+            }
         } else if (nops) {
             const uint32_t *res, *res_align;
             size_t res_n;

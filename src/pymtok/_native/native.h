@@ -476,6 +476,10 @@ typedef struct {
 int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
                   const uint32_t **res, size_t *res_n);
 
+/* NFC with each output character's input character, as HF aligns it (normalize.c). Returns 1
+ * when the text stays as it is, 0, -1 when out of memory, -2 for the pure path. */
+int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);
+
 /* normalize_ops for steps whose every output character comes from one input character (Prepend;
  * Replace of one character by one or more), with *res_align the input character of each output
  * character (NULL when no step changed anything). Returns -1 when out of memory, -3 when a step

@@ -73,6 +73,15 @@ static int push_mapped(CpBuf *b, const uint32_t *keys, size_t count, const uint3
 #define PUSH_NFD(b, c) push_mapped((b), n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, (c))
 #define PUSH_LOWER(b, c) push_mapped((b), n_lower_keys, N_LOWER_COUNT, n_lower_offsets, n_lower_pool, (c))
 
+/* Entries of the runs sorted below: a code point, and above it nfc_aligned's change. */
+enum { CP_BITS = 21 };
+#define CP_MASK ((1u << CP_BITS) - 1)
+
+static inline unsigned entry_ccc(uint32_t e) {
+    uint32_t c = e & CP_MASK;
+    return ccc(c, nprops(c));
+}
+
 /* A run of non-starters in stable order of class: by insertion for the few marks text has, by
  * counting for a long run (hostile text: a megabyte of alternating marks took an insertion sort
  * minutes). Returns -1 when out of memory. */
@@ -80,9 +89,9 @@ static int order_run(uint32_t *v, size_t n) {
     if (n <= 32) {
         for (size_t i = 1; i < n; i++) {
             uint32_t c = v[i];
-            unsigned cc = ccc(c, nprops(c));
+            unsigned cc = entry_ccc(c);
             size_t j = i;
-            for (; j > 0 && ccc(v[j - 1], nprops(v[j - 1])) > cc; j--)
+            for (; j > 0 && entry_ccc(v[j - 1]) > cc; j--)
                 v[j] = v[j - 1];
             v[j] = c;
         }
@@ -93,28 +102,28 @@ static int order_run(uint32_t *v, size_t n) {
         return -1;
     size_t at[257] = {0};
     for (size_t i = 0; i < n; i++)
-        at[ccc(v[i], nprops(v[i])) + 1]++;
+        at[entry_ccc(v[i]) + 1]++;
     for (size_t k = 1; k < 257; k++)
         at[k] += at[k - 1];
     for (size_t i = 0; i < n; i++)
-        sorted[at[ccc(v[i], nprops(v[i]))]++] = v[i];
+        sorted[at[entry_ccc(v[i])]++] = v[i];
     memcpy(v, sorted, n * sizeof *v);
     free(sorted);
     return 0;
 }
 
-/* NFD's canonical ordering: each run of non-starters in stable order of class. Returns whether
- * it moved any character, -1 when out of memory. */
+/* NFD's canonical ordering: each run of non-starters in stable order of class (entries: code
+ * points, or nfc_aligned's). Returns whether it moved any, -1 when out of memory. */
 static int canonical_order(uint32_t *v, size_t n) {
     int moved = 0;
     for (size_t i = 0; i < n;) {
-        if (!ccc(v[i], nprops(v[i]))) {
+        if (!entry_ccc(v[i])) {
             i++;
             continue;
         }
         size_t j = i + 1;
         int ordered = 1;
-        for (unsigned last = ccc(v[i], nprops(v[i])), cc; j < n && (cc = ccc(v[j], nprops(v[j]))); j++) {
+        for (unsigned last = entry_ccc(v[i]), cc; j < n && (cc = entry_ccc(v[j])); j++) {
             ordered &= last <= cc;
             last = cc;
         }
@@ -312,6 +321,81 @@ int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
         v[w++] = c;
     }
     return cps_extend(out, v, w);
+}
+
+/* nfc_normalize with, in align, each output character's input character as HF aligns its NFC
+ * (unicode-normalization-alignments; normalizers.py _UnicodeForm._changes the reference): each
+ * character decomposed, its first part replacing it and the others inserted after it; marks put
+ * in canonical order, each keeping that role; each composed onto its starter, the composite
+ * charging one input character more. Returns 1 when the text stays as it is (out and align
+ * untouched), 0, -1 when out of memory, -2 when HF gives a character no input character (the
+ * pure path answers). */
+int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align) {
+    size_t first = 0;
+    while (first < n && !(nprops(in[first]) & (N_NFD | N_NONSTARTER | N_COMPOSES)))
+        first++;
+    if (first == n)
+        return 1;
+    size_t from = first ? first - 1 : 0;
+    tmp->n = 0;
+    for (size_t i = from; i < n; i++) {
+        uint32_t c = in[i], p = nprops(c);
+        size_t mark = tmp->n;
+        if ((p & N_NFD ? PUSH_NFD(tmp, c) : cps_push(tmp, c)) < 0)
+            return -1;
+        for (size_t k = mark + 1; k < tmp->n; k++)
+            tmp->v[k] |= 1u << CP_BITS; /* inserted */
+    }
+    if (canonical_order(tmp->v, tmp->n) < 0)
+        return -1;
+    /* composed as the crate's Recompositions emits it: a starter with everything composed onto
+     * it, then the marks that did not compose; align holds each character's change for now */
+    out->n = align->n = 0;
+    if (cps_extend(out, in, from) < 0)
+        return -1;
+    for (size_t i = 0; i < from; i++)
+        if (cps_push(align, 0) < 0)
+            return -1;
+    size_t starter = 0;
+    int has_starter = 0, held = 0;
+    unsigned last = 0;
+    for (size_t r = 0; r < tmp->n; r++) {
+        uint32_t c = tmp->v[r] & CP_MASK, p = nprops(c), change = tmp->v[r] >> CP_BITS;
+        unsigned cc = ccc(c, p);
+        if (has_starter && (p & N_COMPOSES) && !(held && last >= cc)) {
+            uint32_t composite = compose_pair(out->v[starter], c);
+            if (composite) {
+                out->v[starter] = composite;
+                align->v[starter] = (uint32_t)((int32_t)align->v[starter] + (int32_t)change - 1);
+                continue;
+            }
+        }
+        if (!cc) {
+            has_starter = 1;
+            held = 0;
+            starter = out->n;
+        } else if (has_starter) {
+            held = 1;
+            last = cc;
+        }
+        if (cps_push(out, c) < 0 || cps_push(align, change) < 0)
+            return -1;
+    }
+    /* HF's transform: a change above 0 shares the previous input character, any other takes the
+     * next one and skips as many more as it charges */
+    size_t offset = 0;
+    for (size_t k = 0; k < out->n; k++) {
+        int32_t change = (int32_t)align->v[k];
+        if (change > 0) {
+            if (!offset)
+                return -2;
+            align->v[k] = (uint32_t)(offset - 1);
+        } else {
+            align->v[k] = (uint32_t)offset;
+            offset += (size_t)(1 - (int64_t)change);
+        }
+    }
+    return offset == n ? 0 : -2;
 }
 
 /* ---- grapheme clusters --------------------------------------------------------------------- */
