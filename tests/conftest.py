@@ -51,7 +51,17 @@ def pytest_configure(config: pytest.Config) -> None:
     FULL_SAMPLES = config.getoption("--full")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # One worker runs all of a model's tests, one after another (``--dist loadgroup``, set in
+    # pyproject.toml): the modules keep a few loaded tokenizers and oracles at a time (memory),
+    # so a model's tests spread over both workers and interleaved with others' reloaded them.
+    for item in items:
+        params = getattr(item, "callspec", None)
+        model = next((v for v in params.params.values() if isinstance(v, str) and v in TOKENIZER_NAMES), None) \
+            if params else None
+        if model is not None:
+            item.add_marker(pytest.mark.xdist_group(model))
     if config.getoption("--full"):
         return
     skip = pytest.mark.skip(reason="slow: run by the full tier (pytest --full)")
@@ -68,6 +78,29 @@ def slow_for(names: list[str], *slow: str) -> list[Any]:
 def examples(count: int) -> int:
     """A hypothesis test's ``max_examples``: ``count`` in the full tier, a quarter in the fast one."""
     return count if FULL_SAMPLES else min(count, max(count // 4, 20))
+
+
+@pytest.fixture(scope="session")
+def exported_mtok(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """NAME (, mnn_identical) -> the .mtok pymtok exports for the fixture folder, written once a
+    worker for every module (a large vocabulary's export takes seconds, more on the pure path)."""
+    from pymtok.export import export
+
+    root = tmp_path_factory.mktemp("exported")
+
+    @functools.cache
+    def get(name: str, mnn_identical: bool = False) -> Path:
+        out = root / f"{name}-{'identical' if mnn_identical else 'device'}"
+        path = export(fixture_path("tokenizers", name), out, mnn_identical=mnn_identical)
+        assert path == out / "tokenizer.mtok"
+        return path
+
+    return get
+
+
+def full_tier() -> bool:
+    """Whether this is the full tier (``--full``), for sizes ``examples`` and ``corpus_chunks`` do not set."""
+    return FULL_SAMPLES
 
 
 def fixtures_dir() -> Path:
@@ -144,6 +177,17 @@ def golden_cases(fixture_name: str) -> list[tuple[str, list[int]]]:
         assert len(inp) == len(outs), f"{base}: {len(inp)} inputs but {len(outs)} id lines"
         cases.extend((text, [int(x) for x in ids.split()]) for text, ids in zip(inp, outs))
     return cases
+
+
+# a large vocabulary takes a second to load, several on the pure path; one worker runs a model's
+# tests in a row (see pytest_collection_modifyitems), so a few held serve every module
+@functools.lru_cache(maxsize=3)
+def ours(name: str) -> Any:
+    """pymtok on the fixture's tokenizer.json, shared by the tests: one that changes a setting
+    sets it back."""
+    import pymtok
+
+    return pymtok.load(fixture_path("tokenizers", name))
 
 
 @functools.lru_cache(maxsize=None)

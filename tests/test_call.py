@@ -17,7 +17,7 @@ import pytest
 
 import pymtok
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer, slow_for
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer, ours, slow_for
 
 # settings the oracle takes from tokenizer_config.json; the class and remote code are left out
 _SKIPPED_CONFIG = ("tokenizer_class", "auto_map", "added_tokens_decoder")
@@ -62,11 +62,6 @@ def _added_token(value: Any) -> Any:
 
         return AddedToken(**{k: v for k, v in value.items() if k != "__type"})
     return value
-
-
-@functools.lru_cache(maxsize=3)
-def ours(name: str) -> pymtok.Tokenizer:
-    return pymtok.load(fixture_path("tokenizers", name))
 
 
 def _plain(value: Any) -> Any:
@@ -166,7 +161,7 @@ EDGE_TEXTS = [
 ]
 
 
-@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+@pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
 def test_edge_texts(name: str) -> None:
     for text in EDGE_TEXTS:
         check(name, (text,), {"return_offsets_mapping": True, "return_special_tokens_mask": True})

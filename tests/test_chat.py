@@ -605,15 +605,14 @@ def test_big_legitimate_chats_render(no_clock: None) -> None:
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def exported(exported_mtok: Any) -> Any:
     import pymtok
 
     made: dict[str, Any] = {}
 
     def load(name: str) -> Any:
         if name not in made:
-            out = tmp_path_factory.mktemp(name)
-            made[name] = pymtok.load(pymtok.export(fixture_path("tokenizers", name), out))
+            made[name] = pymtok.load(exported_mtok(name))
         return made[name]
 
     return load

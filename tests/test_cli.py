@@ -332,12 +332,18 @@ def test_export_shows_progress_on_a_terminal(tmp_path: Path) -> None:
         assert step in screen, screen[-2000:]
 
 
-def stand_in_demo(tmp_path: Path, body: str) -> Path:
-    """A program with the interface of MNN's tokenizer_demo (FILE encode TEXT → ids=[...])."""
+def stand_in_demo(tmp_path: Path, body: str, known: dict[str, list[int]]) -> Path:
+    """A program with the interface of MNN's tokenizer_demo (FILE encode TEXT → ids=[...]) giving
+    pymtok's ids for the file: ``known``'s for its texts, as verify runs the program once a text
+    and a load each would take most of the test's time."""
+    table = tmp_path / "known.json"
+    table.write_text(json.dumps(known), encoding="utf-8")
     exe = tmp_path / "tokenizer_demo"
     exe.write_text(
-        f"#!{sys.executable}\nimport sys\nimport pymtok\nfile, mode, text = sys.argv[1:4]\n"
-        f"ids = pymtok.load(file).encode(text)\n{body}\n"
+        f"#!{sys.executable}\nimport json, sys\nfile, mode, text = sys.argv[1:4]\n"
+        f"ids = json.loads(open({str(table)!r}, encoding='utf-8').read()).get(text)\n"
+        "if ids is None:\n    import pymtok\n    ids = pymtok.load(file).encode(text)\n"
+        f"{body}\n"
         "print(f'len={len(ids)}')\nprint('ids=[' + ', '.join(map(str, ids)) + ']')\n",
         encoding="utf-8",
     )
@@ -346,18 +352,23 @@ def stand_in_demo(tmp_path: Path, body: str) -> Path:
 
 
 def test_verify_against_mnns_demo(tmp_path: Path) -> None:
+    import pymtok
+    from pymtok.cli import SAMPLE_TEXTS
+
     folder = fixture_path("tokenizers", "mistral-7b-v0.1")
     run("export", str(folder), "-o", str(tmp_path))
     mtok = str(tmp_path / "tokenizer.mtok")
     corpus = tmp_path / "c.txt"
     corpus.write_text("first line\nsecond, with a comma\n", encoding="utf-8")
-    faithful = stand_in_demo(tmp_path, "")
+    tok = pymtok.load(mtok)
+    known = {text: tok.encode(text) for text in ["first line", "second, with a comma", *SAMPLE_TEXTS]}
+    faithful = stand_in_demo(tmp_path, "", known)
     out = run("verify", mtok, "--mnn", str(faithful), "--against", str(folder), "--corpus", str(corpus)).stdout
-    n = 2 + len(__import__("pymtok.cli", fromlist=["SAMPLE_TEXTS"]).SAMPLE_TEXTS)
+    n = 2 + len(SAMPLE_TEXTS)
     assert f"vs pymtok: {n}/{n} texts give the same ids" in out
     assert f"vs HF tokenizers on tokenizer.json: {n}/{n} texts" in out
     # MNN's own layout doubles the BOS: what the user must be told
-    doubled = stand_in_demo(tmp_path / "..", "ids = ids[:1] + ids if 'comma' in text else ids")
+    doubled = stand_in_demo(tmp_path / "..", "ids = ids[:1] + ids if 'comma' in text else ids", known)
     proc = run("verify", mtok, "--mnn", str(doubled), "--corpus", str(corpus), check=False)
     assert proc.returncode == 1 and f"vs pymtok: {n - 1}/{n} texts" in proc.stdout
     assert "differs: 'second, with a comma'" in proc.stdout

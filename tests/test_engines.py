@@ -25,13 +25,6 @@ NAMES = ["qwen3", "all-minilm-l6-v2"]
 CORPUS_FILES = ["en_prose_botchan.txt", "ja_wagahaiwa_nekodearu.txt", "ru_udhr.txt", "code_python_cpython_stdlib.txt"]
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    root = tmp_path_factory.mktemp("engines")
-    paths = {name: pymtok.export(fixture_path("tokenizers", name), root / name) for name in NAMES}
-    return paths.__getitem__
-
-
 @functools.lru_cache(maxsize=None)
 def loaded(name: str) -> pymtok.Tokenizer:
     return pymtok.load(fixture_path("tokenizers", name))
@@ -59,8 +52,8 @@ def unflatten(flat: Any) -> list[list[int]]:
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("special", [True, False])
-def test_flat_batch_and_counts_equal_hf(exported: Any, name: str, special: bool) -> None:
-    tok = pymtok.load(exported(name))
+def test_flat_batch_and_counts_equal_hf(exported_mtok: Any, name: str, special: bool) -> None:
+    tok = pymtok.load(exported_mtok(name))
     texts = corpus_chunks(400) + ["", " ", "<|im_end|> [SEP] text"]
     want = oracle_ids(name, texts, special)
     flat = tok.encode_batch(texts, add_special_tokens=special, return_flat=True)
@@ -106,9 +99,9 @@ def test_flat_batch_refuses_what_encode_refuses() -> None:
         tok.count_batch("abc")
 
 
-def test_flat_batch_is_an_arrow_list_array(exported: Any) -> None:
+def test_flat_batch_is_an_arrow_list_array(exported_mtok: Any) -> None:
     pa = pytest.importorskip("pyarrow")
-    tok = pymtok.load(exported("qwen3"))
+    tok = pymtok.load(exported_mtok("qwen3"))
     texts = corpus_chunks(150)
     array = tok.encode_batch(texts, return_flat=True).to_arrow()
     assert array.type == pa.large_list(pa.uint32())
@@ -118,8 +111,8 @@ def test_flat_batch_is_an_arrow_list_array(exported: Any) -> None:
 # -- shipping to workers ------------------------------------------------------------------
 
 
-def test_unpickling_loads_a_file_once_per_process(exported: Any) -> None:
-    tok = pymtok.load(exported("qwen3"))
+def test_unpickling_loads_a_file_once_per_process(exported_mtok: Any) -> None:
+    tok = pymtok.load(exported_mtok("qwen3"))
     blob = pickle.dumps(tok)
     tokenizer_module._UNPICKLED.clear()
     first, second = pickle.loads(blob), pickle.loads(blob)
@@ -132,16 +125,16 @@ def test_unpickling_loads_a_file_once_per_process(exported: Any) -> None:
     texts = corpus_chunks(150)
     assert second.encode_batch(texts) == oracle_ids("qwen3", texts)
     # the bytes (not the path) of the same file find the same tables
-    assert pickle.loads(pickle.dumps(pymtok.mtok.loads_mtok(Path(exported("qwen3")).read_bytes()))).model is first.model
+    assert pickle.loads(pickle.dumps(pymtok.mtok.loads_mtok(Path(exported_mtok("qwen3")).read_bytes()))).model is first.model
 
 
 # -- the engines --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("batch_kind", ["mapping", "arrow"])
-def test_datasets_map_num_proc_2(exported: Any, tmp_path: Path, batch_kind: str) -> None:
+def test_datasets_map_num_proc_2(exported_mtok: Any, tmp_path: Path, batch_kind: str) -> None:
     datasets = pytest.importorskip("datasets")
-    tok = pymtok.load(exported("all-minilm-l6-v2"))
+    tok = pymtok.load(exported_mtok("all-minilm-l6-v2"))
     lines = corpus_lines(150)
     source = tmp_path / "corpus.txt"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -157,11 +150,11 @@ def test_datasets_map_num_proc_2(exported: Any, tmp_path: Path, batch_kind: str)
     assert out["length"] == [len(w) for w in want]
 
 
-def test_dask_local_cluster_2_workers(exported: Any) -> None:
+def test_dask_local_cluster_2_workers(exported_mtok: Any) -> None:
     dd = pytest.importorskip("dask.dataframe")
     distributed = pytest.importorskip("distributed")
     pd = pytest.importorskip("pandas")
-    tok = pymtok.load(exported("qwen3"))
+    tok = pymtok.load(exported_mtok("qwen3"))
     lines = corpus_lines(150)
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
@@ -174,10 +167,10 @@ def test_dask_local_cluster_2_workers(exported: Any) -> None:
     assert out["length"].tolist() == [len(w) for w in want]
 
 
-def test_pandas_arrow_dtype_batch(exported: Any) -> None:
+def test_pandas_arrow_dtype_batch(exported_mtok: Any) -> None:
     pd = pytest.importorskip("pandas")
     pa = pytest.importorskip("pyarrow")
-    tok = pymtok.load(exported("qwen3"))
+    tok = pymtok.load(exported_mtok("qwen3"))
     lines = corpus_lines(60)
     # an ArrowDtype column (pandas read with dtype_backend="pyarrow") is read through Arrow
     frame = pd.DataFrame({"text": pd.Series(lines, dtype=pd.ArrowDtype(pa.large_string())), "n": range(len(lines))})
@@ -198,8 +191,8 @@ def ray_cluster() -> Any:
 
 
 @pytest.mark.slow  # a Ray cluster's start is most of a minute
-def test_ray_data_map_batches(exported: Any, ray_cluster: Any) -> None:
-    tok = pymtok.load(exported("qwen3"))
+def test_ray_data_map_batches(exported_mtok: Any, ray_cluster: Any) -> None:
+    tok = pymtok.load(exported_mtok("qwen3"))
     paths = [str(corpus_dir() / name) for name in CORPUS_FILES]
     ds = ray_cluster.data.read_text(paths)
     # half a CPU per actor: the two actors and the read tasks share the cluster's two
@@ -221,9 +214,9 @@ def test_ray_data_map_batches(exported: Any, ray_cluster: Any) -> None:
     assert len(tasks) == len(rows)
 
 
-def test_tokenize_refuses_what_it_cannot_take(exported: Any) -> None:
+def test_tokenize_refuses_what_it_cannot_take(exported_mtok: Any) -> None:
     pa = pytest.importorskip("pyarrow")
-    tok = pymtok.load(exported("qwen3"))
+    tok = pymtok.load(exported_mtok("qwen3"))
     with pytest.raises(TypeError, match="pymtok Tokenizer"):
         Tokenize("tok")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="attention_mask"):

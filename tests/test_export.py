@@ -7,11 +7,10 @@ import dataclasses
 import sys
 import types
 import unicodedata
-from functools import cache
 from pathlib import Path
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer, slow_for
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, golden_cases, hf_tokenizer, ours, slow_for
 from test_mtok import MNN_ONLY_EXACT, reading_is_exact
 
 import pymtok
@@ -27,17 +26,8 @@ SAMPLE = 200
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("export")
-
-    @cache
-    def get(name: str, mnn_identical: bool = False) -> bytes:
-        out = root / f"{name}-{'identical' if mnn_identical else 'device'}"
-        path = export(fixture_path("tokenizers", name), out, mnn_identical=mnn_identical)
-        assert path == out / "tokenizer.mtok"
-        return path.read_bytes()
-
-    return get
+def exported(exported_mtok):
+    return lambda name, mnn_identical=False: exported_mtok(name, mnn_identical).read_bytes()
 
 
 def split_header(data: bytes) -> tuple[list[int], list[list[int]], bytes]:
@@ -54,10 +44,10 @@ def split_header(data: bytes) -> tuple[list[int], list[list[int]], bytes]:
 
 @pytest.mark.parametrize("name", slow_for(WITH_REFERENCE, "gemma-v1"))
 def test_body_and_header_match_mnn(name: str, exported) -> None:
-    ours = exported(name, mnn_identical=True)
+    mine = exported(name, mnn_identical=True)
     ref = fixture_path("mnn-exported", name, "tokenizer.mtok").read_bytes()
-    assert ours.startswith(b"430 4\n")
-    counts, lists, body = split_header(ours)
+    assert mine.startswith(b"430 4\n")
+    counts, lists, body = split_header(mine)
     ref_counts, ref_lists, ref_body = split_header(ref)
     assert counts == ref_counts
     for mine, theirs in zip(lists, ref_lists):
@@ -78,7 +68,7 @@ def _sample(name: str) -> list[str]:
 def test_export_reads_back_exact(name: str, exported) -> None:
     tok = loads_mtok(exported(name), name)
     hf = hf_tokenizer(name)
-    from_json = pymtok.load(fixture_path("tokenizers", name))
+    from_json = ours(name)
     assert tok.meta == dataclasses.replace(from_json.meta, extension_version=EXTENSION_VERSION, mnn_layout="device")
     # transformers' clean-up and CLIP's suffix handling come on top of HF tokenizers' decode
     hf_decodes_alike = not (tok.meta.clean_up_tokenization_spaces or tok.meta.decode_suffix_as_space)
@@ -101,7 +91,9 @@ DEVICE_ONLY_EXACT = {**MNN_ONLY_EXACT, "falcon": True, "roberta-base": True}
 
 
 @pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
-@pytest.mark.parametrize("mnn_identical", [False, True])
+# the identical layout in the full tier: test_body_and_header_match_mnn shows it is MNN's file, whose
+# reading test_mtok.py's test_mnn_exported_files_load checks
+@pytest.mark.parametrize("mnn_identical", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_mnn_only_reading_of_export(name: str, mnn_identical: bool, exported) -> None:
     data = exported(name, mnn_identical)
     cut = data[: data.rfind(EXTENSION_MAGIC)]
@@ -166,7 +158,8 @@ def test_bad_arguments(tmp_path: Path) -> None:
         export(tmp_path / "missing", tmp_path)
 
 
-@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+# gemma-v1's 256k vocabulary in the full tier; its header: test_mnn_identical_is_mnn_exporters_layout
+@pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
 def test_device_layout_gives_mnn_hf_ids(name: str, exported, tmp_path: Path) -> None:
     """What MNN's encode() makes of the file's header and program (BEHAVIOR.md §2: the header's
     prefix list, then the text's ids, then the program over both) equals HF's ids with special
@@ -174,10 +167,10 @@ def test_device_layout_gives_mnn_hf_ids(name: str, exported, tmp_path: Path) -> 
     path = tmp_path / "tokenizer.mtok"
     path.write_bytes(exported(name))
     mnn = read_mtok(path, use_extension=False)  # MNN's part alone: what MNN's loader reads
-    ours = read_mtok(path)
+    mine = read_mtok(path)
     hf = hf_tokenizer(name)
-    from_json = pymtok.load(fixture_path("tokenizers", name))
-    assert ours.prefix_ids == from_json.prefix_ids  # pymtok's own reading keeps the real prefix
+    from_json = ours(name)
+    assert mine.prefix_ids == from_json.prefix_ids  # pymtok's own reading keeps the real prefix
 
     def mnn_encode(ids: list[int], with_post_processor: bool = True) -> list[int]:
         ids = mnn.prefix_ids + ids
@@ -223,12 +216,12 @@ def test_device_layout_gives_every_id_a_slot(name: str, exported, tmp_path: Path
     path.write_bytes(exported(name))
     mnn_ids = sorted(read_mtok(path, use_extension=False).model.get_vocab().values())
     assert mnn_ids == list(range(len(mnn_ids)))
-    ours, source = read_mtok(path), pymtok.load(fixture_path("tokenizers", name))
-    assert ours.get_vocab() == source.get_vocab() and ours.vocab_size == source.vocab_size
+    mine, source = read_mtok(path), ours(name)
+    assert mine.get_vocab() == source.get_vocab() and mine.vocab_size == source.vocab_size
     gaps = sorted(set(range(len(mnn_ids))) - set(source.model.get_vocab().values()))
     assert (name == "gpt-4o") == bool(gaps)  # the fixtures' one sparse vocabulary
-    assert all(ours.id_to_token(id) is None for id in gaps)
-    assert ours.decode(gaps) == source.decode(gaps) == ""
+    assert all(mine.id_to_token(id) is None for id in gaps)
+    assert mine.decode(gaps) == source.decode(gaps) == ""
 
 
 def test_mnn_identical_keeps_the_gaps(exported, tmp_path: Path) -> None:

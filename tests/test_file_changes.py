@@ -54,7 +54,8 @@ print("ok")
 CHANGES = ["truncate", "truncate half", "cp other onto it", "zeros over a third", "replace", "delete"]
 
 
-@pytest.fixture(scope="module")
+# a session's: the tests of each model run with that model's group (conftest.py), between other modules'
+@pytest.fixture(scope="session")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """Real files as pymtok exports them: a char-level BPE, a WordPiece
     model, and a Unigram one to copy over them."""

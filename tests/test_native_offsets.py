@@ -19,7 +19,7 @@ import pytest
 import pymtok
 from pymtok import encoding, native
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, hf_tokenizer, ours
 
 PURE = os.environ.get("PYMTOK_PURE", "") not in ("", "0")
 # the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC
@@ -33,11 +33,6 @@ _PIECES = list("aAbZ\u0327\u0323\u0301\u0308é \t\n\r\u3000\u00a0\u2028ﬁ①½�
     "  ", "   ", "\n\n", " \n ", "Hello", " world", "'s", "İstanbul", "ﬁne", "a\u0323\u0301",
     "👩\u200d👩\u200d👧", "\u1100\u1161\u11a8", "\u0915\u094d\u0937", "日本語のテキスト", "中文。", "123456",
 ]
-
-
-@functools.lru_cache(maxsize=2)
-def ours(name: str) -> pymtok.Tokenizer:
-    return pymtok.load(fixture_path("tokenizers", name))
 
 
 @functools.lru_cache(maxsize=2)

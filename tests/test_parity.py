@@ -14,15 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import pymtok
-from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, golden_cases, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, golden_cases, hf_tokenizer, ours
 
 CHUNKS = int(os.environ.get("PYMTOK_PARITY_CHUNKS", "2000"))
-
-
-@functools.lru_cache(maxsize=None)
-def ours(name: str) -> pymtok.Tokenizer:
-    return pymtok.load(fixture_path("tokenizers", name))
 
 
 @functools.lru_cache(maxsize=None)

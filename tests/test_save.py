@@ -52,18 +52,6 @@ def transformers_from(folder: Path, remote_code: bool = False) -> Any:
     return transformers.AutoTokenizer.from_pretrained(str(folder))
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """NAME -> the .mtok pymtok exports for the fixture (written once per module)."""
-    root = tmp_path_factory.mktemp("exported")
-
-    @functools.lru_cache(maxsize=None)
-    def get(name: str) -> Path:
-        return pymtok.export(fixture_path("tokenizers", name), root / name)
-
-    return get
-
-
 def ids_of(tok: Any, texts: tuple[str, ...] | list[str]) -> list[list[int]]:
     return [tok.encode(t) for t in texts]
 
@@ -72,9 +60,9 @@ def ids_of(tok: Any, texts: tuple[str, ...] | list[str]) -> list[list[int]]:
 
 
 @pytest.mark.parametrize("name", ["t5-small", "all-minilm-l6-v2", "mistral-7b-v0.1"])
-def test_pickle_and_deepcopy_keep_the_ids(name: str, exported: Any) -> None:
+def test_pickle_and_deepcopy_keep_the_ids(name: str, exported_mtok: Any) -> None:
     expected = [hf_tokenizer(name).encode(t).ids for t in chunks()]
-    for tok in (pymtok.load(fixture_path("tokenizers", name)), pymtok.load(exported(name))):
+    for tok in (pymtok.load(fixture_path("tokenizers", name)), pymtok.load(exported_mtok(name))):
         assert ids_of(tok, chunks()) == expected
         for again in (pickle.loads(pickle.dumps(tok)), copy.deepcopy(tok)):
             assert type(again.model) is type(tok.model)
@@ -99,9 +87,9 @@ def test_meta_changes_after_load_come_along(tmp_path: Path) -> None:
     assert len(again.encode("<|end|>", add_special_tokens=False)) > 1
 
 
-def test_a_mtok_pickles_as_its_path_while_the_file_holds_its_bytes(exported: Any, tmp_path: Path) -> None:
+def test_a_mtok_pickles_as_its_path_while_the_file_holds_its_bytes(exported_mtok: Any, tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.mtok"
-    shutil.copyfile(exported("all-minilm-l6-v2"), path)
+    shutil.copyfile(exported_mtok("all-minilm-l6-v2"), path)
     size = path.stat().st_size
     tok = pymtok.load(path)
     ids = ids_of(tok, chunks()[:30])
@@ -124,17 +112,17 @@ def test_a_mtok_pickles_as_its_path_while_the_file_holds_its_bytes(exported: Any
         pickle.loads(by_path)
 
 
-def test_loads_mtok_pickles_as_its_bytes(exported: Any) -> None:
-    data = exported("all-minilm-l6-v2").read_bytes()
+def test_loads_mtok_pickles_as_its_bytes(exported_mtok: Any) -> None:
+    data = exported_mtok("all-minilm-l6-v2").read_bytes()
     tok = pymtok.mtok.loads_mtok(data)
     blob = pickle.dumps(tok)
     assert len(data) <= len(blob) < len(data) + 20_000
     assert ids_of(pickle.loads(blob), chunks()[:30]) == ids_of(tok, chunks()[:30])
 
 
-def test_spawned_workers_get_the_same_ids(exported: Any) -> None:
+def test_spawned_workers_get_the_same_ids(exported_mtok: Any) -> None:
     texts = list(chunks()[:40])
-    toks = [pymtok.load(fixture_path("tokenizers", "llama3")), pymtok.load(exported("t5-small"))]
+    toks = [pymtok.load(fixture_path("tokenizers", "llama3")), pymtok.load(exported_mtok("t5-small"))]
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
         results = [pool.apply(operator.methodcaller("encode_batch", texts), (tok,)) for tok in toks]
@@ -154,7 +142,8 @@ def test_components_only_tokenizer_refuses_to_pickle() -> None:
 
 # MNN's exporter could not export chatglm3-6b (its AutoTokenizer needs remote code)
 MNN_EXPORTED = [n for n in TOKENIZER_NAMES if n not in REMOTE_CODE]
-@pytest.mark.parametrize("name", MNN_EXPORTED)
+# gemma-v1's 256k vocabulary in the full tier; test_mtok.py reads its MNN file in both
+@pytest.mark.parametrize("name", slow_for(MNN_EXPORTED, "gemma-v1"))
 def test_mnn_exported_files_go_back_to_tokenizer_json(name: str) -> None:
     """MNN's own files (no pymtok extension): the tokenizer.json gives what pymtok reads from them."""
     tokenizers = pytest.importorskip("tokenizers")
@@ -167,8 +156,8 @@ def test_mnn_exported_files_go_back_to_tokenizer_json(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["roberta-base", "t5-small", "all-minilm-l6-v2"])
-def test_save_mtok_round_trips(name: str, exported: Any, tmp_path: Path) -> None:
-    tok = pymtok.load(exported(name))
+def test_save_mtok_round_trips(name: str, exported_mtok: Any, tmp_path: Path) -> None:
+    tok = pymtok.load(exported_mtok(name))
     again = pymtok.load(tok.save(tmp_path / "tokenizer.mtok"))
     assert ids_of(again, chunks()) == ids_of(tok, chunks())
     assert again.meta == tok.meta
@@ -183,11 +172,11 @@ def test_save_refuses_what_it_cannot_write(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1", "gpt-4o", "llama3", "qwen3", "deepseek-v3"))
-def test_save_pretrained_loads_in_transformers(name: str, exported: Any, tmp_path: Path) -> None:
+def test_save_pretrained_loads_in_transformers(name: str, exported_mtok: Any, tmp_path: Path) -> None:
     """.mtok -> save_pretrained -> AutoTokenizer: HF's ids for the original tokenizer.json, and
     transformers' prompts and special tokens for the original folder."""
     tokenizers = pytest.importorskip("tokenizers")
-    tok = pymtok.load(exported(name))
+    tok = pymtok.load(exported_mtok(name))
     json.dumps(tok.to_dict())
     tok.save_pretrained(tmp_path)
     backend = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
@@ -223,8 +212,8 @@ def render(hf: Any, messages: list[dict[str, str]], add_generation_prompt: bool)
     return prompt
 
 
-def test_cli_convert_to_json(exported: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["convert", str(exported("qwen3")), "-o", str(tmp_path), "--to", "json"]) == 0
+def test_cli_convert_to_json(exported_mtok: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["convert", str(exported_mtok("qwen3")), "-o", str(tmp_path), "--to", "json"]) == 0
     assert "tokenizer_config.json" in capsys.readouterr().out
     saved = transformers_from(tmp_path)
     oracle = hf_tokenizer("qwen3")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_chunks, corpus_files, examples, fixture_path
+from conftest import corpus_chunks, corpus_files, examples, fixture_path, full_tier
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -424,8 +424,9 @@ def test_bit_flips_never_crash(name: str) -> None:
     data = bytearray(model_path(name).read_bytes())
     rng = random.Random(name)
     # flips in the pieces, the specs and the charsmap alike; every tenth file is also built
-    # and run. Reading Mistral's 32k pieces is what costs: fewer rounds there, same structure.
-    rounds = 40 if len(data) > 300_000 else 300
+    # and run. Reading Mistral's 32k pieces is what costs: fewer rounds there, same structure;
+    # the fast tier a quarter of the rounds.
+    rounds = (40 if len(data) > 300_000 else 300) // (1 if full_tier() else 4)
     for round in range(rounds):
         flipped = bytearray(data)
         for _ in range(rng.randrange(1, 4)):

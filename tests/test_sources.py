@@ -28,7 +28,7 @@ from pymtok import legacy
 from pymtok.errors import FormatError
 from pymtok.mtok import read_mtok
 
-FAST, FULL = 300, 2000
+FAST, FULL = 150, 2000
 # texts with the encodings' special tokens in them, matched as tiktoken's allowed_special="all" does
 SPECIAL_TEXTS = [
     "a<|endoftext|>b", "<|endoftext|><|endoftext|>", " <|endofprompt|>x", "<|fim_prefix|>def<|fim_suffix|>",

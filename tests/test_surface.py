@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, slow_for
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, ours, slow_for
 
 import pymtok
 from pymtok import legacy
@@ -28,11 +28,6 @@ REMOTE_CODE = {"chatglm3-6b"}
 @functools.lru_cache(maxsize=None)
 def chunks() -> tuple[str, ...]:
     return tuple(corpus_chunks(CHUNKS, seed=13))
-
-
-@functools.lru_cache(maxsize=None)
-def ours(name: str) -> pymtok.Tokenizer:
-    return pymtok.load(fixture_path("tokenizers", name))
 
 
 @functools.lru_cache(maxsize=None)
