@@ -220,7 +220,7 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     a ByteLevel post-processor's trimming of them. The native core locates a piece's tokens by
     their byte lengths, so it covers BPE and WordPiece after pre-tokenizers that only cut the
     text, with a native normalizer or none. A text whose normalizer changes it in a way the
-    native core does not align (anything but BertNormalizer, Prepend and one-character Replace:
+    native core does not align (anything but BertNormalizer, NFC, Prepend and one-character Replace:
     the alignment is the pure path's to follow) or that meets a token of unknown length (an
     unknown token, an id spelled two ways) gives None, as does every text of a tokenizer this
     returns None for: those take the pure path.
