@@ -189,6 +189,10 @@ class Tokenizer:
         # accelerate_text set up)
         encoder = getattr(self._native_segment, "__self__", None)
         self._native_batch = encoder.encode_batch if self._native_text is not None else None
+        if self._native_text is not None and type(self).encode is Tokenizer.encode:
+            # the common call, encode(text[, add_special_tokens=flag]), in C without this method's
+            # Python frame (which costs more than encoding a word); every other call is the method's
+            self.__dict__["encode"] = encoder.bind(self.normalizer, self.__dict__, Tokenizer.encode.__get__(self))
         # Tokenizer.decode's native decoder, built on first use (its table costs a pass over the
         # vocabulary); a callable taking (ids, skip_special_tokens), None for the pure path
         self._native_decode: Callable[[Any, Any], str | None] = self._first_native_decode
@@ -277,6 +281,7 @@ class Tokenizer:
         if add_special_tokens and self.post_processor is not None:
             return self.post_processor(ids, pair_ids)
         return ids + pair_ids
+
     def __call__(self, text: Any = None, text_pair: Any = None, **kwargs: Any) -> BatchEncoding:
         """transformers' ``__call__``: a ``BatchEncoding`` of ``input_ids``, ``attention_mask``, ...
 

@@ -1613,6 +1613,9 @@ static PyObject *Encoder_cache_stats(Encoder *self, PyObject *unused) {
     return Py_BuildValue("(nn)", (Py_ssize_t)atomic_load(&self->cache.count), (Py_ssize_t)atomic_load(&self->cache.resets));
 }
 
+static PyTypeObject BoundEncodeType;
+static PyObject *Encoder_bind(Encoder *self, PyObject *args);
+
 static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))Encoder_encode, METH_FASTCALL,
      "encode(normalized_segment, offset) -> list[int]: the ids of one segment."},
@@ -1634,6 +1637,10 @@ static PyMethodDef Encoder_methods[] = {
      "encode_offsets(text, normalizer, trim) -> (ids, offsets) | None: encode_text(text, normalizer, False)\n"
      "with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's process_offsets\n"
      "when trim >= 0 (1: with add_prefix_space); None where only the pure path knows them."},
+    {"bind", (PyCFunction)Encoder_bind, METH_VARARGS,
+     "bind(normalizer, attrs, method) -> callable: method (Tokenizer.encode bound to a tokenizer, attrs its\n"
+     "__dict__) with the common call, (text[, add_special_tokens=bool]) while attrs['meta'].split_special_tokens\n"
+     "is False, in C."},
     {"cache_stats", (PyCFunction)Encoder_cache_stats, METH_NOARGS,
      "cache_stats() -> (entries, resets): the piece cache's entries and how often it was emptied when full."},
     {NULL, NULL, 0, NULL},
@@ -1648,6 +1655,119 @@ static PyTypeObject EncoderType = {
     .tp_dealloc = (destructor)Encoder_dealloc,
     .tp_methods = Encoder_methods,
     .tp_doc = "A tokenizer model plus pre-tokenizer, encoding normalized segments to ids.",
+};
+
+/* ---- BoundEncode ------------------------------------------------------------------------ */
+
+/* Tokenizer.encode for one tokenizer, as a C callable in the instance's dict: the common call,
+ * encode(text) or encode(text, add_special_tokens=flag), goes straight to encode_text without
+ * a Python frame (the frame and its keyword parsing cost more than encoding "Hello"); any other
+ * call, and every call while meta.split_special_tokens is set, goes to the Python method. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Encoder *encoder;
+    PyObject *normalizer;
+    PyObject *attrs;  /* the tokenizer's __dict__: its meta (which may be replaced, and whose
+                       * split_special_tokens may change) is read on each call */
+    PyObject *method; /* the Python Tokenizer.encode bound to the tokenizer */
+} BoundEncode;
+
+static PyObject *str_add_special_tokens, *str_split_special_tokens, *str_meta;
+
+static PyObject *BoundEncode_vectorcall(BoundEncode *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs == 1 && PyUnicode_CheckExact(args[0]) &&
+        (nkw == 0 || (nkw == 1 && PyBool_Check(args[1]) &&
+                      (PyTuple_GET_ITEM(kwnames, 0) == str_add_special_tokens ||
+                       PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_add_special_tokens) == 0)))) {
+        PyObject *meta = PyDict_GetItemWithError(self->attrs, str_meta), *split;
+        if (!meta && PyErr_Occurred())
+            return NULL;
+        if (!meta)
+            return PyObject_Vectorcall(self->method, args, nargsf, kwnames);
+        if (!(split = PyObject_GetAttr(meta, str_split_special_tokens)))
+            return NULL;
+        Py_DECREF(split); /* a bool: the singletons outlive this call */
+        if (split == Py_False) {
+            PyObject *call[3] = {self->normalizer, args[0], nkw ? args[1] : Py_True};
+            return Encoder_encode_text(self->encoder, call, 3);
+        }
+    }
+    return PyObject_Vectorcall(self->method, args, nargsf, kwnames);
+}
+
+static PyObject *Encoder_bind(Encoder *self, PyObject *args) {
+    PyObject *normalizer, *attrs, *method;
+    if (!PyArg_ParseTuple(args, "OO!O:bind", &normalizer, &PyDict_Type, &attrs, &method))
+        return NULL;
+    BoundEncode *b = PyObject_GC_New(BoundEncode, &BoundEncodeType);
+    if (!b)
+        return NULL;
+    b->vectorcall = (vectorcallfunc)BoundEncode_vectorcall;
+    b->encoder = (Encoder *)Py_NewRef(self);
+    b->normalizer = Py_NewRef(normalizer);
+    b->attrs = Py_NewRef(attrs);
+    b->method = Py_NewRef(method);
+    PyObject_GC_Track(b);
+    return (PyObject *)b;
+}
+
+static int BoundEncode_traverse(BoundEncode *self, visitproc visit, void *arg) {
+    Py_VISIT(self->encoder);
+    Py_VISIT(self->normalizer);
+    Py_VISIT(self->attrs);
+    Py_VISIT(self->method);
+    return 0;
+}
+
+static int BoundEncode_clear(BoundEncode *self) {
+    Py_CLEAR(self->encoder);
+    Py_CLEAR(self->normalizer);
+    Py_CLEAR(self->attrs);
+    Py_CLEAR(self->method);
+    return 0;
+}
+
+static void BoundEncode_dealloc(BoundEncode *self) {
+    PyObject_GC_UnTrack(self);
+    BoundEncode_clear(self);
+    PyObject_GC_Del(self);
+}
+
+/* Everything but the call and the class is the Python method's: its name, doc, __self__,
+ * pickling, and __wrapped__ for inspect.signature. */
+static PyObject *BoundEncode_getattro(BoundEncode *self, PyObject *name) {
+    if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__wrapped__") == 0)
+        return Py_NewRef(self->method);
+    if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__class__") == 0)
+        return PyObject_GenericGetAttr((PyObject *)self, name);
+    return PyObject_GetAttr(self->method, name);
+}
+
+static PyObject *BoundEncode_repr(BoundEncode *self) { return PyObject_Repr(self->method); }
+
+/* Never reached through a class (it lives in an instance's dict); it makes inspect see a
+ * routine, so that help(tok.encode) shows the method's signature and doc, not this type's. */
+static PyObject *BoundEncode_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)obj;
+    (void)type;
+    return Py_NewRef(self);
+}
+
+static PyTypeObject BoundEncodeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.BoundEncode",
+    .tp_basicsize = sizeof(BoundEncode),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(BoundEncode, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = (traverseproc)BoundEncode_traverse,
+    .tp_clear = (inquiry)BoundEncode_clear,
+    .tp_dealloc = (destructor)BoundEncode_dealloc,
+    .tp_getattro = (getattrofunc)BoundEncode_getattro,
+    .tp_repr = (reprfunc)BoundEncode_repr,
+    .tp_descr_get = BoundEncode_get,
+    .tp_doc = "Tokenizer.encode bound to one tokenizer, the common call in C (Encoder.bind).",
 };
 
 /* ---- Normalizer ------------------------------------------------------------------------- */
@@ -2485,9 +2605,14 @@ PyMODINIT_FUNC PyInit__native(void) {
     /* without the key every call brings its own Work, as before it */
     if (!work_key_ok)
         work_key_ok = pthread_key_create(&work_key, thread_work_free) == 0;
-    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0 || PyType_Ready(&DecoderType) < 0 ||
-        PyType_Ready(&DecodeStreamType) < 0 || PyType_Ready(&SentencePieceModelType) < 0 ||
-        PyType_Ready(&SentencePieceNormalizerType) < 0)
+    str_add_special_tokens = PyUnicode_InternFromString("add_special_tokens");
+    str_split_special_tokens = PyUnicode_InternFromString("split_special_tokens");
+    str_meta = PyUnicode_InternFromString("meta");
+    if (!str_add_special_tokens || !str_split_special_tokens || !str_meta)
+        return NULL;
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&BoundEncodeType) < 0 || PyType_Ready(&NormalizerType) < 0 ||
+        PyType_Ready(&DecoderType) < 0 || PyType_Ready(&DecodeStreamType) < 0 ||
+        PyType_Ready(&SentencePieceModelType) < 0 || PyType_Ready(&SentencePieceNormalizerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m)
