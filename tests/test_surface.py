@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import pickle
+import shutil
 import weakref
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,12 @@ def transformers_tokenizer(name: str) -> Any:
     if name in REMOTE_CODE:
         return transformers.PreTrainedTokenizerFast.from_pretrained(folder)
     return transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def transformers_tokenizer_at(folder: Path) -> Any:
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    return transformers.AutoTokenizer.from_pretrained(str(folder))
 
 
 def special_texts(tok: pymtok.Tokenizer, limit: int = 40) -> list[str]:
@@ -130,6 +137,37 @@ def test_encode_answers_every_call_shape_as_hf() -> None:
     del tok
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize("name", ["mistral-7b-v0.1", "all-minilm-l6-v2"])
+@pytest.mark.parametrize("bos, eos", [(True, True), (False, False)])
+def test_add_bos_and_eos_in_tokenizer_config_are_transformers(tmp_path: Path, name: str, bos: bool, eos: bool) -> None:
+    """Beside a tokenizer.json, transformers runs its post-processor whatever tokenizer_config.json's
+    add_bos_token / add_eos_token say (real configs often disagree with the file)."""
+    folder = tmp_path / name
+    shutil.copytree(fixture_path("tokenizers", name), folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.update(add_bos_token=bos, add_eos_token=eos)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    hf = transformers_tokenizer_at(folder)
+    tok = pymtok.load(folder)
+    texts = ["hi", *chunks()[:3]]
+    assert [tok(t)["input_ids"] for t in texts] == [hf(t)["input_ids"] for t in texts]
+    assert tok(texts[0], texts[1])["input_ids"] == hf(texts[0], texts[1])["input_ids"]
+
+
+def test_call_follows_settings_changed_after_a_call() -> None:
+    """What tok(...) works out once per tokenizer (the post-processor transformers runs, the ids
+    it lays around a text) follows call_settings changed after a call, as transformers follows
+    its attributes of the same names."""
+    hf = transformers_tokenizer_at(fixture_path("tokenizers", "mistral-7b-v0.1"))
+    tok = pymtok.load(fixture_path("tokenizers", "mistral-7b-v0.1"))
+    texts = ["hi", *chunks()[:3]]
+    before = [tok(t)["input_ids"] for t in texts]
+    assert before == [hf(t)["input_ids"] for t in texts]
+    hf.add_eos_token = True
+    tok.meta.call_settings["add_eos_token"] = True
+    assert [tok(t)["input_ids"] for t in texts] == [hf(t)["input_ids"] for t in texts] != before
 
 
 @pytest.mark.parametrize("name", ["qwen3", "llama3", "gemma-v1", "all-minilm-l6-v2", "t5-small"])

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, overload
 
-from . import decoders, models, native, normalizers, pre_tokenizers, processors
+from . import decoders, encoding, models, native, normalizers, pre_tokenizers, processors
 from .added_tokens import AddedToken, AddedVocabulary
 from .byte_level import CHAR_TO_BYTE
 from .errors import FormatError
@@ -196,8 +196,9 @@ class Tokenizer:
         # Tokenizer.decode's native decoder, built on first use (its table costs a pass over the
         # vocabulary); a callable taking (ids, skip_special_tokens), None for the pure path
         self._native_decode: Callable[[Any, Any], str | None] = self._first_native_decode
-        # encoding._call_post_processor's last answer, with what it was made from
-        self._call_post: tuple[tuple[Any, ...], processors.PostProcessor | None] | None = None
+        # what encoding.call works out per tokenizer (its post-processor, layouts, native
+        # offsets), each with what it was made from: a short call costs less than working them out
+        self._call_memo: dict[Any, Any] = {}
 
     @property
     def decoder(self) -> decoders.Decoder | None:
@@ -293,9 +294,11 @@ class Tokenizer:
         >>> tok("Hello world")["input_ids"]                     # doctest: +SKIP
         [9707, 1879]
         """
-        from .encoding import call
-
-        return call(self, text, text_pair, **kwargs)
+        if text_pair is None and not kwargs and type(text) is str:
+            plain = encoding._plain_call(self, text, True)
+            if plain is not None:
+                return plain
+        return encoding.call(self, text, text_pair, **kwargs)
 
     @property
     def truncation(self) -> dict[str, Any] | None:
