@@ -234,8 +234,8 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         return None
     config = tokenizer.config
     steps = _steps(tokenizer.pre_tokenizer, config.get("pre_tokenizer") if "model" in config else None)
-    if steps is None or any(step[0] == "metaspace" or (step[0] == "byte_level" and step[1]) for step in steps):
-        return None  # a prefix space or a Metaspace rebuilds the text: its characters are not the caller's
+    if steps is None or any(step[0] == "byte_level" and step[1] for step in steps):
+        return None  # ByteLevel's prefix space: its offsets are trimmed by rules not followed here
     model = tokenizer.model
     bound = _id_bound(model)
     if bound is None:
@@ -269,6 +269,17 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         first = _token_lengths(model.vocab, bound, _utf8_length)
         cont = _token_lengths(model.vocab, bound, continued)
         encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
+    elif type(model) is models.Unigram:
+        # a piece's bytes; the unknown token and byte tokens have none of their own (the core
+        # asks the model for their bytes)
+        first = array("i", (len(piece.encode("utf-8")) for piece in model.pieces))
+        first[model.unk_id] = -1
+        if model.byte_fallback:
+            for b in range(256):
+                id = model.token_to_id(_byte_level.byte_token(b))
+                if id is not None:
+                    first[id] = -1
+        encoder.set_offsets(first.tobytes(), None, -1)
     else:
         return None
     encode_offsets = encoder.encode_offsets

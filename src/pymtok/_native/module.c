@@ -1016,8 +1016,8 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
 }
 
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
- * origin + align[i] (origin + i without align; set_offsets allows no step that rebuilds the
- * buffer). */
+ * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
+ * the one it stands before. */
 static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin,
                            const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Span whole = {0, n, (int64_t)origin};
@@ -1025,12 +1025,13 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     const Span *spans = &whole;
     size_t nspans = 1;
     Pieces p = {0};
+    IdBuf ranges = {0};
     int err = -1;
     if (self->nsteps) {
         if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
             return -1;
         memcpy(w->buf, s, n * sizeof *s);
-        p = (Pieces){w->buf, n, w->spans, w->tmp};
+        p = (Pieces){w->buf, n, w->spans, w->tmp, .track = 1};
         if (!p.spans.cap) {
             if (!(p.spans.v = malloc(16 * sizeof *p.spans.v)))
                 goto done;
@@ -1043,6 +1044,12 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
         buf = p.buf;
         spans = p.spans.v;
         nspans = p.spans.n;
+        if (p.at) {
+            /* the rebuilt buffer's characters, each the caller's through the normalizer's */
+            for (size_t i = 0; i < p.len; i++)
+                p.at[i] = align ? align[p.at[i]] : p.at[i];
+            align = p.at;
+        }
     }
     /* BPE on all pieces at once, as segment_ids: each piece's tokens are those whose lengths add
      * up to it */
@@ -1051,23 +1058,41 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     if (self->model == MODEL_BPE && (err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids)))
         goto done;
     for (size_t k = 0; !err && k < nspans; k++) {
-        size_t start = spans[k].start, len = spans[k].end - start;
+        size_t start = spans[k].start, len = spans[k].end - start, at = offs->n;
         if (self->model == MODEL_WORDPIECE) {
             mark = ids->n;
             if ((err = wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids)))
                 break;
+        } else if (self->model == MODEL_UNIGRAM) {
+            mark = ids->n;
+            if ((err = unigram_piece(&self->ug, cache, buf + start, len, &w->sc, ids)))
+                break;
         }
-        err = piece_offsets(&self->offl, buf + start, len, (int64_t)(align ? origin : origin + start),
-                            align ? align + start : NULL, ids->v + mark, ids->n - mark, trim, offs, &used);
+        int64_t from = (int64_t)(align ? origin : origin + start);
+        const uint32_t *piece_align = align ? align + start : NULL;
+        err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark, NULL, trim,
+                            offs, &used);
+        if (err == -2 && self->model == MODEL_UNIGRAM) {
+            /* a token of no one length (unk, a byte): the model tells each token's bytes */
+            ids->n = mark;
+            offs->n = at;
+            ranges.n = 0;
+            if (!(err = unigram_piece_ranges(&self->ug, buf + start, len, &w->sc, ids, &ranges)))
+                err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
+                                    ranges.v, trim, offs, &used);
+        }
         mark += used;
-        if (!err && self->model == MODEL_WORDPIECE && mark != ids->n)
+        if (!err && self->model != MODEL_BPE && mark != ids->n)
             err = -2;
     }
     if (!err && mark != ids->n)
         err = -2;
 done:
-    if (self->nsteps)
+    free(ranges.v);
+    if (self->nsteps) {
+        free(p.at);
         work_keep(w, &p);
+    }
     return err;
 }
 
@@ -1179,13 +1204,14 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "set_offsets: cont must be bytes or None");
         return NULL;
     }
-    if (self->model == MODEL_UNIGRAM || (self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
-        PyErr_SetString(PyExc_ValueError, "set_offsets: BPE takes lengths, WordPiece lengths and cont lengths");
+    if ((self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "set_offsets: BPE and Unigram take lengths, WordPiece lengths and cont lengths");
         return NULL;
     }
     for (size_t k = 0; k < self->nsteps; k++) {
         const Step *st = &self->steps[k];
-        if (st->kind == ST_METASPACE || (st->kind == ST_BYTE_LEVEL && st->add_prefix_space)) {
+        if (st->kind == ST_BYTE_LEVEL && st->add_prefix_space) {
             PyErr_SetString(PyExc_ValueError, "set_offsets: a step that rebuilds the text has no native offsets");
             return NULL;
         }

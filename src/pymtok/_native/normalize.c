@@ -525,16 +525,45 @@ static inline int64_t char_lookup(const Charsmap *m, uint32_t c) {
     return hit;
 }
 
+/* HF's changes (NormalizedString::transform) for the `new` characters last pushed in place of
+ * `old` by Precompiled's replace(): 0 each, the last new - old of them 1 (inserted); fewer new
+ * than old charge the difference to the last character so far, which may be an earlier one. */
+static int changes_push(CpBuf *chg, size_t old, size_t new) {
+    if (!chg)
+        return 0;
+    if (cps_grow(chg, new) < 0)
+        return -1;
+    for (size_t k = 0; k < new; k++)
+        chg->v[chg->n++] = 0;
+    if (new > old) {
+        for (size_t k = chg->n - (new - old); k < chg->n; k++)
+            chg->v[k] = 1;
+    } else if (new < old && chg->n) {
+        chg->v[chg->n - 1] = (uint32_t)((int32_t)chg->v[chg->n - 1] - (int32_t)(old - new));
+    }
+    return 0;
+}
+
+/* One lookup's result for in[0..old): its replacement, else the character (old is 1). */
+static int precompiled_push(const Charsmap *m, int64_t hit, const uint32_t *in, size_t old, CpBuf *out, CpBuf *chg) {
+    size_t mark = out->n;
+    int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, in[0]);
+    return r ? r : changes_push(chg, old, out->n - mark);
+}
+
 /* HF's spm_precompiled: per grapheme cluster, a cluster under 6 UTF-8 bytes that starts with a
- * key becomes that key's replacement; otherwise each character is looked up alone. */
-int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out) {
+ * key becomes that key's replacement; otherwise each character is looked up alone. With chg,
+ * each output character's change as int32 (changes_push). */
+static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out, CpBuf *chg) {
     out->n = 0;
+    if (chg)
+        chg->n = 0;
     uint8_t buf[8];
     for (size_t i = 0; i < n;) {
         uint32_t c = in[i];
         /* an ASCII character before another one is a cluster of its own, but for CR LF */
         if (c < 0x80 && (i + 1 == n || (in[i + 1] < 0x80 && !(c == '\r' && in[i + 1] == '\n')))) {
-            int r = m->ascii[c] >= 0 ? push_replacement(m, (size_t)m->ascii[c], out) : cps_push(out, c);
+            int r = precompiled_push(m, m->ascii[c], in + i, 1, out, chg);
             if (r < 0)
                 return r;
             i++;
@@ -543,8 +572,7 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
         size_t e = grapheme_end(in, n, i), bytes = 0;
         if (e - i == 1) {
             /* a one-character cluster: its own lookup, as the cluster's below would be */
-            int64_t hit = char_lookup(m, c);
-            int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, c);
+            int r = precompiled_push(m, char_lookup(m, c), in + i, 1, out, chg);
             if (r < 0)
                 return r;
             i = e;
@@ -556,7 +584,7 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
             utf8_encode(in + i, e - i, buf);
             int64_t hit = charsmap_lookup(m, buf, bytes);
             if (hit >= 0) {
-                int r = push_replacement(m, (size_t)hit, out);
+                int r = precompiled_push(m, hit, in + i, e - i, out, chg);
                 if (r < 0)
                     return r;
                 i = e;
@@ -564,13 +592,16 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
             }
         }
         for (; i < e; i++) {
-            int64_t hit = char_lookup(m, in[i]);
-            int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, in[i]);
+            int r = precompiled_push(m, char_lookup(m, in[i]), in + i, 1, out, chg);
             if (r < 0)
                 return r;
         }
     }
     return 0;
+}
+
+int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out) {
+    return precompiled_run(m, in, n, out, NULL);
 }
 
 static inline int cps_eq(const uint32_t *a, const uint32_t *b, size_t n) {
@@ -607,10 +638,35 @@ static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf
     return cps_extend(out, in + done, n - done);
 }
 
+/* HF's transform of the alignment: the change each output character has in al (changes_push's)
+ * becomes the input character it is aligned to (an inserted one shares the previous input
+ * character's, a replacing one takes the next and skips those it removes), through in_align.
+ * -2 where HF's alignment is no input character. */
+static int changes_apply(CpBuf *al, size_t n, const uint32_t *in_align) {
+    size_t off = 0;
+    for (size_t j = 0; j < al->n; j++) {
+        int32_t change = (int32_t)al->v[j];
+        size_t idx;
+        if (change > 0) {
+            if (off < 1)
+                return -2;
+            idx = off - 1;
+        } else {
+            if (off >= n)
+                return -2;
+            idx = off;
+            off += 1 + (size_t)-(int64_t)change;
+        }
+        al->v[j] = in_align ? in_align[idx] : (uint32_t)idx;
+    }
+    return 0;
+}
+
 int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align) {
     for (size_t k = 0; k < nops; k++)
-        if (ops[k].kind != NORM_PREPEND && !(ops[k].kind == NORM_REPLACE && ops[k].npat == 1 && ops[k].nrep >= 1))
+        if (ops[k].kind != NORM_PREPEND && ops[k].kind != NORM_PRECOMPILED &&
+            !(ops[k].kind == NORM_REPLACE && ops[k].nrep >= 1))
             return -3;
     const uint32_t *cur = in, *cur_align = NULL; /* NULL: each character is its own */
     for (size_t k = 0; k < nops; k++) {
@@ -620,18 +676,37 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
         if (n == 0) /* as normalize_ops: both leave empty text alone */
             continue;
         dst->n = dal->n = 0;
+        if (op->kind == NORM_PRECOMPILED) {
+            int err = precompiled_run(op->map, cur, n, dst, dal);
+            if (!err)
+                err = changes_apply(dal, n, cur_align);
+            if (err)
+                return err;
+            cur = dst->v;
+            cur_align = dal->v;
+            n = dst->n;
+            continue;
+        }
         /* HF's prepend: the first added character takes over the first character's alignment,
          * the others and that character come after it, all from the first input character */
         if (op->kind == NORM_PREPEND &&
             (cps_extend(dst, op->rep, op->nrep) < 0 || align_fill(dal, 0, op->nrep, cur_align ? cur_align[0] : 0) < 0))
             return -1;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t at = cur_align ? cur_align[i] : (uint32_t)i;
-            size_t mark = dst->n;
-            int err = op->kind == NORM_REPLACE && cur[i] == op->pat[0] ? cps_extend(dst, op->rep, op->nrep)
-                                                                       : cps_push(dst, cur[i]);
+        for (size_t i = 0; i < n;) {
+            size_t mark = dst->n, used = 1;
+            int err;
+            if (op->kind == NORM_REPLACE && cur[i] == op->pat[0] && op->npat <= n - i &&
+                cps_eq(cur + i + 1, op->pat + 1, op->npat - 1)) {
+                /* HF's replace: the content shares the match's last character's alignment */
+                used = op->npat;
+                err = cps_extend(dst, op->rep, op->nrep);
+            } else {
+                err = cps_push(dst, cur[i]);
+            }
+            uint32_t at = cur_align ? cur_align[i + used - 1] : (uint32_t)(i + used - 1);
             if (err < 0 || align_fill(dal, mark, dst->n, at) < 0)
                 return -1;
+            i += used;
         }
         cur = dst->v;
         cur_align = dal->v;
