@@ -48,11 +48,11 @@ ACCELERATED = [
     "bert-base-chinese",
     "t5-small",          # Unigram + WhitespaceSplit + Metaspace, native Precompiled
     "albert-base-v2",
+    "chatglm3-6b",       # char-level BPE behind a Split on the literal its normalizer replaces
 ]
 
 # Pre-tokenizers the native core has no program for: the pure pre-tokenizer, then the native model
 MODEL_ONLY = [
-    "chatglm3-6b",       # Split on a literal string, MergedWithNext
     "falcon",            # Punctuation and Digits, ByteLevel before other steps
 ]
 
@@ -99,6 +99,23 @@ def test_split_pattern_without_a_scanner() -> None:
     hf = tokenizers.Tokenizer.from_str(json.dumps(config))
     for text in corpus_chunks(200, seed=11):
         assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("content", ["\u2581", "!", "x<", ""])
+def test_split_on_a_literal_the_normalizer_may_give_back(content: str) -> None:
+    """ChatGLM3's Split on "<!dummy-prefix!>" never cuts: its normalizer replaces the literal by
+    "▁" and no later step makes it again. A content sharing a character with the literal
+    (or none, which joins the text around a match) may make it again: then the Split runs."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = json.loads(Path(fixture_path("tokenizers", "chatglm3-6b", "tokenizer.json")).read_text(encoding="utf-8"))
+    config["normalizer"]["normalizers"][0]["content"] = content
+    tok = pymtok.Tokenizer.from_config(config)
+    assert (tok._native_text is not None) == (content == "\u2581"), content
+    hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    texts = ["<!dummy-<!dummy-prefix!>prefix!> a", "<!dummy-prefix<!dummy-prefix!>!>b", "x<!dummy-prefix!>!dummy-prefix!>",
+             "<<!dummy-prefix!>!dummy-prefix!>  <!dummy-prefix!>", *corpus_chunks(40, seed=3)]
+    for text in texts:
+        assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids, text
 
 
 @pytest.mark.parametrize("name", ACCELERATED + MODEL_ONLY)

@@ -90,7 +90,7 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
     config = tokenizer.config
     # Split keeps no pattern string: that comes from the config the pipeline was built from.
     pre_config = config.get("pre_tokenizer") if "model" in config else None
-    steps = _steps(tokenizer.pre_tokenizer, pre_config)
+    steps = _steps(tokenizer.pre_tokenizer, pre_config, _unseen_literals(tokenizer._pure_normalizer))
     kinds = [step[0] for step in steps or ()]
     # ByteLevel maps to GPT-2 characters: the native core works on the bytes themselves, so it
     # must be the last step (later steps would cut the mapped characters).
@@ -233,7 +233,8 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     if normalizer is not None and not isinstance(normalizer, _native.Normalizer):
         return None
     config = tokenizer.config
-    steps = _steps(tokenizer.pre_tokenizer, config.get("pre_tokenizer") if "model" in config else None)
+    steps = _steps(tokenizer.pre_tokenizer, config.get("pre_tokenizer") if "model" in config else None,
+                   _unseen_literals(tokenizer._pure_normalizer))
     if steps is None or any(step[0] == "byte_level" and step[1] for step in steps):
         return None  # ByteLevel's prefix space: its offsets are trimmed by rules not followed here
     model = tokenizer.model
@@ -576,8 +577,35 @@ def _model_tables(model: Any) -> tuple[Any, Any]:
     return _as_dict(model.vocab), (_as_dict(model.merges) if isinstance(model, models.BPE) else None)
 
 
-def _steps(pre: object, cfg: Any) -> list[Step] | None:
-    """The native program for a pre-tokenizer (flattened), or None if it has no exact one."""
+def _unseen_literals(normalizer: object) -> frozenset[str]:
+    """Strings no text ``normalizer`` gives holds: a literal Replace's pattern, when its content
+    is not empty and holds none of the pattern's characters, and every later step is such a
+    Replace whose content holds none of them either.
+
+    Replace matches left to right, so the text between its matches holds no match, and a
+    match would have to take in some of the content. ChatGLM3 replaces its dummy prefix, then
+    splits on it: that Split never cuts.
+
+    >>> sorted(_unseen_literals(normalizers.Replace(pattern={"String": "<p>"}, content="_")))
+    ['<p>']
+    """
+    steps = normalizer.normalizers if isinstance(normalizer, normalizers.Sequence) else [normalizer]
+    unseen: set[str] = set()
+    for step in steps:
+        if not isinstance(step, normalizers.Replace) or "String" not in step.pattern:
+            unseen.clear()
+            continue
+        content = set(step.content)
+        unseen = {s for s in unseen if content and not content & set(s)}
+        pattern = step.pattern["String"]
+        if pattern and content and not content & set(pattern):
+            unseen.add(pattern)
+    return frozenset(unseen)
+
+
+def _steps(pre: object, cfg: Any, unseen: frozenset[str] = frozenset()) -> list[Step] | None:
+    """The native program for a pre-tokenizer (flattened), or None if it has no exact one;
+    a Split on a string in ``unseen`` (which the text never holds) cuts nothing."""
     if pre is None:
         return []
     kind = type(pre)
@@ -588,7 +616,7 @@ def _steps(pre: object, cfg: Any) -> list[Step] | None:
             return None
         steps: list[Step] = []
         for i, member in enumerate(members):
-            sub = _steps(member, children[i] if children is not None else None)
+            sub = _steps(member, children[i] if children is not None else None, unseen)
             if sub is None:
                 return None
             steps += sub
@@ -607,6 +635,8 @@ def _steps(pre: object, cfg: Any) -> list[Step] | None:
         if not isinstance(cfg, Mapping) or cfg.get("type") != "Split":
             return None
         pattern = cfg.get("pattern")
+        if isinstance(pattern, Mapping) and pattern.get("String") in unseen and not sp.invert:
+            return []  # no match: every behavior keeps the piece whole
         regex = pattern.get("Regex") if isinstance(pattern, Mapping) else None
         scanner = SCANNERS.get(regex) if isinstance(regex, str) else None
         if scanner is None or sp.behavior not in _NATIVE_BEHAVIORS:
