@@ -597,7 +597,7 @@ static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size
     uint8_t *b = sc->bytes;
     if (ranges && nb > INT32_MAX)
         return -2;
-    int cacheable = !ranges && nb <= CACHE_MAX_PIECE;
+    int cacheable = cache && nb <= CACHE_MAX_PIECE;
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
         if (e)
@@ -677,8 +677,9 @@ int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n,
     return unigram_run(m, cache, cps, n, sc, out, NULL);
 }
 
-int unigram_piece_ranges(const Unigram *m, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out, IdBuf *ranges) {
-    return unigram_run(m, NULL, cps, n, sc, out, ranges);
+int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
+                         IdBuf *ranges) {
+    return unigram_run(m, cache, cps, n, sc, out, ranges);
 }
 
 void unigram_free(Unigram *m) {

@@ -1064,20 +1064,27 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
             if ((err = wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids)))
                 break;
         } else if (self->model == MODEL_UNIGRAM) {
+            /* the model's ranges where it ran; from the cache, the ids' lengths locate them */
             mark = ids->n;
-            if ((err = unigram_piece(&self->ug, cache, buf + start, len, &w->sc, ids)))
+            ranges.n = 0;
+            if ((err = unigram_piece_ranges(&self->ug, cache, buf + start, len, &w->sc, ids, &ranges)))
                 break;
         }
         int64_t from = (int64_t)(align ? origin : origin + start);
         const uint32_t *piece_align = align ? align + start : NULL;
-        err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark, NULL, trim,
-                            offs, &used);
-        if (err == -2 && self->model == MODEL_UNIGRAM) {
-            /* a token of no one length (unk, a byte): the model tells each token's bytes */
-            ids->n = mark;
+        err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
+                            ranges.n ? ranges.v : NULL, trim, offs, &used);
+        if (err == -2 && self->model == MODEL_UNIGRAM && !ranges.n) {
+            /* a token of no one length (unk, a byte): the bytes the others leave, else the
+             * model run again tells each token's */
             offs->n = at;
-            ranges.n = 0;
-            if (!(err = unigram_piece_ranges(&self->ug, buf + start, len, &w->sc, ids, &ranges)))
+            err = piece_ranges_from_lengths(&self->offl, buf + start, len, ids->v + mark, ids->n - mark, &ranges);
+            if (err == -2) {
+                ids->n = mark;
+                ranges.n = 0;
+                err = unigram_piece_ranges(&self->ug, NULL, buf + start, len, &w->sc, ids, &ranges);
+            }
+            if (!err)
                 err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
                                     ranges.v, trim, offs, &used);
         }
@@ -1235,11 +1242,16 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused. */
+/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused.
+ * A tuple of two ints is in no reference cycle: it is left out of the cyclic collector, as is
+ * the list while it fills, which the young collections these allocations set off would
+ * otherwise walk again and again. */
 static PyObject *offsets_list(const IdBuf *offs) {
     Py_ssize_t n = (Py_ssize_t)(offs->n / 2);
     PyObject *list = PyList_New(n), *last = NULL;
     long last_value = -1;
+    if (list)
+        PyObject_GC_UnTrack(list);
     for (Py_ssize_t i = 0; list && i < n; i++) {
         long a = offs->v[2 * i], b = offs->v[2 * i + 1];
         PyObject *t = PyTuple_New(2), *start = a == last_value ? Py_NewRef(last) : PyLong_FromLong(a),
@@ -1253,10 +1265,13 @@ static PyObject *offsets_list(const IdBuf *offs) {
         }
         PyTuple_SET_ITEM(t, 0, start);
         PyTuple_SET_ITEM(t, 1, end);
+        PyObject_GC_UnTrack(t);
         PyList_SET_ITEM(list, i, t);
         last = end;
         last_value = b;
     }
+    if (list)
+        PyObject_GC_Track(list);
     return list;
 }
 

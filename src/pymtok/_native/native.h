@@ -408,9 +408,11 @@ int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_
                     IdBuf *out);
 int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
                   IdBuf *out);
-/* unigram_piece without the cache, with each id's byte range of the piece's UTF-8 in ranges
- * (start, end pairs), as HF's Unigram::tokenize gives its offsets. */
-int unigram_piece_ranges(const Unigram *m, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out, IdBuf *ranges);
+/* unigram_piece with, unless the ids come from the cache (which may be NULL), each id's byte
+ * range of the piece's UTF-8 appended to ranges (start, end pairs), as HF's Unigram::tokenize
+ * gives its offsets. */
+int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
+                         IdBuf *ranges);
 int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
 
 void bpe_free(BPE *m);
@@ -666,5 +668,10 @@ int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t tr
  * not add up to the piece (the pure path then answers). */
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
                   const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used);
+/* A Unigram piece's ranges (piece_offsets') from the lengths of its ids[0..nids): the one token
+ * of no known length (the unknown token, a byte token) covers the bytes the others leave. -2
+ * when not exactly one has none. */
+int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
+                              IdBuf *ranges);
 
 #endif

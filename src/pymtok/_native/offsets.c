@@ -123,3 +123,33 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
     *used = k;
     return 0;
 }
+
+int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
+                              IdBuf *ranges) {
+    size_t total = 0, known = 0, unknown = nids;
+    for (size_t i = 0; i < n; i++)
+        total += utf8_width(cps[i]);
+    for (size_t k = 0; k < nids; k++) {
+        int32_t len = ids[k] >= 0 && (size_t)ids[k] < L->n ? L->first[ids[k]] : -1;
+        if (len > 0) {
+            known += (size_t)len;
+        } else if (unknown == nids) {
+            unknown = k;
+        } else {
+            return -2;
+        }
+    }
+    if (known >= total || total > INT32_MAX || unknown == nids)
+        return -2;
+    ranges->n = 0;
+    if (ranges->cap < 2 * nids && ids_grow(ranges, 2 * nids) < 0)
+        return -1;
+    size_t b = 0;
+    for (size_t k = 0; k < nids; k++) {
+        size_t len = k == unknown ? total - known : (size_t)L->first[ids[k]];
+        ranges->v[ranges->n++] = (int32_t)b;
+        ranges->v[ranges->n++] = (int32_t)(b + len);
+        b += len;
+    }
+    return 0;
+}
