@@ -323,6 +323,32 @@ int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
     return cps_extend(out, v, w);
 }
 
+/* HF's transform of the alignment: the change each output character has in al (changes_push's,
+ * nfc_aligned's) becomes the input character it is aligned to (an inserted one shares the
+ * previous input character's, a replacing one takes the next and skips those it removes),
+ * through in_align; *used gets how far into the n input characters it went. -2 where HF's
+ * alignment is no input character. */
+static int changes_apply(CpBuf *al, size_t n, const uint32_t *in_align, size_t *used) {
+    size_t off = 0;
+    for (size_t j = 0; j < al->n; j++) {
+        int32_t change = (int32_t)al->v[j];
+        size_t idx;
+        if (change > 0) {
+            if (off < 1)
+                return -2;
+            idx = off - 1;
+        } else {
+            if (off >= n)
+                return -2;
+            idx = off;
+            off += 1 + (size_t)-(int64_t)change;
+        }
+        al->v[j] = in_align ? in_align[idx] : (uint32_t)idx;
+    }
+    *used = off;
+    return 0;
+}
+
 /* nfc_normalize with, in align, each output character's input character as HF aligns its NFC
  * (unicode-normalization-alignments; normalizers.py _UnicodeForm._changes the reference): each
  * character decomposed, its first part replacing it and the others inserted after it; marks put
@@ -381,21 +407,9 @@ int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *ali
         if (cps_push(out, c) < 0 || cps_push(align, change) < 0)
             return -1;
     }
-    /* HF's transform: a change above 0 shares the previous input character, any other takes the
-     * next one and skips as many more as it charges */
-    size_t offset = 0;
-    for (size_t k = 0; k < out->n; k++) {
-        int32_t change = (int32_t)align->v[k];
-        if (change > 0) {
-            if (!offset)
-                return -2;
-            align->v[k] = (uint32_t)(offset - 1);
-        } else {
-            align->v[k] = (uint32_t)offset;
-            offset += (size_t)(1 - (int64_t)change);
-        }
-    }
-    return offset == n ? 0 : -2;
+    size_t used;
+    int err = changes_apply(align, n, NULL, &used);
+    return err ? err : used == n ? 0 : -2;
 }
 
 /* ---- grapheme clusters --------------------------------------------------------------------- */
@@ -638,30 +652,6 @@ static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf
     return cps_extend(out, in + done, n - done);
 }
 
-/* HF's transform of the alignment: the change each output character has in al (changes_push's)
- * becomes the input character it is aligned to (an inserted one shares the previous input
- * character's, a replacing one takes the next and skips those it removes), through in_align.
- * -2 where HF's alignment is no input character. */
-static int changes_apply(CpBuf *al, size_t n, const uint32_t *in_align) {
-    size_t off = 0;
-    for (size_t j = 0; j < al->n; j++) {
-        int32_t change = (int32_t)al->v[j];
-        size_t idx;
-        if (change > 0) {
-            if (off < 1)
-                return -2;
-            idx = off - 1;
-        } else {
-            if (off >= n)
-                return -2;
-            idx = off;
-            off += 1 + (size_t)-(int64_t)change;
-        }
-        al->v[j] = in_align ? in_align[idx] : (uint32_t)idx;
-    }
-    return 0;
-}
-
 int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align) {
     for (size_t k = 0; k < nops; k++)
@@ -677,9 +667,10 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
             continue;
         dst->n = dal->n = 0;
         if (op->kind == NORM_PRECOMPILED) {
+            size_t used;
             int err = precompiled_run(op->map, cur, n, dst, dal);
             if (!err)
-                err = changes_apply(dal, n, cur_align);
+                err = changes_apply(dal, n, cur_align, &used);
             if (err)
                 return err;
             cur = dst->v;
