@@ -1313,8 +1313,10 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     } else if (err) {
         result = Py_NewRef(Py_None);
     } else {
-        PyObject *list = id_list(self, &ids, 0), *spans = list ? offsets_list(&offs) : NULL;
-        result = spans ? PyTuple_Pack(2, list, spans) : NULL;
+        /* the tuples first: the collections their allocations set off then find the ids' list
+         * not made yet, instead of walking it each time */
+        PyObject *spans = offsets_list(&offs), *list = spans ? id_list(self, &ids, 0) : NULL;
+        result = list ? PyTuple_Pack(2, list, spans) : NULL;
         Py_XDECREF(list);
         Py_XDECREF(spans);
     }

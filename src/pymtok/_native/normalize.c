@@ -683,6 +683,17 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
         if (op->kind == NORM_PREPEND &&
             (cps_extend(dst, op->rep, op->nrep) < 0 || align_fill(dal, 0, op->nrep, cur_align ? cur_align[0] : 0) < 0))
             return -1;
+        if (op->kind == NORM_REPLACE && op->npat == 1 && op->nrep == 1) {
+            /* one character for one (SentencePiece's space): a map, each keeping its alignment */
+            if (replace_literal(op, cur, n, dst) < 0 || cps_grow(dal, n) < 0)
+                return -1;
+            for (size_t i = 0; i < n; i++)
+                dal->v[i] = cur_align ? cur_align[i] : (uint32_t)i;
+            dal->n = n;
+            cur = dst->v;
+            cur_align = dal->v;
+            continue;
+        }
         for (size_t i = 0; i < n;) {
             size_t mark = dst->n, used = 1;
             int err;
