@@ -312,9 +312,21 @@ TEXT_CONFIGS = [
                                          {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
     {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"String": "e"},
                                                            "content": "\u00e9\u00e9"}]},
+    {"type": "NFKD"},
+    {"type": "StripAccents"},
+    {"type": "Lowercase"},
+    {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+    {"type": "Replace", "pattern": {"Regex": " {3,}"}, "content": "\u2581\u2581"},
+    # ALBERT's
+    {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "``"}, "content": "\""},
+        {"type": "Replace", "pattern": {"String": "''"}, "content": "\""},
+        {"type": "NFKD"}, {"type": "StripAccents"}, {"type": "Lowercase"},
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
 ]
 TRIO_IDS = [*BERT_IDS, "NFC", "replace-space", "replace-aa", "replace-mark", "prepend", "prepend-replace",
-            "nfc-replace", "t5-precompiled"]
+            "nfc-replace", "NFKD", "strip-accents", "lowercase", "space-runs", "space-runs-3", "albert",
+            "t5-precompiled"]
 
 
 # The fast tier runs every code point through the BERT configs that pair every strip_accents
@@ -383,13 +395,14 @@ def test_native_normalizer_long_texts(index: int) -> None:
 
 
 def test_native_normalizer_inside_sequence() -> None:
-    seq = normalizers.Sequence([normalizers.Lowercase(), normalizers.BertNormalizer(lowercase=False)])
+    seq = normalizers.Sequence([normalizers.NFKC(), normalizers.BertNormalizer(lowercase=False)])
     fast = native.accelerate_normalizer(seq)
     assert isinstance(fast, normalizers.Sequence) and fast is not seq
-    assert fast("ÀB\t中\x00") == seq("ÀB\t中\x00")
+    assert fast("ÀB\t中\x00ﬁ") == seq("ÀB\t中\x00ﬁ")
     untouched = normalizers.NFKC()
     assert native.accelerate_normalizer(untouched) is untouched
-    assert native.accelerate_normalizer(normalizers.Replace({"Regex": " +"}, "_")).__module__ == "pymtok.normalizers"
+    for regex in (" +", " {0,}", "  {2,}", "x{2,}", " {2,3}"):
+        assert native.accelerate_normalizer(normalizers.Replace({"Regex": regex}, "_")).__module__ == "pymtok.normalizers"
     both = normalizers.Sequence([normalizers.NFC(), normalizers.Replace({"String": " "}, "_")])
     fast = native.accelerate_normalizer(both)
     assert type(fast).__module__ == "pymtok._native" and fast.pure is both

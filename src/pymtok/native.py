@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import struct
 import warnings
 from array import array
@@ -350,6 +351,12 @@ def _lays_out(post: processors.PostProcessor) -> bool:
     return type(post) in _LAYOUT_PROCESSORS
 
 
+_PER_CHARACTER: dict[type, str] = {
+    normalizers.NFKD: "nfkd", normalizers.StripAccents: "strip_accents", normalizers.Lowercase: "lowercase",
+}
+_SPACE_RUNS = re.compile(r" \{([0-9]{1,10}),\}")
+
+
 def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normalizers.Normalizer | None:
     """``normalizer``, or a native one giving the same text for every input.
 
@@ -388,8 +395,16 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
             treat_whitespace_as_suffix=sp.treat_whitespace_as_suffix,
         )
         return native
+    if kind in _PER_CHARACTER:
+        native = _native.Normalizer(normalizer, _PER_CHARACTER[kind])
+        return native
     if kind is normalizers.Replace:
         rp: Any = normalizer
+        runs = _SPACE_RUNS.fullmatch(rp.pattern.get("Regex", "")) if rp._regex is not None else None
+        if runs is not None and 1 <= int(runs[1]) < 2**31:
+            # ALBERT's " {2,}": each run of at least that many spaces becomes the content
+            native = _native.Normalizer(normalizer, "runs", pattern=" ", content=rp.content, flags=int(runs[1]))
+            return native
         if rp._regex is not None or not rp._literal:
             return normalizer
         native = _native.Normalizer(normalizer, "replace", pattern=rp._literal, content=rp.content)

@@ -1747,7 +1747,9 @@ static uint32_t *ucs4(PyObject *s, size_t *n) {
 /* Normalizer(pure, "bert", flags=BERT_* bits), Normalizer(pure, "nfc"),
  * Normalizer(pure, "precompiled", units=<little-endian u32 bytes>, replacements=<bytes>),
  * Normalizer(pure, "replace", pattern=<non-empty literal>, content=<str>),
- * Normalizer(pure, "prepend", content=<str>) or Normalizer(pure, "sequence", members=<Normalizers>) */
+ * Normalizer(pure, "prepend", content=<str>), Normalizer(pure, "nfkd" | "strip_accents" | "lowercase"),
+ * Normalizer(pure, "runs", pattern=<one character>, content=<str>, flags=<shortest run>) or
+ * Normalizer(pure, "sequence", members=<Normalizers>) */
 static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"pure", "kind", "flags", "units", "replacements", "pattern", "content", "members", NULL};
     PyObject *pure, *pattern = NULL, *content = NULL, *members = NULL;
@@ -1769,6 +1771,23 @@ static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
         self->op.flags = flags & (BERT_CLEAN | BERT_CHINESE | BERT_STRIP | BERT_LOWER);
     } else if (strcmp(kind, "nfc") == 0) {
         self->op.kind = NORM_NFC;
+    } else if (strcmp(kind, "nfkd") == 0) {
+        self->op.kind = NORM_NFKD;
+    } else if (strcmp(kind, "strip_accents") == 0) {
+        self->op.kind = NORM_STRIP_ACCENTS;
+    } else if (strcmp(kind, "lowercase") == 0) {
+        self->op.kind = NORM_LOWERCASE;
+    } else if (strcmp(kind, "runs") == 0) {
+        self->op.kind = NORM_RUNS;
+        self->op.flags = flags;
+        if (!(self->pat = ucs4(pattern, &self->op.npat)) || !(self->rep = ucs4(content, &self->op.nrep))) {
+            err = -1;
+        } else if (self->op.npat != 1 || flags < 1) {
+            PyErr_SetString(PyExc_ValueError, "runs needs one character and a shortest run of at least 1");
+            err = -1;
+        }
+        self->op.pat = self->pat;
+        self->op.rep = self->rep;
     } else if (strcmp(kind, "precompiled") == 0) {
         self->op.kind = NORM_PRECOMPILED;
         size_t nunits = (size_t)units.len / 4;

@@ -469,13 +469,15 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
 
 /* One native normalizer step; a Sequence is a list of them. Pointers stay owned by the
  * pymtok._native.Normalizer objects the steps come from. */
-enum { NORM_BERT, NORM_NFC, NORM_PRECOMPILED, NORM_REPLACE, NORM_PREPEND };
+enum { NORM_BERT, NORM_NFC, NORM_PRECOMPILED, NORM_REPLACE, NORM_PREPEND, NORM_NFKD, NORM_STRIP_ACCENTS,
+       NORM_LOWERCASE, NORM_RUNS };
 
 typedef struct {
     int kind;
-    int flags;                /* NORM_BERT: BERT_* */
+    int flags;                /* NORM_BERT: BERT_*; NORM_RUNS: the shortest run replaced */
     const Charsmap *map;      /* NORM_PRECOMPILED */
-    const uint32_t *pat, *rep; /* NORM_REPLACE: literal pattern (non-empty) -> content; NORM_PREPEND: rep */
+    const uint32_t *pat, *rep; /* NORM_REPLACE: literal pattern (non-empty) -> content; NORM_PREPEND: rep;
+                                * NORM_RUNS: each run of pat[0] -> rep */
     size_t npat, nrep;
 } NormOp;
 
@@ -490,7 +492,7 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
 int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);
 
 /* normalize_ops for steps whose every output character HF aligns to one input character
- * (Prepend, Precompiled, literal Replace by one or more characters), with *res_align the input
+ * (all but BertNormalizer and NFC, which have their own; Replace by one or more characters), with *res_align the input
  * character of each output character (NULL when no step ran). Returns -1 when out of memory, -2
  * where HF's alignment is not an input character, -3 when a step is none of those. Runs without
  * the GIL. */

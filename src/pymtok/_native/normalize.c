@@ -72,6 +72,7 @@ static int push_mapped(CpBuf *b, const uint32_t *keys, size_t count, const uint3
 
 #define PUSH_NFD(b, c) push_mapped((b), n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, (c))
 #define PUSH_LOWER(b, c) push_mapped((b), n_lower_keys, N_LOWER_COUNT, n_lower_offsets, n_lower_pool, (c))
+#define PUSH_NFKD(b, c) push_mapped((b), n_nfkd_keys, N_NFKD_COUNT, n_nfkd_offsets, n_nfkd_pool, (c))
 
 /* Entries of the runs sorted below: a code point, and above it nfc_aligned's change. */
 enum { CP_BITS = 21 };
@@ -471,6 +472,100 @@ size_t grapheme_end(const uint32_t *s, size_t n, size_t i) {
     return n;
 }
 
+/* ---- NFKD, StripAccents, Lowercase, runs of a character -------------------------------------- */
+
+/* NFKD with HF's tables: each character's compatibility decomposition, then canonical
+ * ordering. With chg, each output character's change as HF's NFKD stream has it (the first part
+ * of a decomposition replacing its character, the others inserted; marks keep theirs as they
+ * move), for changes_apply. Returns 1 when the text stays as it is (out untouched). */
+static int nfkd_run(const uint32_t *in, size_t n, CpBuf *out, CpBuf *chg) {
+    size_t first = 0;
+    while (first < n && !(nprops(in[first]) & (N_NFKD | N_NONSTARTER)))
+        first++;
+    if (first == n)
+        return 1;
+    out->n = 0;
+    if (cps_extend(out, in, first) < 0)
+        return -1;
+    for (size_t i = first; i < n; i++) {
+        uint32_t c = in[i];
+        size_t mark = out->n;
+        if ((nprops(c) & N_NFKD ? PUSH_NFKD(out, c) : cps_push(out, c)) < 0)
+            return -1;
+        for (size_t k = mark + 1; chg && k < out->n; k++)
+            out->v[k] |= 1u << CP_BITS; /* inserted */
+    }
+    int moved = canonical_order(out->v + first, out->n - first);
+    if (moved < 0)
+        return -1;
+    if (!chg)
+        return 0;
+    chg->n = 0;
+    if (cps_grow(chg, out->n) < 0)
+        return -1;
+    for (size_t k = 0; k < out->n; k++) {
+        chg->v[chg->n++] = out->v[k] >> CP_BITS;
+        out->v[k] &= CP_MASK;
+    }
+    return 0;
+}
+
+/* Whether StripAccents drops c: a combining mark of HF's tables. */
+static int strip_mark(uint32_t c) {
+    if (c < 0x300)
+        return 0;
+    size_t lo = 0, hi = N_MARK_COUNT;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c > n_mark_ranges[2 * mid + 1])
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < N_MARK_COUNT && c >= n_mark_ranges[2 * lo];
+}
+
+/* Lowercase (each character's full lowercase mapping), StripAccents (marks dropped) and
+ * NORM_RUNS (each run of at least flags characters pat[0] replaced by rep, as HF's Replace of
+ * the regex "c{m,}") into out; with align, each output character's input character through
+ * in_align (HF: a lowercase mapping's characters all its character's, a run's replacement its
+ * last character's). */
+static int per_char(const NormOp *op, const uint32_t *in, size_t n, const uint32_t *in_align, CpBuf *out,
+                    CpBuf *align) {
+    out->n = 0;
+    if (align)
+        align->n = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c = in[i];
+        size_t mark = out->n, used = 1;
+        int err = 0;
+        if (op->kind == NORM_LOWERCASE) {
+            err = nprops(c) & N_LOWER ? PUSH_LOWER(out, c) : cps_push(out, c);
+        } else if (op->kind == NORM_STRIP_ACCENTS) {
+            err = strip_mark(c) ? 0 : cps_push(out, c);
+        } else if (c == op->pat[0]) {
+            while (i + used < n && in[i + used] == c)
+                used++;
+            if (used < (size_t)op->flags) {
+                /* too short a run to match: its characters stay, each on its own */
+                for (size_t k = i; k < i + used; k++)
+                    if (cps_push(out, c) < 0 || (align && cps_push(align, in_align ? in_align[k] : (uint32_t)k) < 0))
+                        return -1;
+                i += used;
+                continue;
+            }
+            err = cps_extend(out, op->rep, op->nrep);
+        } else {
+            err = cps_push(out, c);
+        }
+        size_t at = i + used - 1;
+        if (err < 0 || align_fill(align, mark, out->n, in_align ? in_align[at] : (uint32_t)at) < 0)
+            return -1;
+        i += used;
+    }
+    return 0;
+}
+
 /* ---- Precompiled ----------------------------------------------------------------------------- */
 
 static inline size_t unit_offset(uint32_t unit) { return (size_t)(unit >> 10) << ((unit & 0x200) >> 6); }
@@ -655,8 +750,8 @@ static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf
 int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align) {
     for (size_t k = 0; k < nops; k++)
-        if (ops[k].kind != NORM_PREPEND && ops[k].kind != NORM_PRECOMPILED &&
-            !(ops[k].kind == NORM_REPLACE && ops[k].nrep >= 1))
+        if (ops[k].kind == NORM_BERT || ops[k].kind == NORM_NFC ||
+            ((ops[k].kind == NORM_REPLACE || ops[k].kind == NORM_RUNS) && !ops[k].nrep))
             return -3;
     const uint32_t *cur = in, *cur_align = NULL; /* NULL: each character is its own */
     for (size_t k = 0; k < nops; k++) {
@@ -666,13 +761,25 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
         if (n == 0) /* as normalize_ops: both leave empty text alone */
             continue;
         dst->n = dal->n = 0;
-        if (op->kind == NORM_PRECOMPILED) {
-            size_t used;
-            int err = precompiled_run(op->map, cur, n, dst, dal);
+        if (op->kind == NORM_PRECOMPILED || op->kind == NORM_NFKD) {
+            size_t used = n;
+            int err = op->kind == NORM_NFKD ? nfkd_run(cur, n, dst, dal) : precompiled_run(op->map, cur, n, dst, dal);
+            if (err == 1)
+                continue; /* NFKD left the text as it is */
             if (!err)
                 err = changes_apply(dal, n, cur_align, &used);
             if (err)
                 return err;
+            if (op->kind == NORM_NFKD && used != n)
+                return -2;
+            cur = dst->v;
+            cur_align = dal->v;
+            n = dst->n;
+            continue;
+        }
+        if (op->kind == NORM_LOWERCASE || op->kind == NORM_STRIP_ACCENTS || op->kind == NORM_RUNS) {
+            if (per_char(op, cur, n, cur_align, dst, dal) < 0)
+                return -1;
             cur = dst->v;
             cur_align = dal->v;
             n = dst->n;
@@ -746,6 +853,15 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
         case NORM_PREPEND:
             dst->n = 0;
             err = cps_extend(dst, op->rep, op->nrep) < 0 || cps_extend(dst, cur, n) < 0 ? -1 : 0;
+            break;
+        case NORM_NFKD:
+            if ((err = nfkd_run(cur, n, dst, NULL)) == 1)
+                continue; /* the text as it is */
+            break;
+        case NORM_LOWERCASE:
+        case NORM_STRIP_ACCENTS:
+        case NORM_RUNS:
+            err = per_char(op, cur, n, NULL, dst, NULL);
             break;
         }
         if (err)
