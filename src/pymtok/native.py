@@ -15,8 +15,9 @@ native call, the post-processor's ids around them. Texts that added tokens cut i
 newline tokens) no longer pay a Python round trip per segment.
 
 :func:`accelerate_normalizer` swaps the normalizers the native core reproduces
-(``BertNormalizer``, ``NFC``, ``Precompiled``, literal ``Replace``, ``Prepend``, also inside a
-``Sequence``) for native ones with the same ``__call__(text) -> str``.
+(``BertNormalizer``, ``NFC``, ``NFKD``, ``StripAccents``, ``Lowercase``, ``Precompiled``, literal
+``Replace`` and the ``Replace`` of runs of spaces, ``Prepend``, also inside a ``Sequence``) for
+native ones with the same ``__call__(text) -> str``.
 
 Set ``PYMTOK_PURE=1`` to keep every tokenizer on the pure path.
 
@@ -219,12 +220,14 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     The ids are ``encode(text, add_special_tokens=False)``'s, the offsets each token's
     characters of ``text`` as HF reports them; ``trim`` (-1 none, 0, 1 with add_prefix_space) is
     a ByteLevel post-processor's trimming of them. The native core locates a piece's tokens by
-    their byte lengths, so it covers BPE and WordPiece after pre-tokenizers that only cut the
-    text, with a native normalizer or none. A text whose normalizer changes it in a way the
-    native core does not align (anything but BertNormalizer, NFC, Prepend and one-character Replace:
-    the alignment is the pure path's to follow) or that meets a token of unknown length (an
-    unknown token, an id spelled two ways) gives None, as does every text of a tokenizer this
-    returns None for: those take the pure path.
+    their byte lengths (a Unigram model's unknown and byte tokens by its Viterbi path), so it
+    covers BPE, WordPiece and Unigram after the native pre-tokenizers but a ByteLevel prefix
+    space (Metaspace's added character takes the span of the one it stands before), with a
+    native normalizer or none, aligned as HF aligns it. A text whose normalizer changes it in a
+    way the native core does not align (BertNormalizer or NFC inside a Sequence, a Replace by
+    nothing: the alignment is the pure path's to follow) or that meets a token of unknown length
+    (an unknown BPE token, an id spelled two ways) gives None, as does every text of a tokenizer
+    this returns None for: those take the pure path.
     """
     _native = _core()
     encoder = getattr(tokenizer._native_segment, "__self__", None)
