@@ -37,7 +37,7 @@ FLAGS = {
     "LOWER": 1 << 12,         # lowercases to something else (n_lower)
     "NONSTARTER": 1 << 13,    # non-zero canonical combining class (n_ccc)
     "COMPOSES": 1 << 14,      # second character of a canonical composition (n_compose)
-    "NFKD": 1 << 15,          # has a compatibility decomposition (n_nfkd)
+    "NFKD": 1 << 15,          # decomposes for NFKD otherwise than for NFD (n_nfkd)
 }
 INCB_SHIFT = 5
 
@@ -63,7 +63,7 @@ def compositions(nz: types.ModuleType) -> dict[tuple[int, int], int]:
 
 def tables() -> tuple[list[int], dict[int, str], dict[int, str], dict[int, int], dict[int, str]]:
     """Per code point: property bits, NFD decompositions, lowercase mappings, combining classes,
-    NFKD decompositions."""
+    NFKD decompositions that are not the NFD ones."""
     nz = pymtok_module("normalizers")
     onig, grapheme = pymtok_module("onig"), pymtok_module("ucd").GRAPHEME_17
     cps = _code_points()
@@ -99,9 +99,8 @@ def tables() -> tuple[list[int], dict[int, str], dict[int, str], dict[int, int],
         if decomposed != ch:
             nfd[c] = decomposed
             props[c] |= FLAGS["NFD"]
-        decomposed = compat(ch)
-        if decomposed != ch:
-            nfkd[c] = decomposed
+        if compat(ch) != decomposed:
+            nfkd[c] = compat(ch)
             props[c] |= FLAGS["NFKD"]
         lowered = lowercase(ch)
         if lowered != ch:

@@ -474,13 +474,13 @@ size_t grapheme_end(const uint32_t *s, size_t n, size_t i) {
 
 /* ---- NFKD, StripAccents, Lowercase, runs of a character -------------------------------------- */
 
-/* NFKD with HF's tables: each character's compatibility decomposition, then canonical
- * ordering. With chg, each output character's change as HF's NFKD stream has it (the first part
+/* NFKD with HF's tables: each character's compatibility decomposition (n_nfkd holds those that
+ * are not its canonical one), then canonical ordering. With chg, each output character's change as HF's NFKD stream has it (the first part
  * of a decomposition replacing its character, the others inserted; marks keep theirs as they
  * move), for changes_apply. Returns 1 when the text stays as it is (out untouched). */
 static int nfkd_run(const uint32_t *in, size_t n, CpBuf *out, CpBuf *chg) {
     size_t first = 0;
-    while (first < n && !(nprops(in[first]) & (N_NFKD | N_NONSTARTER)))
+    while (first < n && !(nprops(in[first]) & (N_NFKD | N_NFD | N_NONSTARTER)))
         first++;
     if (first == n)
         return 1;
@@ -488,9 +488,9 @@ static int nfkd_run(const uint32_t *in, size_t n, CpBuf *out, CpBuf *chg) {
     if (cps_extend(out, in, first) < 0)
         return -1;
     for (size_t i = first; i < n; i++) {
-        uint32_t c = in[i];
+        uint32_t c = in[i], p = nprops(c);
         size_t mark = out->n;
-        if ((nprops(c) & N_NFKD ? PUSH_NFKD(out, c) : cps_push(out, c)) < 0)
+        if ((p & N_NFKD ? PUSH_NFKD(out, c) : p & N_NFD ? PUSH_NFD(out, c) : cps_push(out, c)) < 0)
             return -1;
         for (size_t k = mark + 1; chg && k < out->n; k++)
             out->v[k] |= 1u << CP_BITS; /* inserted */
