@@ -1016,8 +1016,8 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
 }
 
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
- * origin + align[i] (origin + i without align; set_offsets allows no step that rebuilds the
- * buffer). */
+ * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
+ * the one it stands before. */
 static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin,
                            const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Span whole = {0, n, (int64_t)origin};
@@ -1025,12 +1025,13 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     const Span *spans = &whole;
     size_t nspans = 1;
     Pieces p = {0};
+    IdBuf ranges = {0};
     int err = -1;
     if (self->nsteps) {
         if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
             return -1;
         memcpy(w->buf, s, n * sizeof *s);
-        p = (Pieces){w->buf, n, w->spans, w->tmp};
+        p = (Pieces){w->buf, n, w->spans, w->tmp, .track = 1};
         if (!p.spans.cap) {
             if (!(p.spans.v = malloc(16 * sizeof *p.spans.v)))
                 goto done;
@@ -1043,6 +1044,12 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
         buf = p.buf;
         spans = p.spans.v;
         nspans = p.spans.n;
+        if (p.at) {
+            /* the rebuilt buffer's characters, each the caller's through the normalizer's */
+            for (size_t i = 0; i < p.len; i++)
+                p.at[i] = align ? align[p.at[i]] : p.at[i];
+            align = p.at;
+        }
     }
     /* BPE on all pieces at once, as segment_ids: each piece's tokens are those whose lengths add
      * up to it */
@@ -1051,23 +1058,48 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     if (self->model == MODEL_BPE && (err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids)))
         goto done;
     for (size_t k = 0; !err && k < nspans; k++) {
-        size_t start = spans[k].start, len = spans[k].end - start;
+        size_t start = spans[k].start, len = spans[k].end - start, at = offs->n;
         if (self->model == MODEL_WORDPIECE) {
             mark = ids->n;
             if ((err = wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids)))
                 break;
+        } else if (self->model == MODEL_UNIGRAM) {
+            /* the model's ranges where it ran; from the cache, the ids' lengths locate them */
+            mark = ids->n;
+            ranges.n = 0;
+            if ((err = unigram_piece_ranges(&self->ug, cache, buf + start, len, &w->sc, ids, &ranges)))
+                break;
         }
-        err = piece_offsets(&self->offl, buf + start, len, (int64_t)(align ? origin : origin + start),
-                            align ? align + start : NULL, ids->v + mark, ids->n - mark, trim, offs, &used);
+        int64_t from = (int64_t)(align ? origin : origin + start);
+        const uint32_t *piece_align = align ? align + start : NULL;
+        err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
+                            ranges.n ? ranges.v : NULL, trim, offs, &used);
+        if (err == -2 && self->model == MODEL_UNIGRAM && !ranges.n) {
+            /* a token of no one length (unk, a byte): the bytes the others leave, else the
+             * model run again tells each token's */
+            offs->n = at;
+            err = piece_ranges_from_lengths(&self->offl, buf + start, len, ids->v + mark, ids->n - mark, &ranges);
+            if (err == -2) {
+                ids->n = mark;
+                ranges.n = 0;
+                err = unigram_piece_ranges(&self->ug, NULL, buf + start, len, &w->sc, ids, &ranges);
+            }
+            if (!err)
+                err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
+                                    ranges.v, trim, offs, &used);
+        }
         mark += used;
-        if (!err && self->model == MODEL_WORDPIECE && mark != ids->n)
+        if (!err && self->model != MODEL_BPE && mark != ids->n)
             err = -2;
     }
     if (!err && mark != ids->n)
         err = -2;
 done:
-    if (self->nsteps)
+    free(ranges.v);
+    if (self->nsteps) {
+        free(p.at);
         work_keep(w, &p);
+    }
     return err;
 }
 
@@ -1179,13 +1211,14 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "set_offsets: cont must be bytes or None");
         return NULL;
     }
-    if (self->model == MODEL_UNIGRAM || (self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
-        PyErr_SetString(PyExc_ValueError, "set_offsets: BPE takes lengths, WordPiece lengths and cont lengths");
+    if ((self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "set_offsets: BPE and Unigram take lengths, WordPiece lengths and cont lengths");
         return NULL;
     }
     for (size_t k = 0; k < self->nsteps; k++) {
         const Step *st = &self->steps[k];
-        if (st->kind == ST_METASPACE || (st->kind == ST_BYTE_LEVEL && st->add_prefix_space)) {
+        if (st->kind == ST_BYTE_LEVEL && st->add_prefix_space) {
             PyErr_SetString(PyExc_ValueError, "set_offsets: a step that rebuilds the text has no native offsets");
             return NULL;
         }
@@ -1209,11 +1242,16 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused. */
+/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused.
+ * A tuple of two ints is in no reference cycle: it is left out of the cyclic collector, as is
+ * the list while it fills, which the young collections these allocations set off would
+ * otherwise walk again and again. */
 static PyObject *offsets_list(const IdBuf *offs) {
     Py_ssize_t n = (Py_ssize_t)(offs->n / 2);
     PyObject *list = PyList_New(n), *last = NULL;
     long last_value = -1;
+    if (list)
+        PyObject_GC_UnTrack(list);
     for (Py_ssize_t i = 0; list && i < n; i++) {
         long a = offs->v[2 * i], b = offs->v[2 * i + 1];
         PyObject *t = PyTuple_New(2), *start = a == last_value ? Py_NewRef(last) : PyLong_FromLong(a),
@@ -1227,10 +1265,13 @@ static PyObject *offsets_list(const IdBuf *offs) {
         }
         PyTuple_SET_ITEM(t, 0, start);
         PyTuple_SET_ITEM(t, 1, end);
+        PyObject_GC_UnTrack(t);
         PyList_SET_ITEM(list, i, t);
         last = end;
         last_value = b;
     }
+    if (list)
+        PyObject_GC_Track(list);
     return list;
 }
 
@@ -1272,8 +1313,10 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     } else if (err) {
         result = Py_NewRef(Py_None);
     } else {
-        PyObject *list = id_list(self, &ids, 0), *spans = list ? offsets_list(&offs) : NULL;
-        result = spans ? PyTuple_Pack(2, list, spans) : NULL;
+        /* the tuples first: the collections their allocations set off then find the ids' list
+         * not made yet, instead of walking it each time */
+        PyObject *spans = offsets_list(&offs), *list = spans ? id_list(self, &ids, 0) : NULL;
+        result = list ? PyTuple_Pack(2, list, spans) : NULL;
         Py_XDECREF(list);
         Py_XDECREF(spans);
     }
@@ -1824,7 +1867,9 @@ static uint32_t *ucs4(PyObject *s, size_t *n) {
 /* Normalizer(pure, "bert", flags=BERT_* bits), Normalizer(pure, "nfc"),
  * Normalizer(pure, "precompiled", units=<little-endian u32 bytes>, replacements=<bytes>),
  * Normalizer(pure, "replace", pattern=<non-empty literal>, content=<str>),
- * Normalizer(pure, "prepend", content=<str>) or Normalizer(pure, "sequence", members=<Normalizers>) */
+ * Normalizer(pure, "prepend", content=<str>), Normalizer(pure, "nfkd" | "strip_accents" | "lowercase"),
+ * Normalizer(pure, "runs", pattern=<one character>, content=<str>, flags=<shortest run>) or
+ * Normalizer(pure, "sequence", members=<Normalizers>) */
 static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"pure", "kind", "flags", "units", "replacements", "pattern", "content", "members", NULL};
     PyObject *pure, *pattern = NULL, *content = NULL, *members = NULL;
@@ -1846,6 +1891,23 @@ static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
         self->op.flags = flags & (BERT_CLEAN | BERT_CHINESE | BERT_STRIP | BERT_LOWER);
     } else if (strcmp(kind, "nfc") == 0) {
         self->op.kind = NORM_NFC;
+    } else if (strcmp(kind, "nfkd") == 0) {
+        self->op.kind = NORM_NFKD;
+    } else if (strcmp(kind, "strip_accents") == 0) {
+        self->op.kind = NORM_STRIP_ACCENTS;
+    } else if (strcmp(kind, "lowercase") == 0) {
+        self->op.kind = NORM_LOWERCASE;
+    } else if (strcmp(kind, "runs") == 0) {
+        self->op.kind = NORM_RUNS;
+        self->op.flags = flags;
+        if (!(self->pat = ucs4(pattern, &self->op.npat)) || !(self->rep = ucs4(content, &self->op.nrep))) {
+            err = -1;
+        } else if (self->op.npat != 1 || flags < 1) {
+            PyErr_SetString(PyExc_ValueError, "runs needs one character and a shortest run of at least 1");
+            err = -1;
+        }
+        self->op.pat = self->pat;
+        self->op.rep = self->rep;
     } else if (strcmp(kind, "precompiled") == 0) {
         self->op.kind = NORM_PRECOMPILED;
         size_t nunits = (size_t)units.len / 4;
