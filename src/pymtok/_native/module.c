@@ -1005,7 +1005,7 @@ static int encode_text_into(Encoder *self, PyObject *text, PyObject *normalizer,
 /* A text longer than this is read from its str, normalized, encoded and its ids put in the list
  * a part of about WINDOW characters at a time: the work buffers stay those of one part, and no
  * buffer of every id is held beside the list. */
-#define PARTS_MIN (4 * WINDOW)
+#define PARTS_MIN (2 * WINDOW)
 #define CUT_MARGIN_MAX 8
 
 /* The characters on each side of a cut that normalize_cut must see: one, and one more for each
