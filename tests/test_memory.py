@@ -161,3 +161,17 @@ def test_added_tokens_across_a_cut_match_hf(name: str, data: st.DataObject, at: 
     after = "".join(data.draw(st.lists(words, max_size=12)))
     text = around_cut(before, after, at)
     assert tok.encode(text) == hf.encode(text, add_special_tokens=True).ids
+
+
+def test_sentencepiece_model_ids_share_their_ints() -> None:
+    """A ``.model``'s ids in a long text: the library's own, and one int object per id kept by
+    the model (an int of its own for every id cost 32 bytes more each, four times the list)."""
+    core()
+    spm = pytest.importorskip("sentencepiece")
+    path = fixture_path("legacy", "sentencepiece", "mistral-7b-v0.1.model")
+    text = english()[: 1 << 18]
+    ids = pymtok.load(path).encode(text, add_special_tokens=False)
+    assert ids == spm.SentencePieceProcessor(model_file=str(path)).encode(text)
+    shared = {}
+    for i in ids:
+        assert shared.setdefault(i, i) is i, f"id {i} came as two int objects"

@@ -2395,11 +2395,24 @@ typedef struct {
     PyObject_HEAD
     SpModel model;
     int ready;
+    /* the Python int of each id below nints, made on first use: a long text's list then holds
+     * pointers to a vocabulary's ints, not an int object of its own for every id */
+    PyObject **ints;
+    size_t nints;
 } SentencePieceModel;
+
+static void sp_ints_free(SentencePieceModel *self) {
+    for (size_t i = 0; i < self->nints; i++)
+        Py_XDECREF(self->ints[i]);
+    free(self->ints);
+    self->ints = NULL;
+    self->nints = 0;
+}
 
 static void SentencePieceModel_dealloc(SentencePieceModel *self) {
     if (self->ready)
         sp_model_free(&self->model);
+    sp_ints_free(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -2443,7 +2456,10 @@ static int SentencePieceModel_init(SentencePieceModel *self, PyObject *args, PyO
     if (self->ready)
         sp_model_free(&self->model);
     self->ready = 0;
-    if (sp_model_init(&self->model, k, keys, lens, types.buf, f32, (size_t)n, unk_id, byte_fallback) < 0) {
+    sp_ints_free(self);
+    self->nints = (size_t)n < INTS_MAX ? (size_t)n : INTS_MAX;
+    if (!(self->ints = calloc(self->nints ? self->nints : 1, sizeof *self->ints)) ||
+        sp_model_init(&self->model, k, keys, lens, types.buf, f32, (size_t)n, unk_id, byte_fallback) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -2481,7 +2497,12 @@ static PyObject *SentencePieceModel_encode(SentencePieceModel *self, PyObject *c
     Py_END_ALLOW_THREADS
     PyObject *list = err ? PyErr_NoMemory() : PyList_New((Py_ssize_t)out.n);
     for (size_t i = 0; list && i < out.n; i++) {
-        PyObject *id = PyLong_FromLong(out.v[i]);
+        size_t k = (size_t)out.v[i];
+        PyObject *id = k < self->nints ? self->ints[k] : NULL;
+        if (id)
+            Py_INCREF(id);
+        else if ((id = PyLong_FromLong(out.v[i])) && k < self->nints)
+            self->ints[k] = Py_NewRef(id);
         if (!id) {
             Py_CLEAR(list);
             break;
