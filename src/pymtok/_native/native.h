@@ -487,6 +487,13 @@ typedef struct {
 int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
                   const uint32_t **res, size_t *res_n);
 
+/* Whether a text cut before t[margin], t holding the 2 * margin + 1 characters around the cut,
+ * normalizes by the steps to its parts' normalizations joined (a Prepend applied to the first
+ * part only), the characters either side of the cut then t[margin - 1], t[margin] and
+ * t[margin + 1]. Needs margin above the number of NFC and Precompiled steps, each of which
+ * leaves the image of one character less known on each side. */
+int normalize_cut(const NormOp *ops, size_t nops, uint32_t *t, size_t margin);
+
 /* NFC with each output character's input character, as HF aligns it (normalize.c). Returns 1
  * when the text stays as it is, 0, -1 when out of memory, -2 for the pure path. */
 int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);

@@ -873,3 +873,82 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
     *res_n = n;
     return 0;
 }
+
+/* ---- normalizing a long text in parts --------------------------------------------------------- */
+
+/* The one character a Precompiled replacement at byte `start` is, or -1. */
+static int64_t one_char_replacement(const Charsmap *m, int64_t start) {
+    const uint8_t *r = m->repl;
+    size_t at = (size_t)start;
+    if (at >= m->nrepl || !r[at] || (r[at] & 0xC0) == 0x80)
+        return -1;
+    uint32_t c;
+    size_t len = utf8_get(r + at, m->nrepl - at, &c);
+    return at + len >= m->nrepl || !r[at + len] ? (int64_t)c : -1;
+}
+
+int normalize_cut(const NormOp *ops, size_t nops, uint32_t *t, size_t margin) {
+    /* t[lo..hi): the characters whose image is known so far */
+    size_t lo = 0, hi = 2 * margin + 1;
+    for (size_t k = 0; k < nops; k++) {
+        const NormOp *op = &ops[k];
+        switch (op->kind) {
+        case NORM_PREPEND: /* only before the text's first character */
+            break;
+        case NORM_REPLACE:
+            /* no match can overlap characters that are none of the pattern's */
+            for (size_t i = lo; i < hi; i++)
+                for (size_t j = 0; j < op->npat; j++)
+                    if (t[i] == op->pat[j]) {
+                        if (op->npat != 1 || op->nrep != 1)
+                            return 0;
+                        t[i] = op->rep[0];
+                    }
+            break;
+        case NORM_NFC:
+            /* starters that compose with nothing before them and do not decompose: UAX #15's
+             * boundaries before each, each its own image but the last, which may compose with
+             * what follows */
+            for (size_t i = lo; i < hi; i++)
+                if (nprops(t[i]) & (N_NFD | N_NONSTARTER | N_COMPOSES))
+                    return 0;
+            hi--;
+            break;
+        case NORM_BERT:
+            /* one character for one, none reordered across (strip_accents leaves starters) */
+            for (size_t i = lo; i < hi; i++) {
+                uint32_t p = nprops(t[i]);
+                if (((op->flags & BERT_CLEAN) && (p & N_BERT_CONTROL)) || ((op->flags & BERT_CHINESE) && (p & N_BERT_CJK)) ||
+                    ((op->flags & BERT_STRIP) && (p & (N_NFD | N_NONSTARTER | N_BERT_MARK))))
+                    return 0;
+                if ((op->flags & BERT_CLEAN) && (p & N_BERT_SPACE)) {
+                    t[i] = ' ';
+                } else if ((op->flags & BERT_LOWER) && (p & N_LOWER)) {
+                    size_t e = (size_t)find_key(n_lower_keys, N_LOWER_COUNT, t[i]);
+                    if (n_lower_offsets[e + 1] - n_lower_offsets[e] != 1)
+                        return 0;
+                    t[i] = n_lower_pool[n_lower_offsets[e]];
+                }
+            }
+            break;
+        case NORM_PRECOMPILED:
+            /* ASCII before ASCII is a grapheme cluster of its own (but CR LF) and is looked up
+             * alone; the first and last may belong to clusters that reach beyond */
+            for (size_t i = lo; i < hi; i++)
+                if (t[i] >= 0x80 || (i + 1 < hi && t[i] == '\r' && t[i + 1] == '\n'))
+                    return 0;
+            for (size_t i = lo + 1; i + 1 < hi; i++) {
+                int64_t hit = op->map->ascii[t[i]], c = hit >= 0 ? one_char_replacement(op->map, hit) : (int64_t)t[i];
+                if (c < 0)
+                    return 0;
+                t[i] = (uint32_t)c;
+            }
+            lo++;
+            hi--;
+            break;
+        default:
+            return 0;
+        }
+    }
+    return lo < margin && hi > margin + 1;
+}
