@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, ours, slow_for
+from conftest import TOKENIZER_NAMES, auto_tokenizer, corpus_chunks, fixture_path, hf_tokenizer, ours, slow_for
 
 import pymtok
 from pymtok import legacy
@@ -30,15 +29,10 @@ def chunks() -> tuple[str, ...]:
     return tuple(corpus_chunks(CHUNKS, seed=13))
 
 
-@functools.lru_cache(maxsize=None)
 def transformers_tokenizer(name: str) -> Any:
-    os.environ["HF_HUB_OFFLINE"] = "1"
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
-    folder = str(fixture_path("tokenizers", name))
-    if name in REMOTE_CODE:
-        return transformers.PreTrainedTokenizerFast.from_pretrained(folder)
-    return transformers.AutoTokenizer.from_pretrained(folder)
+    return auto_tokenizer(name)
 
 
 def special_texts(tok: pymtok.Tokenizer, limit: int = 40) -> list[str]:
