@@ -48,11 +48,11 @@ ACCELERATED = [
     "bert-base-chinese",
     "t5-small",          # Unigram + WhitespaceSplit + Metaspace, native Precompiled
     "albert-base-v2",
+    "chatglm3-6b",       # char-level BPE behind a Split on the literal its normalizer replaces
 ]
 
 # Pre-tokenizers the native core has no program for: the pure pre-tokenizer, then the native model
 MODEL_ONLY = [
-    "chatglm3-6b",       # Split on a literal string, MergedWithNext
     "falcon",            # Punctuation and Digits, ByteLevel before other steps
 ]
 
@@ -99,6 +99,23 @@ def test_split_pattern_without_a_scanner() -> None:
     hf = tokenizers.Tokenizer.from_str(json.dumps(config))
     for text in corpus_chunks(200, seed=11):
         assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("content", ["\u2581", "!", "x<", ""])
+def test_split_on_a_literal_the_normalizer_may_give_back(content: str) -> None:
+    """ChatGLM3's Split on "<!dummy-prefix!>" never cuts: its normalizer replaces the literal by
+    "▁" and no later step makes it again. A content sharing a character with the literal
+    (or none, which joins the text around a match) may make it again: then the Split runs."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = json.loads(Path(fixture_path("tokenizers", "chatglm3-6b", "tokenizer.json")).read_text(encoding="utf-8"))
+    config["normalizer"]["normalizers"][0]["content"] = content
+    tok = pymtok.Tokenizer.from_config(config)
+    assert (tok._native_text is not None) == (content == "\u2581"), content
+    hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    texts = ["<!dummy-<!dummy-prefix!>prefix!> a", "<!dummy-prefix<!dummy-prefix!>!>b", "x<!dummy-prefix!>!dummy-prefix!>",
+             "<<!dummy-prefix!>!dummy-prefix!>  <!dummy-prefix!>", *corpus_chunks(40, seed=3)]
+    for text in texts:
+        assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids, text
 
 
 @pytest.mark.parametrize("name", ACCELERATED + MODEL_ONLY)
@@ -295,9 +312,21 @@ TEXT_CONFIGS = [
                                          {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
     {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"String": "e"},
                                                            "content": "\u00e9\u00e9"}]},
+    {"type": "NFKD"},
+    {"type": "StripAccents"},
+    {"type": "Lowercase"},
+    {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+    {"type": "Replace", "pattern": {"Regex": " {3,}"}, "content": "\u2581\u2581"},
+    # ALBERT's
+    {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"String": "``"}, "content": "\""},
+        {"type": "Replace", "pattern": {"String": "''"}, "content": "\""},
+        {"type": "NFKD"}, {"type": "StripAccents"}, {"type": "Lowercase"},
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
 ]
 TRIO_IDS = [*BERT_IDS, "NFC", "replace-space", "replace-aa", "replace-mark", "prepend", "prepend-replace",
-            "nfc-replace", "t5-precompiled"]
+            "nfc-replace", "NFKD", "strip-accents", "lowercase", "space-runs", "space-runs-3", "albert",
+            "t5-precompiled"]
 
 
 # The fast tier runs every code point through the BERT configs that pair every strip_accents
@@ -366,13 +395,14 @@ def test_native_normalizer_long_texts(index: int) -> None:
 
 
 def test_native_normalizer_inside_sequence() -> None:
-    seq = normalizers.Sequence([normalizers.Lowercase(), normalizers.BertNormalizer(lowercase=False)])
+    seq = normalizers.Sequence([normalizers.NFKC(), normalizers.BertNormalizer(lowercase=False)])
     fast = native.accelerate_normalizer(seq)
     assert isinstance(fast, normalizers.Sequence) and fast is not seq
-    assert fast("ÀB\t中\x00") == seq("ÀB\t中\x00")
+    assert fast("ÀB\t中\x00ﬁ") == seq("ÀB\t中\x00ﬁ")
     untouched = normalizers.NFKC()
     assert native.accelerate_normalizer(untouched) is untouched
-    assert native.accelerate_normalizer(normalizers.Replace({"Regex": " +"}, "_")).__module__ == "pymtok.normalizers"
+    for regex in (" +", " {0,}", "  {2,}", "x{2,}", " {2,3}"):
+        assert native.accelerate_normalizer(normalizers.Replace({"Regex": regex}, "_")).__module__ == "pymtok.normalizers"
     both = normalizers.Sequence([normalizers.NFC(), normalizers.Replace({"String": " "}, "_")])
     fast = native.accelerate_normalizer(both)
     assert type(fast).__module__ == "pymtok._native" and fast.pure is both

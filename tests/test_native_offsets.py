@@ -23,10 +23,12 @@ from conftest import TOKENIZER_NAMES, corpus_chunks, examples, hf_tokenizer, our
 
 PURE = os.environ.get("PYMTOK_PURE", "") not in ("", "0")
 # the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC
-# (aligned as HF aligns it), BERT's WordPiece behind its BertNormalizer, and SentencePiece-style
-# BPE with byte fallback behind Prepend and Replace
+# (aligned as HF aligns it), BERT's WordPiece behind its BertNormalizer, SentencePiece-style
+# BPE with byte fallback behind Prepend and Replace (ChatGLM3 replacing a multi-character prefix
+# its Split then never meets), and Unigram behind Metaspace and Precompiled (T5) or NFKD,
+# StripAccents, Lowercase and runs of spaces (ALBERT)
 COVERED = ["llama3", "qwen3", "gpt-4o", "deepseek-v3", "roberta-base", "all-minilm-l6-v2", "bert-base-chinese",
-           "gemma-v1", "mistral-7b-v0.1", "phi-3-mini"]
+           "gemma-v1", "mistral-7b-v0.1", "phi-3-mini", "t5-small", "chatglm3-6b", "albert-base-v2"]
 
 _PIECES = list("aAbZ\u0327\u0323\u0301\u0308é \t\n\r\u3000\u00a0\u2028ﬁ①½ΣİǅДж日本語のテ한\u200b\u00ad\x00\ufffd"
                "🤗👩\u200d👧'\",.!?-_0123456789") + [

@@ -6,8 +6,14 @@ The suite runs on both paths (``PYMTOK_PURE=1`` in CI), so every comparison hold
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import gc
+import inspect
 import json
+import pickle
+import shutil
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +39,12 @@ def transformers_tokenizer(name: str) -> Any:
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
     return auto_tokenizer(name)
+
+
+def transformers_tokenizer_at(folder: Path) -> Any:
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    return transformers.AutoTokenizer.from_pretrained(str(folder))
 
 
 def special_texts(tok: pymtok.Tokenizer, limit: int = 40) -> list[str]:
@@ -71,6 +83,85 @@ def test_split_special_tokens_matches_hf(name: str) -> None:
         tok.split_special_tokens = False
     assert tok.encode_batch(texts, split_special_tokens=True) == split_with
     assert tok.encode_batch(texts) == default
+
+
+def test_encode_answers_every_call_shape_as_hf() -> None:
+    """tok.encode is a C callable on the native path for its common call; every other shape of
+    call, a meta replaced after load, wrong types and a subclass's own encode still get the
+    method's answers, which are HF's."""
+    name = "qwen3"
+    hf = hf_tokenizer(name)
+    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    texts = [*special_texts(tok, 4), *chunks()[:8]]
+    try:
+        hf.encode_special_tokens = True
+        split = [hf.encode(t).ids for t in texts]
+    finally:
+        hf.encode_special_tokens = False
+    plain = [hf.encode(t).ids for t in texts]
+    bare = [hf.encode(t, add_special_tokens=False).ids for t in texts]
+    assert [tok.encode(t) for t in texts] == plain
+    assert [tok.encode(t, add_special_tokens=True) for t in texts] == plain
+    assert [tok.encode(t, add_special_tokens=False) for t in texts] == bare
+    assert [tok.encode(text=t) for t in texts] == plain
+    assert [tok.encode(t, None) for t in texts] == plain
+    assert tok.encode(texts[0], texts[1]) == hf.encode(texts[0], texts[1]).ids
+    # the meta is read on each call, also after the reader's way of setting it: replacing it
+    tok.meta = dataclasses.replace(tok.meta, split_special_tokens=True)
+    assert [tok.encode(t) for t in texts] == split
+    tok.meta = dataclasses.replace(tok.meta, split_special_tokens=False)
+    assert [tok.encode(t) for t in texts] == plain
+    with pytest.raises(TypeError, match="takes a str, got bytes"):
+        tok.encode(b"abc")
+    with pytest.raises(TypeError, match="add_special_tokens must be True or False, got int"):
+        tok.encode("abc", add_special_tokens=1)
+    with pytest.raises(TypeError):
+        tok.encode("abc", add_special_token=False)
+    assert inspect.signature(tok.encode) == inspect.signature(functools.partial(pymtok.Tokenizer.encode, tok))
+    assert tok.encode.__doc__ == pymtok.Tokenizer.encode.__doc__ and tok.encode.__self__ is tok
+    assert pickle.loads(pickle.dumps(tok.encode))(texts[0]) == plain[0]
+
+    class Shouting(pymtok.Tokenizer):
+        def encode(self, text: str, *args: Any, **kwargs: Any) -> list[int]:
+            return super().encode(text.upper(), *args, **kwargs)
+
+    assert Shouting.from_config(tok.config, tok.meta).encode("hello") == hf.encode("HELLO").ids
+    # the tokenizer goes when its last reference does, bound encode and all (a cycle the GC breaks)
+    gone = weakref.ref(tok)
+    del tok
+    gc.collect()
+    assert gone() is None
+
+
+@pytest.mark.parametrize("name", ["mistral-7b-v0.1", "all-minilm-l6-v2"])
+@pytest.mark.parametrize("bos, eos", [(True, True), (False, False)])
+def test_add_bos_and_eos_in_tokenizer_config_are_transformers(tmp_path: Path, name: str, bos: bool, eos: bool) -> None:
+    """Beside a tokenizer.json, transformers runs its post-processor whatever tokenizer_config.json's
+    add_bos_token / add_eos_token say (real configs often disagree with the file)."""
+    folder = tmp_path / name
+    shutil.copytree(fixture_path("tokenizers", name), folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.update(add_bos_token=bos, add_eos_token=eos)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    hf = transformers_tokenizer_at(folder)
+    tok = pymtok.load(folder)
+    texts = ["hi", *chunks()[:3]]
+    assert [tok(t)["input_ids"] for t in texts] == [hf(t)["input_ids"] for t in texts]
+    assert tok(texts[0], texts[1])["input_ids"] == hf(texts[0], texts[1])["input_ids"]
+
+
+def test_call_follows_settings_changed_after_a_call() -> None:
+    """What tok(...) works out once per tokenizer (the post-processor transformers runs, the ids
+    it lays around a text) follows call_settings changed after a call, as transformers follows
+    its attributes of the same names."""
+    hf = transformers_tokenizer_at(fixture_path("tokenizers", "mistral-7b-v0.1"))
+    tok = pymtok.load(fixture_path("tokenizers", "mistral-7b-v0.1"))
+    texts = ["hi", *chunks()[:3]]
+    before = [tok(t)["input_ids"] for t in texts]
+    assert before == [hf(t)["input_ids"] for t in texts]
+    hf.add_eos_token = True
+    tok.meta.call_settings["add_eos_token"] = True
+    assert [tok(t)["input_ids"] for t in texts] == [hf(t)["input_ids"] for t in texts] != before
 
 
 @pytest.mark.parametrize("name", ["qwen3", "llama3", "gemma-v1", "all-minilm-l6-v2", "t5-small"])

@@ -25,7 +25,6 @@ left, ``BertTokenizer`` returns ``token_type_ids``), as ``AutoTokenizer`` gives 
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -215,17 +214,15 @@ def _words(tok: Tokenizer, text: str, type_id: int) -> Encoding:
                     [(w[2], w[3]) for w in words], [0] * n, [1] * n, [type_id] * n)
 
 
-_NATIVE_OFFSETS: weakref.WeakKeyDictionary[Tokenizer, Any] = weakref.WeakKeyDictionary()
-
-
 def _offsets(tok: Tokenizer, text: str, trim: int) -> tuple[list[int], list[tuple[int, int]]]:
     """``text``'s ids (no special tokens) and offsets, trimmed as a ByteLevel post-processor
     does when ``trim`` >= 0 (1: with its add_prefix_space): from the native core where it knows
     them (:func:`pymtok.native.accelerate_offsets`), else from the pure pipeline."""
+    memo = tok._call_memo
     try:
-        native_offsets = _NATIVE_OFFSETS[tok]
+        native_offsets = memo["offsets"]
     except KeyError:
-        native_offsets = _NATIVE_OFFSETS[tok] = native.accelerate_offsets(tok)
+        native_offsets = memo["offsets"] = native.accelerate_offsets(tok)
     # the native core matches every added token, as encode_words does, whose answer it is
     found = None
     if native_offsets is not None and not tok.meta.split_special_tokens:
@@ -357,19 +354,23 @@ def _process_encodings(post: processors.PostProcessor, encodings: list[Encoding]
 
 
 def _call_post_processor(tok: Tokenizer) -> processors.PostProcessor | None:
-    """The post-processor transformers runs: a tokenizer_config.json that says ``add_bos_token``
-    or ``add_eos_token``, or a tokenizer.json without one, has transformers replace it by
-    ``[bos] $A [eos]`` / ``[bos] $A [eos] [bos] $B [eos]`` (type id 1 for the second)."""
+    """The post-processor transformers runs: call_settings' ``add_bos_token`` / ``add_eos_token``
+    (transformers' attributes of those names, which it does not take from tokenizer_config.json
+    beside a tokenizer.json), or a tokenizer.json without a post-processor, have transformers
+    replace it by ``[bos] $A [eos]`` / ``[bos] $A [eos] [bos] $B [eos]`` (type id 1 for the second)."""
     settings = tok.meta.call_settings
     if tok.post_processor is not None and "add_bos_token" not in settings and "add_eos_token" not in settings:
         return tok.post_processor
     # made once per tokenizer and settings: building the template costs more than a short call
-    key = (tok.post_processor, *(settings.get(f"add_{n}_token") for n in ("bos", "eos")),
-           *(tok.meta.special_tokens.get(f"{n}_token") for n in ("bos", "eos")))
-    if tok._call_post is not None and tok._call_post[0] == key:
-        return tok._call_post[1]
+    special = tok.meta.special_tokens
+    key = (tok.post_processor, settings.get("add_bos_token"), settings.get("add_eos_token"),
+           special.get("bos_token"), special.get("eos_token"))
+    known = tok._call_memo.get("post")
+    if known is not None and known[0] == key:
+        post: processors.PostProcessor | None = known[1]
+        return post
     post = _bos_eos_processor(tok)
-    tok._call_post = (key, post)
+    tok._call_memo["post"] = (key, post)
     return post
 
 
@@ -793,17 +794,16 @@ def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: b
 
 
 Layout = tuple[list[int], list[int], int, list[int], list[int]]
-_LAYOUTS: weakref.WeakKeyDictionary[Tokenizer, tuple[Any, bool, Layout | None]] = weakref.WeakKeyDictionary()
 
 
 def _layout(tok: Tokenizer, post: processors.PostProcessor | None, add: bool) -> Layout | None:
     """What the post-processor lays around one sequence: the ids and type ids before it, the
     sequence's type id, the ids and type ids after it; None when it repeats or drops the
-    sequence. Kept per tokenizer while its post-processor stays the same object."""
-    key = tok.post_processor
-    known = _LAYOUTS.get(tok)
-    if known is not None and known[0] is key and known[1] == add:
-        return known[2]
+    sequence. Kept per tokenizer while the post-processor it is given stays the same object."""
+    known = tok._call_memo.get(("layout", add))
+    if known is not None and known[0] is post:
+        found: Layout | None = known[1]
+        return found
     layout: Layout | None = ([], [], 0, [], [])
     if post is not None:
         marker = Encoding([-1], [0], [""], [None], [(0, 0)], [0], [1], [0])
@@ -814,7 +814,7 @@ def _layout(tok: Tokenizer, post: processors.PostProcessor | None, add: bool) ->
         else:
             i = at[0]
             layout = (laid.ids[:i], laid.type_ids[:i], laid.type_ids[i], laid.ids[i + 1:], laid.type_ids[i + 1:])
-    _LAYOUTS[tok] = (key, add, layout)
+    tok._call_memo[("layout", add)] = (post, layout)
     return layout
 
 

@@ -40,8 +40,10 @@ CLASS_CALL_SETTINGS: dict[str, dict[str, Any]] = {
     "FNetTokenizer": {"model_input_names": ["input_ids", "token_type_ids"]},
     "LayoutLMv3Tokenizer": {"model_input_names": ["input_ids", "attention_mask", "bbox"]},
 }
+# add_bos_token / add_eos_token are not among them: beside a tokenizer.json transformers drops
+# them (tokenizer.json's post-processor is the one it runs), whatever tokenizer_config.json says
 _CALL_SETTINGS = ("model_max_length", "padding_side", "truncation_side", "model_input_names",
-                  "add_bos_token", "add_eos_token", "chat_control_tokens")
+                  "chat_control_tokens")
 
 
 _U64_MAX = 2**64 - 1

@@ -15,8 +15,9 @@ native call, the post-processor's ids around them. Texts that added tokens cut i
 newline tokens) no longer pay a Python round trip per segment.
 
 :func:`accelerate_normalizer` swaps the normalizers the native core reproduces
-(``BertNormalizer``, ``NFC``, ``Precompiled``, literal ``Replace``, ``Prepend``, also inside a
-``Sequence``) for native ones with the same ``__call__(text) -> str``.
+(``BertNormalizer``, ``NFC``, ``NFKD``, ``StripAccents``, ``Lowercase``, ``Precompiled``, literal
+``Replace`` and the ``Replace`` of runs of spaces, ``Prepend``, also inside a ``Sequence``) for
+native ones with the same ``__call__(text) -> str``.
 
 Set ``PYMTOK_PURE=1`` to keep every tokenizer on the pure path.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import struct
 import warnings
 from array import array
@@ -90,7 +92,7 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
     config = tokenizer.config
     # Split keeps no pattern string: that comes from the config the pipeline was built from.
     pre_config = config.get("pre_tokenizer") if "model" in config else None
-    steps = _steps(tokenizer.pre_tokenizer, pre_config)
+    steps = _steps(tokenizer.pre_tokenizer, pre_config, _unseen_literals(tokenizer._pure_normalizer))
     kinds = [step[0] for step in steps or ()]
     # ByteLevel maps to GPT-2 characters: the native core works on the bytes themselves, so it
     # must be the last step (later steps would cut the mapped characters).
@@ -218,12 +220,14 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     The ids are ``encode(text, add_special_tokens=False)``'s, the offsets each token's
     characters of ``text`` as HF reports them; ``trim`` (-1 none, 0, 1 with add_prefix_space) is
     a ByteLevel post-processor's trimming of them. The native core locates a piece's tokens by
-    their byte lengths, so it covers BPE and WordPiece after pre-tokenizers that only cut the
-    text, with a native normalizer or none. A text whose normalizer changes it in a way the
-    native core does not align (anything but BertNormalizer, NFC, Prepend and one-character Replace:
-    the alignment is the pure path's to follow) or that meets a token of unknown length (an
-    unknown token, an id spelled two ways) gives None, as does every text of a tokenizer this
-    returns None for: those take the pure path.
+    their byte lengths (a Unigram model's unknown and byte tokens by its Viterbi path), so it
+    covers BPE, WordPiece and Unigram after the native pre-tokenizers but a ByteLevel prefix
+    space (Metaspace's added character takes the span of the one it stands before), with a
+    native normalizer or none, aligned as HF aligns it. A text whose normalizer changes it in a
+    way the native core does not align (BertNormalizer or NFC inside a Sequence, a Replace by
+    nothing: the alignment is the pure path's to follow) or that meets a token of unknown length
+    (an unknown BPE token, an id spelled two ways) gives None, as does every text of a tokenizer
+    this returns None for: those take the pure path.
     """
     _native = _core()
     encoder = getattr(tokenizer._native_segment, "__self__", None)
@@ -233,9 +237,10 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     if normalizer is not None and not isinstance(normalizer, _native.Normalizer):
         return None
     config = tokenizer.config
-    steps = _steps(tokenizer.pre_tokenizer, config.get("pre_tokenizer") if "model" in config else None)
-    if steps is None or any(step[0] == "metaspace" or (step[0] == "byte_level" and step[1]) for step in steps):
-        return None  # a prefix space or a Metaspace rebuilds the text: its characters are not the caller's
+    steps = _steps(tokenizer.pre_tokenizer, config.get("pre_tokenizer") if "model" in config else None,
+                   _unseen_literals(tokenizer._pure_normalizer))
+    if steps is None or any(step[0] == "byte_level" and step[1] for step in steps):
+        return None  # ByteLevel's prefix space: its offsets are trimmed by rules not followed here
     model = tokenizer.model
     bound = _id_bound(model)
     if bound is None:
@@ -269,6 +274,17 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         first = _token_lengths(model.vocab, bound, _utf8_length)
         cont = _token_lengths(model.vocab, bound, continued)
         encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
+    elif type(model) is models.Unigram:
+        # a piece's bytes; the unknown token and byte tokens have none of their own (the core
+        # asks the model for their bytes)
+        first = array("i", (len(piece.encode("utf-8")) for piece in model.pieces))
+        first[model.unk_id] = -1
+        if model.byte_fallback:
+            for b in range(256):
+                id = model.token_to_id(_byte_level.byte_token(b))
+                if id is not None:
+                    first[id] = -1
+        encoder.set_offsets(first.tobytes(), None, -1)
     else:
         return None
     encode_offsets = encoder.encode_offsets
@@ -338,6 +354,12 @@ def _lays_out(post: processors.PostProcessor) -> bool:
     return type(post) in _LAYOUT_PROCESSORS
 
 
+_PER_CHARACTER: dict[type, str] = {
+    normalizers.NFKD: "nfkd", normalizers.StripAccents: "strip_accents", normalizers.Lowercase: "lowercase",
+}
+_SPACE_RUNS = re.compile(r" \{([0-9]{1,10}),\}")
+
+
 def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normalizers.Normalizer | None:
     """``normalizer``, or a native one giving the same text for every input.
 
@@ -376,8 +398,16 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
             treat_whitespace_as_suffix=sp.treat_whitespace_as_suffix,
         )
         return native
+    if kind in _PER_CHARACTER:
+        native = _native.Normalizer(normalizer, _PER_CHARACTER[kind])
+        return native
     if kind is normalizers.Replace:
         rp: Any = normalizer
+        runs = _SPACE_RUNS.fullmatch(rp.pattern.get("Regex", "")) if rp._regex is not None else None
+        if runs is not None and 1 <= int(runs[1]) < 2**31:
+            # ALBERT's " {2,}": each run of at least that many spaces becomes the content
+            native = _native.Normalizer(normalizer, "runs", pattern=" ", content=rp.content, flags=int(runs[1]))
+            return native
         if rp._regex is not None or not rp._literal:
             return normalizer
         native = _native.Normalizer(normalizer, "replace", pattern=rp._literal, content=rp.content)
@@ -565,8 +595,35 @@ def _model_tables(model: Any) -> tuple[Any, Any]:
     return _as_dict(model.vocab), (_as_dict(model.merges) if isinstance(model, models.BPE) else None)
 
 
-def _steps(pre: object, cfg: Any) -> list[Step] | None:
-    """The native program for a pre-tokenizer (flattened), or None if it has no exact one."""
+def _unseen_literals(normalizer: object) -> frozenset[str]:
+    """Strings no text ``normalizer`` gives holds: a literal Replace's pattern, when its content
+    is not empty and holds none of the pattern's characters, and every later step is such a
+    Replace whose content holds none of them either.
+
+    Replace matches left to right, so the text between its matches holds no match, and a
+    match would have to take in some of the content. ChatGLM3 replaces its dummy prefix, then
+    splits on it: that Split never cuts.
+
+    >>> sorted(_unseen_literals(normalizers.Replace(pattern={"String": "<p>"}, content="_")))
+    ['<p>']
+    """
+    steps = normalizer.normalizers if isinstance(normalizer, normalizers.Sequence) else [normalizer]
+    unseen: set[str] = set()
+    for step in steps:
+        if not isinstance(step, normalizers.Replace) or "String" not in step.pattern:
+            unseen.clear()
+            continue
+        content = set(step.content)
+        unseen = {s for s in unseen if content and not content & set(s)}
+        pattern = step.pattern["String"]
+        if pattern and content and not content & set(pattern):
+            unseen.add(pattern)
+    return frozenset(unseen)
+
+
+def _steps(pre: object, cfg: Any, unseen: frozenset[str] = frozenset()) -> list[Step] | None:
+    """The native program for a pre-tokenizer (flattened), or None if it has no exact one;
+    a Split on a string in ``unseen`` (which the text never holds) cuts nothing."""
     if pre is None:
         return []
     kind = type(pre)
@@ -577,7 +634,7 @@ def _steps(pre: object, cfg: Any) -> list[Step] | None:
             return None
         steps: list[Step] = []
         for i, member in enumerate(members):
-            sub = _steps(member, children[i] if children is not None else None)
+            sub = _steps(member, children[i] if children is not None else None, unseen)
             if sub is None:
                 return None
             steps += sub
@@ -596,6 +653,8 @@ def _steps(pre: object, cfg: Any) -> list[Step] | None:
         if not isinstance(cfg, Mapping) or cfg.get("type") != "Split":
             return None
         pattern = cfg.get("pattern")
+        if isinstance(pattern, Mapping) and pattern.get("String") in unseen and not sp.invert:
+            return []  # no match: every behavior keeps the piece whole
         regex = pattern.get("Regex") if isinstance(pattern, Mapping) else None
         scanner = SCANNERS.get(regex) if isinstance(regex, str) else None
         if scanner is None or sp.behavior not in _NATIVE_BEHAVIORS:

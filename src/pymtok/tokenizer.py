@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, overload
 
-from . import decoders, models, native, normalizers, pre_tokenizers, processors
+from . import decoders, encoding, models, native, normalizers, pre_tokenizers, processors
 from .added_tokens import AddedToken, AddedVocabulary
 from .byte_level import CHAR_TO_BYTE
 from .errors import FormatError
@@ -189,11 +189,16 @@ class Tokenizer:
         # accelerate_text set up)
         encoder = getattr(self._native_segment, "__self__", None)
         self._native_batch = encoder.encode_batch if self._native_text is not None else None
+        if self._native_text is not None and type(self).encode is Tokenizer.encode:
+            # the common call, encode(text[, add_special_tokens=flag]), in C without this method's
+            # Python frame (which costs more than encoding a word); every other call is the method's
+            self.__dict__["encode"] = encoder.bind(self.normalizer, self.__dict__, Tokenizer.encode.__get__(self))
         # Tokenizer.decode's native decoder, built on first use (its table costs a pass over the
         # vocabulary); a callable taking (ids, skip_special_tokens), None for the pure path
         self._native_decode: Callable[[Any, Any], str | None] = self._first_native_decode
-        # encoding._call_post_processor's last answer, with what it was made from
-        self._call_post: tuple[tuple[Any, ...], processors.PostProcessor | None] | None = None
+        # what encoding.call works out per tokenizer (its post-processor, layouts, native
+        # offsets), each with what it was made from: a short call costs less than working them out
+        self._call_memo: dict[Any, Any] = {}
 
     @property
     def decoder(self) -> decoders.Decoder | None:
@@ -277,6 +282,7 @@ class Tokenizer:
         if add_special_tokens and self.post_processor is not None:
             return self.post_processor(ids, pair_ids)
         return ids + pair_ids
+
     def __call__(self, text: Any = None, text_pair: Any = None, **kwargs: Any) -> BatchEncoding:
         """transformers' ``__call__``: a ``BatchEncoding`` of ``input_ids``, ``attention_mask``, ...
 
@@ -288,9 +294,11 @@ class Tokenizer:
         >>> tok("Hello world")["input_ids"]                     # doctest: +SKIP
         [9707, 1879]
         """
-        from .encoding import call
-
-        return call(self, text, text_pair, **kwargs)
+        if text_pair is None and not kwargs and type(text) is str:
+            plain = encoding._plain_call(self, text, True)
+            if plain is not None:
+                return plain
+        return encoding.call(self, text, text_pair, **kwargs)
 
     @property
     def truncation(self) -> dict[str, Any] | None:

@@ -559,30 +559,35 @@ int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id) {
     return 0;
 }
 
-/* The ids of one Viterbi segment [s, e): the piece's id, else its byte tokens, else unk. */
-static int unigram_emit(const Unigram *m, const uint8_t *b, size_t s, size_t e, IdBuf *out) {
+/* The ids of one Viterbi segment [s, e): the piece's id, else its byte tokens, else unk. With
+ * ranges, each id's bytes of the piece as HF's Unigram::tokenize reports them: a byte token
+ * the whole segment's, as the unk token. */
+static int unigram_emit(const Unigram *m, const uint8_t *b, size_t s, size_t e, IdBuf *out, IdBuf *ranges) {
     int32_t id = strmap_get(&m->vocab, b + s, e - s);
-    if (id >= 0)
-        return ids_push(out, id);
-    if (m->byte_fallback) {
+    size_t from = out->n;
+    int err = 0;
+    if (id < 0 && m->byte_fallback) {
         size_t i = s;
         while (i < e && m->fallback[b[i]] >= 0)
             i++;
         if (i == e) {
-            for (i = s; i < e; i++)
-                if (ids_push(out, m->fallback[b[i]]) < 0)
-                    return -1;
-            return 0;
+            for (i = s; !err && i < e; i++)
+                err = ids_push(out, m->fallback[b[i]]);
+            id = -2;
         }
     }
-    return ids_push(out, m->unk_id);
+    if (id != -2)
+        err = ids_push(out, id >= 0 ? id : m->unk_id);
+    for (size_t k = from; ranges && !err && k < out->n; k++)
+        err = ids_push(ranges, (int32_t)s) < 0 || ids_push(ranges, (int32_t)e) < 0 ? -1 : 0;
+    return err;
 }
 
 /* HF's Unigram::encode_optimized over the UTF-8 bytes: best path by f64 score sums, strict
  * `>` so that the first candidate (earlier start, then shorter piece) keeps a tie; a character
  * no piece covers alone gets an unk edge; consecutive unk nodes fuse into one piece. */
-int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
-                  IdBuf *out) {
+static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
+                       IdBuf *ranges) {
     if (!n)
         return 0;
     size_t nb;
@@ -590,7 +595,9 @@ int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n,
     if (piece_utf8(sc, cps, n, &nb, &h) < 0)
         return -1;
     uint8_t *b = sc->bytes;
-    int cacheable = nb <= CACHE_MAX_PIECE;
+    if (ranges && nb > INT32_MAX)
+        return -2;
+    int cacheable = cache && nb <= CACHE_MAX_PIECE;
     if (cacheable) {
         const CacheEntry *e = cache_get(cache, b, nb, h);
         if (e)
@@ -652,17 +659,27 @@ int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n,
             in_run = 1;
             continue;
         }
-        if (in_run && unigram_emit(m, b, run_start, s, out) < 0)
+        if (in_run && unigram_emit(m, b, run_start, s, out, ranges) < 0)
             return -1;
         in_run = 0;
-        if (ids_push(out, node_id[e]) < 0)
+        if (ids_push(out, node_id[e]) < 0 ||
+            (ranges && (ids_push(ranges, (int32_t)s) < 0 || ids_push(ranges, (int32_t)e) < 0)))
             return -1;
     }
-    if (in_run && unigram_emit(m, b, run_start, nb, out) < 0)
+    if (in_run && unigram_emit(m, b, run_start, nb, out, ranges) < 0)
         return -1;
     if (cacheable)
         cache_put(cache, b, nb, h, out->v + first, out->n - first);
     return 0;
+}
+
+int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out) {
+    return unigram_run(m, cache, cps, n, sc, out, NULL);
+}
+
+int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
+                         IdBuf *ranges) {
+    return unigram_run(m, cache, cps, n, sc, out, ranges);
 }
 
 void unigram_free(Unigram *m) {

@@ -38,6 +38,10 @@ typedef struct {
     PyObject **ints; /* a Python int for every id the model can produce: lists are built fast */
     size_t nints;
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
+    /* per trie: the pairs of characters side by side in a token, and (CUT_RSTRIP | c) for the
+     * last character c of an rstrip token, sorted: what a cut between two characters must not be */
+    uint64_t *inside[2];
+    size_t ninside[2];
     IdBuf prefix, suffix; /* the post-processor's ids around a text's (set_post) */
     PyObject *tables;    /* a .mtok's MtokTables the model reads in place, kept alive here */
     OffsetLengths offl;  /* encode_offsets' token lengths (set_offsets); first is NULL until then */
@@ -368,6 +372,8 @@ static void Encoder_dealloc(Encoder *self) {
     cache_free(&self->cache);
     added_trie_free(&self->raw);
     added_trie_free(&self->norm);
+    free(self->inside[0]);
+    free(self->inside[1]);
     free(self->prefix.v);
     free(self->suffix.v);
     free(self->offl.first);
@@ -561,23 +567,25 @@ static int grow_cps(uint32_t **v, size_t *cap, size_t n) {
     return 0;
 }
 
-/* The str's code points into w->text; fails on out of memory. */
-static int read_text(Work *w, int kind, const void *data, size_t n) {
+/* The str's code points [from, from + n) into w->text; fails on out of memory. */
+static int read_text_at(Work *w, int kind, const void *data, size_t from, size_t n) {
     if (grow_cps(&w->text, &w->text_cap, n) < 0)
         return -1;
     if (kind == PyUnicode_4BYTE_KIND) {
-        memcpy(w->text, data, n * sizeof *w->text);
+        memcpy(w->text, (const uint32_t *)data + from, n * sizeof *w->text);
     } else if (kind == PyUnicode_1BYTE_KIND) {
-        const uint8_t *d = data;
+        const uint8_t *d = (const uint8_t *)data + from;
         for (size_t i = 0; i < n; i++)
             w->text[i] = d[i];
     } else {
-        const uint16_t *d = data;
+        const uint16_t *d = (const uint16_t *)data + from;
         for (size_t i = 0; i < n; i++)
             w->text[i] = d[i];
     }
     return 0;
 }
+
+static int read_text(Work *w, int kind, const void *data, size_t n) { return read_text_at(w, kind, data, 0, n); }
 
 /* The pieces' buffers, grown by a pre-tokenizer, kept for the call's next segment. */
 static void work_keep(Work *w, const Pieces *p) {
@@ -692,11 +700,22 @@ static int encode_segment(Encoder *self, const uint32_t *s, size_t n, int64_t of
     return err;
 }
 
-/* Encode one text with the GIL released: raw added tokens, each segment between them through
- * the native normalizer steps, normalized added tokens, segments. Returns 0, -1 when out of
- * memory, -2 when a normalizer step needs the pure path (the caller redoes the text with it). */
-static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n,
-                            Work *w, IdBuf *out) {
+/* The normalizer steps of a text's parts: the first part's, and the later parts' (no Prepend:
+ * it only starts a segment, which a cut between parts does not). */
+typedef struct {
+    const NormOp *ops;
+    size_t nops;
+    NormOp *rest;
+    size_t nrest;
+} PartOps;
+
+/* Encode a text, or the part of one at `origin`, with the GIL released: raw added tokens, each
+ * segment between them through the native normalizer steps, normalized added tokens, segments.
+ * *open says whether the part before this one ended inside a segment, which this part's first
+ * continues, and is set to whether this one does. Returns 0, -1 when out of memory, -2 when a
+ * normalizer step needs the pure path (the caller redoes the text with it). */
+static int encode_part(Encoder *self, const PartOps *po, const uint32_t *cps, size_t n, size_t origin, int *open,
+                       Work *w, IdBuf *out) {
     if (!n)
         return 0;
     if (added_split(&self->raw, cps, n, &w->cuts) < 0)
@@ -710,6 +729,9 @@ static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const
         }
         const uint32_t *seg = cps + c.start;
         size_t len = c.stop - c.start;
+        int continued = *open && c.start == 0;
+        const NormOp *ops = continued ? po->rest : po->ops;
+        size_t nops = continued ? po->nrest : po->nops;
         if (nops) {
             int err = normalize_ops(ops, nops, seg, len, w->norm, &seg, &len);
             if (err)
@@ -717,8 +739,9 @@ static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const
         }
         if (!len)
             continue;
+        int64_t at = (int64_t)(origin + c.start);
         if (!self->norm.ntokens) {
-            if (encode_segment(self, seg, len, (int64_t)c.start, w, out) < 0)
+            if (encode_segment(self, seg, len, at, w, out) < 0)
                 return -1;
             continue;
         }
@@ -727,12 +750,19 @@ static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const
         for (size_t j = 0; j < w->sub.n; j++) {
             AddedCut d = w->sub.v[j];
             if (d.id >= 0 ? ids_push(out, d.id) < 0
-                          : encode_segment(self, seg + d.start, d.stop - d.start, (int64_t)(c.start + d.start), w,
-                                           out) < 0)
+                          : encode_segment(self, seg + d.start, d.stop - d.start, at + (int64_t)d.start, w, out) < 0)
                 return -1;
         }
     }
+    *open = w->cuts.n && w->cuts.v[w->cuts.n - 1].id < 0;
     return 0;
+}
+
+static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n,
+                            Work *w, IdBuf *out) {
+    PartOps po = {ops, nops, NULL, 0};
+    int open = 0;
+    return encode_part(self, &po, cps, n, 0, &open, w, out);
 }
 
 /* The Python int of an id: model ids from the ints table, added token ids may lie beyond. */
@@ -799,8 +829,28 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
     return list;
 }
 
-/* One matcher's tokens: a list of (content, id, ADDED_* flags), later entries winning. */
-static int build_added(AddedTrie *t, PyObject *tokens) {
+#define CUT_RSTRIP ((uint64_t)1 << 42)
+
+static int u64_order(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int u64_find(const uint64_t *v, size_t n, uint64_t key) {
+    return n && bsearch(&key, v, n, sizeof *v, u64_order) != NULL;
+}
+
+/* Whether a text cut between p and q is matched as its two parts are, one after the other: no
+ * token holds p before q, none with rstrip ends in p, and p is no space an lstrip would take. */
+static int added_cut_ok(const Encoder *self, int trie, uint32_t p, uint32_t q) {
+    const uint64_t *v = self->inside[trie];
+    size_t n = self->ninside[trie];
+    return !rust_white_space(p) && !u64_find(v, n, (uint64_t)p << 21 | q) && !u64_find(v, n, CUT_RSTRIP | p);
+}
+
+/* One matcher's tokens: a list of (content, id, ADDED_* flags), later entries winning; inside
+ * gets added_cut_ok's keys. */
+static int build_added(AddedTrie *t, PyObject *tokens, uint64_t **inside, size_t *ninside) {
     static const char *shape = "added tokens must be a list of (content, id, flags)";
     if (!PyList_Check(tokens)) {
         PyErr_SetString(PyExc_TypeError, shape);
@@ -816,7 +866,10 @@ static int build_added(AddedTrie *t, PyObject *tokens) {
         total += (size_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(item, 0));
     }
     added_trie_free(t);
-    if (added_trie_init(t, total) < 0) {
+    free(*inside);
+    *ninside = 0;
+    /* a key per character: a pair with the next one, or for the last one its rstrip key */
+    if (added_trie_init(t, total) < 0 || !(*inside = malloc((total ? total : 1) * sizeof **inside))) {
         PyErr_NoMemory();
         return -1;
     }
@@ -833,19 +886,25 @@ static int build_added(AddedTrie *t, PyObject *tokens) {
         if (!cps)
             return -1;
         int err = added_trie_insert(t, cps, (size_t)n, id, (int)strip);
+        for (Py_ssize_t k = 0; k + 1 < n; k++)
+            (*inside)[(*ninside)++] = (uint64_t)cps[k] << 21 | cps[k + 1];
+        if (strip & ADDED_RSTRIP)
+            (*inside)[(*ninside)++] = CUT_RSTRIP | cps[n - 1];
         PyMem_Free(cps);
         if (err < 0) {
             PyErr_NoMemory();
             return -1;
         }
     }
+    qsort(*inside, *ninside, sizeof **inside, u64_order);
     return 0;
 }
 
 static PyObject *Encoder_set_added(Encoder *self, PyObject *args) {
     PyObject *raw, *norm;
-    if (!PyArg_ParseTuple(args, "OO:set_added", &raw, &norm) || build_added(&self->raw, raw) < 0 ||
-        build_added(&self->norm, norm) < 0)
+    if (!PyArg_ParseTuple(args, "OO:set_added", &raw, &norm) ||
+        build_added(&self->raw, raw, &self->inside[0], &self->ninside[0]) < 0 ||
+        build_added(&self->norm, norm, &self->inside[1], &self->ninside[1]) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -941,6 +1000,117 @@ static int encode_text_into(Encoder *self, PyObject *text, PyObject *normalizer,
     return err;
 }
 
+/* ---- a long text, a part at a time -------------------------------------------------------- */
+
+/* A text longer than this is read from its str, normalized, encoded and its ids put in the list
+ * a part of about WINDOW characters at a time: the work buffers stay those of one part, and no
+ * buffer of every id is held beside the list. */
+#define PARTS_MIN (2 * WINDOW)
+#define CUT_MARGIN_MAX 8
+
+/* The characters on each side of a cut that normalize_cut must see: one, and one more for each
+ * step that may join a character to its neighbours; 0 for too many such steps. */
+static size_t cut_margin(const NormOp *ops, size_t nops) {
+    size_t m = 1;
+    for (size_t k = 0; k < nops; k++)
+        m += ops[k].kind == NORM_NFC || ops[k].kind == NORM_PRECOMPILED;
+    return m <= CUT_MARGIN_MAX ? m : 0;
+}
+
+/* Whether the text may be cut before s[c], a space, into parts encoded one after the other: the
+ * raw added tokens matched as in the whole, the parts normalized as the whole is, the normalized
+ * added tokens matched as in it, and its pieces the same: the pre-tokenizer's (windowed()'s
+ * cut) or, without one, the BPE model's, which it cuts before U+2581 (bpe_spans). */
+static int part_cut_ok(const Encoder *self, const NormOp *ops, size_t nops, size_t m, int kind, const void *data,
+                       size_t c) {
+    uint32_t t[2 * CUT_MARGIN_MAX + 1];
+    for (size_t i = 0; i < 2 * m + 1; i++)
+        t[i] = PyUnicode_READ(kind, data, c - m + i);
+    if (!added_cut_ok(self, 0, t[m - 1], t[m]) || !normalize_cut(ops, nops, t, m))
+        return 0;
+    uint32_t p = t[m - 1], q = t[m], r = t[m + 1];
+    if (!added_cut_ok(self, 1, p, q))
+        return 0;
+    if (self->nsteps)
+        return windowed(self) && q == ' ' && is_alnum(p) && is_alnum(r);
+    return self->model == MODEL_BPE && self->bpe.split_metaspace && q == 0x2581 && p != 0x2581;
+}
+
+/* The end of the part starting at `a`: a cut near a + WINDOW, else the first one after, else n. */
+static size_t part_end(const Encoder *self, const NormOp *ops, size_t nops, size_t m, int kind, const void *data,
+                       size_t a, size_t n) {
+    if (n - a <= 2 * WINDOW)
+        return n;
+    for (size_t c = a + WINDOW; c > a + WINDOW / 2; c--)
+        if (PyUnicode_READ(kind, data, c) == ' ' && part_cut_ok(self, ops, nops, m, kind, data, c))
+            return c;
+    for (size_t c = a + WINDOW + 1; c + m < n; c++)
+        if (PyUnicode_READ(kind, data, c) == ' ' && part_cut_ok(self, ops, nops, m, kind, data, c))
+            return c;
+    return n;
+}
+
+/* ids appended to list. */
+static int list_extend(Encoder *self, PyObject *list, const IdBuf *ids) {
+    if (!ids->n)
+        return 0;
+    PyObject *tail = id_list(self, ids, 0);
+    if (!tail)
+        return -1;
+    Py_ssize_t at = PyList_GET_SIZE(list);
+    int err = PyList_SetSlice(list, at, at, tail);
+    Py_DECREF(tail);
+    return err;
+}
+
+/* encode_text's list for a long text with native normalizer steps, a part at a time (each part's
+ * ids added to the list as they come, the list growing as CPython's lists do, by an eighth);
+ * NULL with an error, or with none and *redo set when a step needs the pure path. */
+static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, size_t nops, int special, Work *w,
+                              int *redo) {
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text), m = cut_margin(ops, nops);
+    PartOps po = {ops, nops, malloc((nops ? nops : 1) * sizeof *ops), 0};
+    PyObject *list = PyList_New(0);
+    IdBuf out = {0};
+    if (!po.rest || !list)
+        goto fail;
+    for (size_t k = 0; k < nops; k++)
+        if (ops[k].kind != NORM_PREPEND)
+            po.rest[po.nrest++] = ops[k];
+    if (special && list_extend(self, list, &self->prefix) < 0)
+        goto fail;
+    int open = 0, err = 0;
+    for (size_t a = 0, b; a < n; a = b) {
+        out.n = 0;
+        Py_BEGIN_ALLOW_THREADS
+        b = m ? part_end(self, ops, nops, m, kind, data, a, n) : n;
+        err = read_text_at(w, kind, data, a, b - a) < 0 ? -1 : encode_part(self, &po, w->text, b - a, a, &open, w, &out);
+        Py_END_ALLOW_THREADS
+        if (err == -2) {
+            *redo = 1;
+            goto fail;
+        }
+        if (err < 0) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (list_extend(self, list, &out) < 0)
+            goto fail;
+    }
+    if (special && list_extend(self, list, &self->suffix) < 0)
+        goto fail;
+    free(po.rest);
+    free(out.v);
+    return list;
+fail:
+    free(po.rest);
+    free(out.v);
+    Py_XDECREF(list);
+    return NULL;
+}
+
 /* The first lone surrogate of a str (no UTF-8 form), or n. */
 static size_t find_surrogate(int kind, const void *data, size_t n) {
     if (kind == PyUnicode_1BYTE_KIND)
@@ -993,6 +1163,16 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
         return NULL;
     IdBuf out = {0};
     Work own, *w = work_take(&own);
+    const NormOp *ops;
+    size_t nops;
+    if (n >= PARTS_MIN && native_ops(args[0], &ops, &nops)) {
+        int redo = 0;
+        PyObject *list = encode_parts(self, text, ops, nops, special, w, &redo);
+        if (list || !redo) {
+            work_give(w, &own);
+            return list;
+        }
+    }
     int err = encode_text_into(self, text, args[0], w, &out);
     work_give(w, &own);
     PyObject *list = err ? NULL : id_list(self, &out, special);
@@ -1016,8 +1196,8 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
 }
 
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
- * origin + align[i] (origin + i without align; set_offsets allows no step that rebuilds the
- * buffer). */
+ * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
+ * the one it stands before. */
 static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin,
                            const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Span whole = {0, n, (int64_t)origin};
@@ -1025,12 +1205,13 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     const Span *spans = &whole;
     size_t nspans = 1;
     Pieces p = {0};
+    IdBuf ranges = {0};
     int err = -1;
     if (self->nsteps) {
         if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
             return -1;
         memcpy(w->buf, s, n * sizeof *s);
-        p = (Pieces){w->buf, n, w->spans, w->tmp};
+        p = (Pieces){w->buf, n, w->spans, w->tmp, .track = 1};
         if (!p.spans.cap) {
             if (!(p.spans.v = malloc(16 * sizeof *p.spans.v)))
                 goto done;
@@ -1043,6 +1224,12 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
         buf = p.buf;
         spans = p.spans.v;
         nspans = p.spans.n;
+        if (p.at) {
+            /* the rebuilt buffer's characters, each the caller's through the normalizer's */
+            for (size_t i = 0; i < p.len; i++)
+                p.at[i] = align ? align[p.at[i]] : p.at[i];
+            align = p.at;
+        }
     }
     /* BPE on all pieces at once, as segment_ids: each piece's tokens are those whose lengths add
      * up to it */
@@ -1051,23 +1238,48 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     if (self->model == MODEL_BPE && (err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids)))
         goto done;
     for (size_t k = 0; !err && k < nspans; k++) {
-        size_t start = spans[k].start, len = spans[k].end - start;
+        size_t start = spans[k].start, len = spans[k].end - start, at = offs->n;
         if (self->model == MODEL_WORDPIECE) {
             mark = ids->n;
             if ((err = wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids)))
                 break;
+        } else if (self->model == MODEL_UNIGRAM) {
+            /* the model's ranges where it ran; from the cache, the ids' lengths locate them */
+            mark = ids->n;
+            ranges.n = 0;
+            if ((err = unigram_piece_ranges(&self->ug, cache, buf + start, len, &w->sc, ids, &ranges)))
+                break;
         }
-        err = piece_offsets(&self->offl, buf + start, len, (int64_t)(align ? origin : origin + start),
-                            align ? align + start : NULL, ids->v + mark, ids->n - mark, trim, offs, &used);
+        int64_t from = (int64_t)(align ? origin : origin + start);
+        const uint32_t *piece_align = align ? align + start : NULL;
+        err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
+                            ranges.n ? ranges.v : NULL, trim, offs, &used);
+        if (err == -2 && self->model == MODEL_UNIGRAM && !ranges.n) {
+            /* a token of no one length (unk, a byte): the bytes the others leave, else the
+             * model run again tells each token's */
+            offs->n = at;
+            err = piece_ranges_from_lengths(&self->offl, buf + start, len, ids->v + mark, ids->n - mark, &ranges);
+            if (err == -2) {
+                ids->n = mark;
+                ranges.n = 0;
+                err = unigram_piece_ranges(&self->ug, NULL, buf + start, len, &w->sc, ids, &ranges);
+            }
+            if (!err)
+                err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
+                                    ranges.v, trim, offs, &used);
+        }
         mark += used;
-        if (!err && self->model == MODEL_WORDPIECE && mark != ids->n)
+        if (!err && self->model != MODEL_BPE && mark != ids->n)
             err = -2;
     }
     if (!err && mark != ids->n)
         err = -2;
 done:
-    if (self->nsteps)
+    free(ranges.v);
+    if (self->nsteps) {
+        free(p.at);
         work_keep(w, &p);
+    }
     return err;
 }
 
@@ -1179,13 +1391,14 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "set_offsets: cont must be bytes or None");
         return NULL;
     }
-    if (self->model == MODEL_UNIGRAM || (self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
-        PyErr_SetString(PyExc_ValueError, "set_offsets: BPE takes lengths, WordPiece lengths and cont lengths");
+    if ((self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "set_offsets: BPE and Unigram take lengths, WordPiece lengths and cont lengths");
         return NULL;
     }
     for (size_t k = 0; k < self->nsteps; k++) {
         const Step *st = &self->steps[k];
-        if (st->kind == ST_METASPACE || (st->kind == ST_BYTE_LEVEL && st->add_prefix_space)) {
+        if (st->kind == ST_BYTE_LEVEL && st->add_prefix_space) {
             PyErr_SetString(PyExc_ValueError, "set_offsets: a step that rebuilds the text has no native offsets");
             return NULL;
         }
@@ -1209,11 +1422,16 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused. */
+/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused.
+ * A tuple of two ints is in no reference cycle: it is left out of the cyclic collector, as is
+ * the list while it fills, which the young collections these allocations set off would
+ * otherwise walk again and again. */
 static PyObject *offsets_list(const IdBuf *offs) {
     Py_ssize_t n = (Py_ssize_t)(offs->n / 2);
     PyObject *list = PyList_New(n), *last = NULL;
     long last_value = -1;
+    if (list)
+        PyObject_GC_UnTrack(list);
     for (Py_ssize_t i = 0; list && i < n; i++) {
         long a = offs->v[2 * i], b = offs->v[2 * i + 1];
         PyObject *t = PyTuple_New(2), *start = a == last_value ? Py_NewRef(last) : PyLong_FromLong(a),
@@ -1227,10 +1445,13 @@ static PyObject *offsets_list(const IdBuf *offs) {
         }
         PyTuple_SET_ITEM(t, 0, start);
         PyTuple_SET_ITEM(t, 1, end);
+        PyObject_GC_UnTrack(t);
         PyList_SET_ITEM(list, i, t);
         last = end;
         last_value = b;
     }
+    if (list)
+        PyObject_GC_Track(list);
     return list;
 }
 
@@ -1272,8 +1493,10 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     } else if (err) {
         result = Py_NewRef(Py_None);
     } else {
-        PyObject *list = id_list(self, &ids, 0), *spans = list ? offsets_list(&offs) : NULL;
-        result = spans ? PyTuple_Pack(2, list, spans) : NULL;
+        /* the tuples first: the collections their allocations set off then find the ids' list
+         * not made yet, instead of walking it each time */
+        PyObject *spans = offsets_list(&offs), *list = spans ? id_list(self, &ids, 0) : NULL;
+        result = list ? PyTuple_Pack(2, list, spans) : NULL;
         Py_XDECREF(list);
         Py_XDECREF(spans);
     }
@@ -1613,6 +1836,9 @@ static PyObject *Encoder_cache_stats(Encoder *self, PyObject *unused) {
     return Py_BuildValue("(nn)", (Py_ssize_t)atomic_load(&self->cache.count), (Py_ssize_t)atomic_load(&self->cache.resets));
 }
 
+static PyTypeObject BoundEncodeType;
+static PyObject *Encoder_bind(Encoder *self, PyObject *args);
+
 static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))Encoder_encode, METH_FASTCALL,
      "encode(normalized_segment, offset) -> list[int]: the ids of one segment."},
@@ -1634,6 +1860,10 @@ static PyMethodDef Encoder_methods[] = {
      "encode_offsets(text, normalizer, trim) -> (ids, offsets) | None: encode_text(text, normalizer, False)\n"
      "with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's process_offsets\n"
      "when trim >= 0 (1: with add_prefix_space); None where only the pure path knows them."},
+    {"bind", (PyCFunction)Encoder_bind, METH_VARARGS,
+     "bind(normalizer, attrs, method) -> callable: method (Tokenizer.encode bound to a tokenizer, attrs its\n"
+     "__dict__) with the common call, (text[, add_special_tokens=bool]) while attrs['meta'].split_special_tokens\n"
+     "is False, in C."},
     {"cache_stats", (PyCFunction)Encoder_cache_stats, METH_NOARGS,
      "cache_stats() -> (entries, resets): the piece cache's entries and how often it was emptied when full."},
     {NULL, NULL, 0, NULL},
@@ -1648,6 +1878,119 @@ static PyTypeObject EncoderType = {
     .tp_dealloc = (destructor)Encoder_dealloc,
     .tp_methods = Encoder_methods,
     .tp_doc = "A tokenizer model plus pre-tokenizer, encoding normalized segments to ids.",
+};
+
+/* ---- BoundEncode ------------------------------------------------------------------------ */
+
+/* Tokenizer.encode for one tokenizer, as a C callable in the instance's dict: the common call,
+ * encode(text) or encode(text, add_special_tokens=flag), goes straight to encode_text without
+ * a Python frame (the frame and its keyword parsing cost more than encoding "Hello"); any other
+ * call, and every call while meta.split_special_tokens is set, goes to the Python method. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Encoder *encoder;
+    PyObject *normalizer;
+    PyObject *attrs;  /* the tokenizer's __dict__: its meta (which may be replaced, and whose
+                       * split_special_tokens may change) is read on each call */
+    PyObject *method; /* the Python Tokenizer.encode bound to the tokenizer */
+} BoundEncode;
+
+static PyObject *str_add_special_tokens, *str_split_special_tokens, *str_meta;
+
+static PyObject *BoundEncode_vectorcall(BoundEncode *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs == 1 && PyUnicode_CheckExact(args[0]) &&
+        (nkw == 0 || (nkw == 1 && PyBool_Check(args[1]) &&
+                      (PyTuple_GET_ITEM(kwnames, 0) == str_add_special_tokens ||
+                       PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_add_special_tokens) == 0)))) {
+        PyObject *meta = PyDict_GetItemWithError(self->attrs, str_meta), *split;
+        if (!meta && PyErr_Occurred())
+            return NULL;
+        if (!meta)
+            return PyObject_Vectorcall(self->method, args, nargsf, kwnames);
+        if (!(split = PyObject_GetAttr(meta, str_split_special_tokens)))
+            return NULL;
+        Py_DECREF(split); /* a bool: the singletons outlive this call */
+        if (split == Py_False) {
+            PyObject *call[3] = {self->normalizer, args[0], nkw ? args[1] : Py_True};
+            return Encoder_encode_text(self->encoder, call, 3);
+        }
+    }
+    return PyObject_Vectorcall(self->method, args, nargsf, kwnames);
+}
+
+static PyObject *Encoder_bind(Encoder *self, PyObject *args) {
+    PyObject *normalizer, *attrs, *method;
+    if (!PyArg_ParseTuple(args, "OO!O:bind", &normalizer, &PyDict_Type, &attrs, &method))
+        return NULL;
+    BoundEncode *b = PyObject_GC_New(BoundEncode, &BoundEncodeType);
+    if (!b)
+        return NULL;
+    b->vectorcall = (vectorcallfunc)BoundEncode_vectorcall;
+    b->encoder = (Encoder *)Py_NewRef(self);
+    b->normalizer = Py_NewRef(normalizer);
+    b->attrs = Py_NewRef(attrs);
+    b->method = Py_NewRef(method);
+    PyObject_GC_Track(b);
+    return (PyObject *)b;
+}
+
+static int BoundEncode_traverse(BoundEncode *self, visitproc visit, void *arg) {
+    Py_VISIT(self->encoder);
+    Py_VISIT(self->normalizer);
+    Py_VISIT(self->attrs);
+    Py_VISIT(self->method);
+    return 0;
+}
+
+static int BoundEncode_clear(BoundEncode *self) {
+    Py_CLEAR(self->encoder);
+    Py_CLEAR(self->normalizer);
+    Py_CLEAR(self->attrs);
+    Py_CLEAR(self->method);
+    return 0;
+}
+
+static void BoundEncode_dealloc(BoundEncode *self) {
+    PyObject_GC_UnTrack(self);
+    BoundEncode_clear(self);
+    PyObject_GC_Del(self);
+}
+
+/* Everything but the call and the class is the Python method's: its name, doc, __self__,
+ * pickling, and __wrapped__ for inspect.signature. */
+static PyObject *BoundEncode_getattro(BoundEncode *self, PyObject *name) {
+    if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__wrapped__") == 0)
+        return Py_NewRef(self->method);
+    if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__class__") == 0)
+        return PyObject_GenericGetAttr((PyObject *)self, name);
+    return PyObject_GetAttr(self->method, name);
+}
+
+static PyObject *BoundEncode_repr(BoundEncode *self) { return PyObject_Repr(self->method); }
+
+/* Never reached through a class (it lives in an instance's dict); it makes inspect see a
+ * routine, so that help(tok.encode) shows the method's signature and doc, not this type's. */
+static PyObject *BoundEncode_get(PyObject *self, PyObject *obj, PyObject *type) {
+    (void)obj;
+    (void)type;
+    return Py_NewRef(self);
+}
+
+static PyTypeObject BoundEncodeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.BoundEncode",
+    .tp_basicsize = sizeof(BoundEncode),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(BoundEncode, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_traverse = (traverseproc)BoundEncode_traverse,
+    .tp_clear = (inquiry)BoundEncode_clear,
+    .tp_dealloc = (destructor)BoundEncode_dealloc,
+    .tp_getattro = (getattrofunc)BoundEncode_getattro,
+    .tp_repr = (reprfunc)BoundEncode_repr,
+    .tp_descr_get = BoundEncode_get,
+    .tp_doc = "Tokenizer.encode bound to one tokenizer, the common call in C (Encoder.bind).",
 };
 
 /* ---- Normalizer ------------------------------------------------------------------------- */
@@ -1704,7 +2047,9 @@ static uint32_t *ucs4(PyObject *s, size_t *n) {
 /* Normalizer(pure, "bert", flags=BERT_* bits), Normalizer(pure, "nfc"),
  * Normalizer(pure, "precompiled", units=<little-endian u32 bytes>, replacements=<bytes>),
  * Normalizer(pure, "replace", pattern=<non-empty literal>, content=<str>),
- * Normalizer(pure, "prepend", content=<str>) or Normalizer(pure, "sequence", members=<Normalizers>) */
+ * Normalizer(pure, "prepend", content=<str>), Normalizer(pure, "nfkd" | "strip_accents" | "lowercase"),
+ * Normalizer(pure, "runs", pattern=<one character>, content=<str>, flags=<shortest run>) or
+ * Normalizer(pure, "sequence", members=<Normalizers>) */
 static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"pure", "kind", "flags", "units", "replacements", "pattern", "content", "members", NULL};
     PyObject *pure, *pattern = NULL, *content = NULL, *members = NULL;
@@ -1726,6 +2071,23 @@ static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
         self->op.flags = flags & (BERT_CLEAN | BERT_CHINESE | BERT_STRIP | BERT_LOWER);
     } else if (strcmp(kind, "nfc") == 0) {
         self->op.kind = NORM_NFC;
+    } else if (strcmp(kind, "nfkd") == 0) {
+        self->op.kind = NORM_NFKD;
+    } else if (strcmp(kind, "strip_accents") == 0) {
+        self->op.kind = NORM_STRIP_ACCENTS;
+    } else if (strcmp(kind, "lowercase") == 0) {
+        self->op.kind = NORM_LOWERCASE;
+    } else if (strcmp(kind, "runs") == 0) {
+        self->op.kind = NORM_RUNS;
+        self->op.flags = flags;
+        if (!(self->pat = ucs4(pattern, &self->op.npat)) || !(self->rep = ucs4(content, &self->op.nrep))) {
+            err = -1;
+        } else if (self->op.npat != 1 || flags < 1) {
+            PyErr_SetString(PyExc_ValueError, "runs needs one character and a shortest run of at least 1");
+            err = -1;
+        }
+        self->op.pat = self->pat;
+        self->op.rep = self->rep;
     } else if (strcmp(kind, "precompiled") == 0) {
         self->op.kind = NORM_PRECOMPILED;
         size_t nunits = (size_t)units.len / 4;
@@ -2215,11 +2577,24 @@ typedef struct {
     PyObject_HEAD
     SpModel model;
     int ready;
+    /* the Python int of each id below nints, made on first use: a long text's list then holds
+     * pointers to a vocabulary's ints, not an int object of its own for every id */
+    PyObject **ints;
+    size_t nints;
 } SentencePieceModel;
+
+static void sp_ints_free(SentencePieceModel *self) {
+    for (size_t i = 0; i < self->nints; i++)
+        Py_XDECREF(self->ints[i]);
+    free(self->ints);
+    self->ints = NULL;
+    self->nints = 0;
+}
 
 static void SentencePieceModel_dealloc(SentencePieceModel *self) {
     if (self->ready)
         sp_model_free(&self->model);
+    sp_ints_free(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -2263,7 +2638,10 @@ static int SentencePieceModel_init(SentencePieceModel *self, PyObject *args, PyO
     if (self->ready)
         sp_model_free(&self->model);
     self->ready = 0;
-    if (sp_model_init(&self->model, k, keys, lens, types.buf, f32, (size_t)n, unk_id, byte_fallback) < 0) {
+    sp_ints_free(self);
+    self->nints = (size_t)n < INTS_MAX ? (size_t)n : INTS_MAX;
+    if (!(self->ints = calloc(self->nints ? self->nints : 1, sizeof *self->ints)) ||
+        sp_model_init(&self->model, k, keys, lens, types.buf, f32, (size_t)n, unk_id, byte_fallback) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -2301,7 +2679,12 @@ static PyObject *SentencePieceModel_encode(SentencePieceModel *self, PyObject *c
     Py_END_ALLOW_THREADS
     PyObject *list = err ? PyErr_NoMemory() : PyList_New((Py_ssize_t)out.n);
     for (size_t i = 0; list && i < out.n; i++) {
-        PyObject *id = PyLong_FromLong(out.v[i]);
+        size_t k = (size_t)out.v[i];
+        PyObject *id = k < self->nints ? self->ints[k] : NULL;
+        if (id)
+            Py_INCREF(id);
+        else if ((id = PyLong_FromLong(out.v[i])) && k < self->nints)
+            self->ints[k] = Py_NewRef(id);
         if (!id) {
             Py_CLEAR(list);
             break;
@@ -2485,9 +2868,14 @@ PyMODINIT_FUNC PyInit__native(void) {
     /* without the key every call brings its own Work, as before it */
     if (!work_key_ok)
         work_key_ok = pthread_key_create(&work_key, thread_work_free) == 0;
-    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&NormalizerType) < 0 || PyType_Ready(&DecoderType) < 0 ||
-        PyType_Ready(&DecodeStreamType) < 0 || PyType_Ready(&SentencePieceModelType) < 0 ||
-        PyType_Ready(&SentencePieceNormalizerType) < 0)
+    str_add_special_tokens = PyUnicode_InternFromString("add_special_tokens");
+    str_split_special_tokens = PyUnicode_InternFromString("split_special_tokens");
+    str_meta = PyUnicode_InternFromString("meta");
+    if (!str_add_special_tokens || !str_split_special_tokens || !str_meta)
+        return NULL;
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&BoundEncodeType) < 0 || PyType_Ready(&NormalizerType) < 0 ||
+        PyType_Ready(&DecoderType) < 0 || PyType_Ready(&DecodeStreamType) < 0 ||
+        PyType_Ready(&SentencePieceModelType) < 0 || PyType_Ready(&SentencePieceNormalizerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&native_module);
     if (!m)

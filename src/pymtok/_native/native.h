@@ -258,11 +258,15 @@ typedef struct {
     int prepend, split;
 } Step;
 
-/* A text being cut into pieces: the code points and the spans of the pieces. */
+/* A text being cut into pieces: the code points and the spans of the pieces. With track set,
+ * a step that rebuilds the buffer keeps in `at` each character's index in the buffer it was
+ * given first (at NULL: no step rebuilt it, each is its own); the caller frees at. */
 typedef struct {
     uint32_t *buf;
     size_t len;
     Spans spans, tmp;
+    int track;
+    uint32_t *at;
 } Pieces;
 
 int pretokenize(const Step *steps, size_t nsteps, Pieces *p);
@@ -404,6 +408,11 @@ int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_
                     IdBuf *out);
 int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
                   IdBuf *out);
+/* unigram_piece with, unless the ids come from the cache (which may be NULL), each id's byte
+ * range of the piece's UTF-8 appended to ranges (start, end pairs), as HF's Unigram::tokenize
+ * gives its offsets. */
+int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
+                         IdBuf *ranges);
 int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
 
 void bpe_free(BPE *m);
@@ -460,13 +469,15 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
 
 /* One native normalizer step; a Sequence is a list of them. Pointers stay owned by the
  * pymtok._native.Normalizer objects the steps come from. */
-enum { NORM_BERT, NORM_NFC, NORM_PRECOMPILED, NORM_REPLACE, NORM_PREPEND };
+enum { NORM_BERT, NORM_NFC, NORM_PRECOMPILED, NORM_REPLACE, NORM_PREPEND, NORM_NFKD, NORM_STRIP_ACCENTS,
+       NORM_LOWERCASE, NORM_RUNS };
 
 typedef struct {
     int kind;
-    int flags;                /* NORM_BERT: BERT_* */
+    int flags;                /* NORM_BERT: BERT_*; NORM_RUNS: the shortest run replaced */
     const Charsmap *map;      /* NORM_PRECOMPILED */
-    const uint32_t *pat, *rep; /* NORM_REPLACE: literal pattern (non-empty) -> content; NORM_PREPEND: rep */
+    const uint32_t *pat, *rep; /* NORM_REPLACE: literal pattern (non-empty) -> content; NORM_PREPEND: rep;
+                                * NORM_RUNS: each run of pat[0] -> rep */
     size_t npat, nrep;
 } NormOp;
 
@@ -476,14 +487,22 @@ typedef struct {
 int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
                   const uint32_t **res, size_t *res_n);
 
+/* Whether a text cut before t[margin], t holding the 2 * margin + 1 characters around the cut,
+ * normalizes by the steps to its parts' normalizations joined (a Prepend applied to the first
+ * part only), the characters either side of the cut then t[margin - 1], t[margin] and
+ * t[margin + 1]. Needs margin above the number of NFC and Precompiled steps, each of which
+ * leaves the image of one character less known on each side. */
+int normalize_cut(const NormOp *ops, size_t nops, uint32_t *t, size_t margin);
+
 /* NFC with each output character's input character, as HF aligns it (normalize.c). Returns 1
  * when the text stays as it is, 0, -1 when out of memory, -2 for the pure path. */
 int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);
 
-/* normalize_ops for steps whose every output character comes from one input character (Prepend;
- * Replace of one character by one or more), with *res_align the input character of each output
- * character (NULL when no step changed anything). Returns -1 when out of memory, -3 when a step
- * is none of those. Runs without the GIL. */
+/* normalize_ops for steps whose every output character HF aligns to one input character
+ * (all but BertNormalizer and NFC, which have their own; Replace by one or more characters), with *res_align the input
+ * character of each output character (NULL when no step ran). Returns -1 when out of memory, -2
+ * where HF's alignment is not an input character, -3 when a step is none of those. Runs without
+ * the GIL. */
 int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align);
 
@@ -652,9 +671,16 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail);
 int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t trail, int trim, size_t index);
 /* The offsets of the tokens that cover the piece cps[0..n), from ids[0..nids) on (a model's ids of
  * this piece and the next ones), whose character i is origin + align[i] in the caller's text
- * (origin + i when align is NULL); *used gets their count. -1 out of memory, -2 when a length is
- * not known or the lengths do not add up to the piece (the pure path then answers). */
+ * (origin + i when align is NULL); *used gets their count. With ranges (unigram_piece_ranges'),
+ * ids are exactly the piece's and token k covers the piece's bytes ranges[2k] .. ranges[2k + 1],
+ * else lengths L locate them. -1 out of memory, -2 when a length is not known or the lengths do
+ * not add up to the piece (the pure path then answers). */
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
-                  const int32_t *ids, size_t nids, int trim, IdBuf *offs, size_t *used);
+                  const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used);
+/* A Unigram piece's ranges (piece_offsets') from the lengths of its ids[0..nids): the one token
+ * of no known length (the unknown token, a byte token) covers the bytes the others leave. -2
+ * when not exactly one has none. */
+int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
+                              IdBuf *ranges);
 
 #endif

@@ -72,6 +72,7 @@ static int push_mapped(CpBuf *b, const uint32_t *keys, size_t count, const uint3
 
 #define PUSH_NFD(b, c) push_mapped((b), n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, (c))
 #define PUSH_LOWER(b, c) push_mapped((b), n_lower_keys, N_LOWER_COUNT, n_lower_offsets, n_lower_pool, (c))
+#define PUSH_NFKD(b, c) push_mapped((b), n_nfkd_keys, N_NFKD_COUNT, n_nfkd_offsets, n_nfkd_pool, (c))
 
 /* Entries of the runs sorted below: a code point, and above it nfc_aligned's change. */
 enum { CP_BITS = 21 };
@@ -323,6 +324,32 @@ int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
     return cps_extend(out, v, w);
 }
 
+/* HF's transform of the alignment: the change each output character has in al (changes_push's,
+ * nfc_aligned's) becomes the input character it is aligned to (an inserted one shares the
+ * previous input character's, a replacing one takes the next and skips those it removes),
+ * through in_align; *used gets how far into the n input characters it went. -2 where HF's
+ * alignment is no input character. */
+static int changes_apply(CpBuf *al, size_t n, const uint32_t *in_align, size_t *used) {
+    size_t off = 0;
+    for (size_t j = 0; j < al->n; j++) {
+        int32_t change = (int32_t)al->v[j];
+        size_t idx;
+        if (change > 0) {
+            if (off < 1)
+                return -2;
+            idx = off - 1;
+        } else {
+            if (off >= n)
+                return -2;
+            idx = off;
+            off += 1 + (size_t)-(int64_t)change;
+        }
+        al->v[j] = in_align ? in_align[idx] : (uint32_t)idx;
+    }
+    *used = off;
+    return 0;
+}
+
 /* nfc_normalize with, in align, each output character's input character as HF aligns its NFC
  * (unicode-normalization-alignments; normalizers.py _UnicodeForm._changes the reference): each
  * character decomposed, its first part replacing it and the others inserted after it; marks put
@@ -381,21 +408,9 @@ int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *ali
         if (cps_push(out, c) < 0 || cps_push(align, change) < 0)
             return -1;
     }
-    /* HF's transform: a change above 0 shares the previous input character, any other takes the
-     * next one and skips as many more as it charges */
-    size_t offset = 0;
-    for (size_t k = 0; k < out->n; k++) {
-        int32_t change = (int32_t)align->v[k];
-        if (change > 0) {
-            if (!offset)
-                return -2;
-            align->v[k] = (uint32_t)(offset - 1);
-        } else {
-            align->v[k] = (uint32_t)offset;
-            offset += (size_t)(1 - (int64_t)change);
-        }
-    }
-    return offset == n ? 0 : -2;
+    size_t used;
+    int err = changes_apply(align, n, NULL, &used);
+    return err ? err : used == n ? 0 : -2;
 }
 
 /* ---- grapheme clusters --------------------------------------------------------------------- */
@@ -455,6 +470,100 @@ size_t grapheme_end(const uint32_t *s, size_t n, size_t i) {
         a = b;
     }
     return n;
+}
+
+/* ---- NFKD, StripAccents, Lowercase, runs of a character -------------------------------------- */
+
+/* NFKD with HF's tables: each character's compatibility decomposition (n_nfkd holds those that
+ * are not its canonical one), then canonical ordering. With chg, each output character's change as HF's NFKD stream has it (the first part
+ * of a decomposition replacing its character, the others inserted; marks keep theirs as they
+ * move), for changes_apply. Returns 1 when the text stays as it is (out untouched). */
+static int nfkd_run(const uint32_t *in, size_t n, CpBuf *out, CpBuf *chg) {
+    size_t first = 0;
+    while (first < n && !(nprops(in[first]) & (N_NFKD | N_NFD | N_NONSTARTER)))
+        first++;
+    if (first == n)
+        return 1;
+    out->n = 0;
+    if (cps_extend(out, in, first) < 0)
+        return -1;
+    for (size_t i = first; i < n; i++) {
+        uint32_t c = in[i], p = nprops(c);
+        size_t mark = out->n;
+        if ((p & N_NFKD ? PUSH_NFKD(out, c) : p & N_NFD ? PUSH_NFD(out, c) : cps_push(out, c)) < 0)
+            return -1;
+        for (size_t k = mark + 1; chg && k < out->n; k++)
+            out->v[k] |= 1u << CP_BITS; /* inserted */
+    }
+    int moved = canonical_order(out->v + first, out->n - first);
+    if (moved < 0)
+        return -1;
+    if (!chg)
+        return 0;
+    chg->n = 0;
+    if (cps_grow(chg, out->n) < 0)
+        return -1;
+    for (size_t k = 0; k < out->n; k++) {
+        chg->v[chg->n++] = out->v[k] >> CP_BITS;
+        out->v[k] &= CP_MASK;
+    }
+    return 0;
+}
+
+/* Whether StripAccents drops c: a combining mark of HF's tables. */
+static int strip_mark(uint32_t c) {
+    if (c < 0x300)
+        return 0;
+    size_t lo = 0, hi = N_MARK_COUNT;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c > n_mark_ranges[2 * mid + 1])
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < N_MARK_COUNT && c >= n_mark_ranges[2 * lo];
+}
+
+/* Lowercase (each character's full lowercase mapping), StripAccents (marks dropped) and
+ * NORM_RUNS (each run of at least flags characters pat[0] replaced by rep, as HF's Replace of
+ * the regex "c{m,}") into out; with align, each output character's input character through
+ * in_align (HF: a lowercase mapping's characters all its character's, a run's replacement its
+ * last character's). */
+static int per_char(const NormOp *op, const uint32_t *in, size_t n, const uint32_t *in_align, CpBuf *out,
+                    CpBuf *align) {
+    out->n = 0;
+    if (align)
+        align->n = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c = in[i];
+        size_t mark = out->n, used = 1;
+        int err = 0;
+        if (op->kind == NORM_LOWERCASE) {
+            err = nprops(c) & N_LOWER ? PUSH_LOWER(out, c) : cps_push(out, c);
+        } else if (op->kind == NORM_STRIP_ACCENTS) {
+            err = strip_mark(c) ? 0 : cps_push(out, c);
+        } else if (c == op->pat[0]) {
+            while (i + used < n && in[i + used] == c)
+                used++;
+            if (used < (size_t)op->flags) {
+                /* too short a run to match: its characters stay, each on its own */
+                for (size_t k = i; k < i + used; k++)
+                    if (cps_push(out, c) < 0 || (align && cps_push(align, in_align ? in_align[k] : (uint32_t)k) < 0))
+                        return -1;
+                i += used;
+                continue;
+            }
+            err = cps_extend(out, op->rep, op->nrep);
+        } else {
+            err = cps_push(out, c);
+        }
+        size_t at = i + used - 1;
+        if (err < 0 || align_fill(align, mark, out->n, in_align ? in_align[at] : (uint32_t)at) < 0)
+            return -1;
+        i += used;
+    }
+    return 0;
 }
 
 /* ---- Precompiled ----------------------------------------------------------------------------- */
@@ -525,16 +634,45 @@ static inline int64_t char_lookup(const Charsmap *m, uint32_t c) {
     return hit;
 }
 
+/* HF's changes (NormalizedString::transform) for the `new` characters last pushed in place of
+ * `old` by Precompiled's replace(): 0 each, the last new - old of them 1 (inserted); fewer new
+ * than old charge the difference to the last character so far, which may be an earlier one. */
+static int changes_push(CpBuf *chg, size_t old, size_t new) {
+    if (!chg)
+        return 0;
+    if (cps_grow(chg, new) < 0)
+        return -1;
+    for (size_t k = 0; k < new; k++)
+        chg->v[chg->n++] = 0;
+    if (new > old) {
+        for (size_t k = chg->n - (new - old); k < chg->n; k++)
+            chg->v[k] = 1;
+    } else if (new < old && chg->n) {
+        chg->v[chg->n - 1] = (uint32_t)((int32_t)chg->v[chg->n - 1] - (int32_t)(old - new));
+    }
+    return 0;
+}
+
+/* One lookup's result for in[0..old): its replacement, else the character (old is 1). */
+static int precompiled_push(const Charsmap *m, int64_t hit, const uint32_t *in, size_t old, CpBuf *out, CpBuf *chg) {
+    size_t mark = out->n;
+    int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, in[0]);
+    return r ? r : changes_push(chg, old, out->n - mark);
+}
+
 /* HF's spm_precompiled: per grapheme cluster, a cluster under 6 UTF-8 bytes that starts with a
- * key becomes that key's replacement; otherwise each character is looked up alone. */
-int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out) {
+ * key becomes that key's replacement; otherwise each character is looked up alone. With chg,
+ * each output character's change as int32 (changes_push). */
+static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out, CpBuf *chg) {
     out->n = 0;
+    if (chg)
+        chg->n = 0;
     uint8_t buf[8];
     for (size_t i = 0; i < n;) {
         uint32_t c = in[i];
         /* an ASCII character before another one is a cluster of its own, but for CR LF */
         if (c < 0x80 && (i + 1 == n || (in[i + 1] < 0x80 && !(c == '\r' && in[i + 1] == '\n')))) {
-            int r = m->ascii[c] >= 0 ? push_replacement(m, (size_t)m->ascii[c], out) : cps_push(out, c);
+            int r = precompiled_push(m, m->ascii[c], in + i, 1, out, chg);
             if (r < 0)
                 return r;
             i++;
@@ -543,8 +681,7 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
         size_t e = grapheme_end(in, n, i), bytes = 0;
         if (e - i == 1) {
             /* a one-character cluster: its own lookup, as the cluster's below would be */
-            int64_t hit = char_lookup(m, c);
-            int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, c);
+            int r = precompiled_push(m, char_lookup(m, c), in + i, 1, out, chg);
             if (r < 0)
                 return r;
             i = e;
@@ -556,7 +693,7 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
             utf8_encode(in + i, e - i, buf);
             int64_t hit = charsmap_lookup(m, buf, bytes);
             if (hit >= 0) {
-                int r = push_replacement(m, (size_t)hit, out);
+                int r = precompiled_push(m, hit, in + i, e - i, out, chg);
                 if (r < 0)
                     return r;
                 i = e;
@@ -564,13 +701,16 @@ int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf
             }
         }
         for (; i < e; i++) {
-            int64_t hit = char_lookup(m, in[i]);
-            int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, in[i]);
+            int r = precompiled_push(m, char_lookup(m, in[i]), in + i, 1, out, chg);
             if (r < 0)
                 return r;
         }
     }
     return 0;
+}
+
+int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out) {
+    return precompiled_run(m, in, n, out, NULL);
 }
 
 static inline int cps_eq(const uint32_t *a, const uint32_t *b, size_t n) {
@@ -610,7 +750,8 @@ static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf
 int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align) {
     for (size_t k = 0; k < nops; k++)
-        if (ops[k].kind != NORM_PREPEND && !(ops[k].kind == NORM_REPLACE && ops[k].npat == 1 && ops[k].nrep >= 1))
+        if (ops[k].kind == NORM_BERT || ops[k].kind == NORM_NFC ||
+            ((ops[k].kind == NORM_REPLACE || ops[k].kind == NORM_RUNS) && !ops[k].nrep))
             return -3;
     const uint32_t *cur = in, *cur_align = NULL; /* NULL: each character is its own */
     for (size_t k = 0; k < nops; k++) {
@@ -620,18 +761,61 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
         if (n == 0) /* as normalize_ops: both leave empty text alone */
             continue;
         dst->n = dal->n = 0;
+        if (op->kind == NORM_PRECOMPILED || op->kind == NORM_NFKD) {
+            size_t used = n;
+            int err = op->kind == NORM_NFKD ? nfkd_run(cur, n, dst, dal) : precompiled_run(op->map, cur, n, dst, dal);
+            if (err == 1)
+                continue; /* NFKD left the text as it is */
+            if (!err)
+                err = changes_apply(dal, n, cur_align, &used);
+            if (err)
+                return err;
+            if (op->kind == NORM_NFKD && used != n)
+                return -2;
+            cur = dst->v;
+            cur_align = dal->v;
+            n = dst->n;
+            continue;
+        }
+        if (op->kind == NORM_LOWERCASE || op->kind == NORM_STRIP_ACCENTS || op->kind == NORM_RUNS) {
+            if (per_char(op, cur, n, cur_align, dst, dal) < 0)
+                return -1;
+            cur = dst->v;
+            cur_align = dal->v;
+            n = dst->n;
+            continue;
+        }
         /* HF's prepend: the first added character takes over the first character's alignment,
          * the others and that character come after it, all from the first input character */
         if (op->kind == NORM_PREPEND &&
             (cps_extend(dst, op->rep, op->nrep) < 0 || align_fill(dal, 0, op->nrep, cur_align ? cur_align[0] : 0) < 0))
             return -1;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t at = cur_align ? cur_align[i] : (uint32_t)i;
-            size_t mark = dst->n;
-            int err = op->kind == NORM_REPLACE && cur[i] == op->pat[0] ? cps_extend(dst, op->rep, op->nrep)
-                                                                       : cps_push(dst, cur[i]);
+        if (op->kind == NORM_REPLACE && op->npat == 1 && op->nrep == 1) {
+            /* one character for one (SentencePiece's space): a map, each keeping its alignment */
+            if (replace_literal(op, cur, n, dst) < 0 || cps_grow(dal, n) < 0)
+                return -1;
+            for (size_t i = 0; i < n; i++)
+                dal->v[i] = cur_align ? cur_align[i] : (uint32_t)i;
+            dal->n = n;
+            cur = dst->v;
+            cur_align = dal->v;
+            continue;
+        }
+        for (size_t i = 0; i < n;) {
+            size_t mark = dst->n, used = 1;
+            int err;
+            if (op->kind == NORM_REPLACE && cur[i] == op->pat[0] && op->npat <= n - i &&
+                cps_eq(cur + i + 1, op->pat + 1, op->npat - 1)) {
+                /* HF's replace: the content shares the match's last character's alignment */
+                used = op->npat;
+                err = cps_extend(dst, op->rep, op->nrep);
+            } else {
+                err = cps_push(dst, cur[i]);
+            }
+            uint32_t at = cur_align ? cur_align[i + used - 1] : (uint32_t)(i + used - 1);
             if (err < 0 || align_fill(dal, mark, dst->n, at) < 0)
                 return -1;
+            i += used;
         }
         cur = dst->v;
         cur_align = dal->v;
@@ -670,6 +854,15 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
             dst->n = 0;
             err = cps_extend(dst, op->rep, op->nrep) < 0 || cps_extend(dst, cur, n) < 0 ? -1 : 0;
             break;
+        case NORM_NFKD:
+            if ((err = nfkd_run(cur, n, dst, NULL)) == 1)
+                continue; /* the text as it is */
+            break;
+        case NORM_LOWERCASE:
+        case NORM_STRIP_ACCENTS:
+        case NORM_RUNS:
+            err = per_char(op, cur, n, NULL, dst, NULL);
+            break;
         }
         if (err)
             return err;
@@ -679,4 +872,83 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
     *res = cur ? cur : in;
     *res_n = n;
     return 0;
+}
+
+/* ---- normalizing a long text in parts --------------------------------------------------------- */
+
+/* The one character a Precompiled replacement at byte `start` is, or -1. */
+static int64_t one_char_replacement(const Charsmap *m, int64_t start) {
+    const uint8_t *r = m->repl;
+    size_t at = (size_t)start;
+    if (at >= m->nrepl || !r[at] || (r[at] & 0xC0) == 0x80)
+        return -1;
+    uint32_t c;
+    size_t len = utf8_get(r + at, m->nrepl - at, &c);
+    return at + len >= m->nrepl || !r[at + len] ? (int64_t)c : -1;
+}
+
+int normalize_cut(const NormOp *ops, size_t nops, uint32_t *t, size_t margin) {
+    /* t[lo..hi): the characters whose image is known so far */
+    size_t lo = 0, hi = 2 * margin + 1;
+    for (size_t k = 0; k < nops; k++) {
+        const NormOp *op = &ops[k];
+        switch (op->kind) {
+        case NORM_PREPEND: /* only before the text's first character */
+            break;
+        case NORM_REPLACE:
+            /* no match can overlap characters that are none of the pattern's */
+            for (size_t i = lo; i < hi; i++)
+                for (size_t j = 0; j < op->npat; j++)
+                    if (t[i] == op->pat[j]) {
+                        if (op->npat != 1 || op->nrep != 1)
+                            return 0;
+                        t[i] = op->rep[0];
+                    }
+            break;
+        case NORM_NFC:
+            /* starters that compose with nothing before them and do not decompose: UAX #15's
+             * boundaries before each, each its own image but the last, which may compose with
+             * what follows */
+            for (size_t i = lo; i < hi; i++)
+                if (nprops(t[i]) & (N_NFD | N_NONSTARTER | N_COMPOSES))
+                    return 0;
+            hi--;
+            break;
+        case NORM_BERT:
+            /* one character for one, none reordered across (strip_accents leaves starters) */
+            for (size_t i = lo; i < hi; i++) {
+                uint32_t p = nprops(t[i]);
+                if (((op->flags & BERT_CLEAN) && (p & N_BERT_CONTROL)) || ((op->flags & BERT_CHINESE) && (p & N_BERT_CJK)) ||
+                    ((op->flags & BERT_STRIP) && (p & (N_NFD | N_NONSTARTER | N_BERT_MARK))))
+                    return 0;
+                if ((op->flags & BERT_CLEAN) && (p & N_BERT_SPACE)) {
+                    t[i] = ' ';
+                } else if ((op->flags & BERT_LOWER) && (p & N_LOWER)) {
+                    size_t e = (size_t)find_key(n_lower_keys, N_LOWER_COUNT, t[i]);
+                    if (n_lower_offsets[e + 1] - n_lower_offsets[e] != 1)
+                        return 0;
+                    t[i] = n_lower_pool[n_lower_offsets[e]];
+                }
+            }
+            break;
+        case NORM_PRECOMPILED:
+            /* ASCII before ASCII is a grapheme cluster of its own (but CR LF) and is looked up
+             * alone; the first and last may belong to clusters that reach beyond */
+            for (size_t i = lo; i < hi; i++)
+                if (t[i] >= 0x80 || (i + 1 < hi && t[i] == '\r' && t[i + 1] == '\n'))
+                    return 0;
+            for (size_t i = lo + 1; i + 1 < hi; i++) {
+                int64_t hit = op->map->ascii[t[i]], c = hit >= 0 ? one_char_replacement(op->map, hit) : (int64_t)t[i];
+                if (c < 0)
+                    return 0;
+                t[i] = (uint32_t)c;
+            }
+            lo++;
+            hi--;
+            break;
+        default:
+            return 0;
+        }
+    }
+    return lo < margin && hi > margin + 1;
 }

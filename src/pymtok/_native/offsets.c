@@ -5,7 +5,8 @@
  * covering part of a character's bytes covers that character, as HF converts its byte offsets
  * to characters. The lengths come from native.py (OffsetLengths); an id whose length is not
  * known for certain (unknown and byte-fallback tokens, an id spelled two ways) makes the text
- * go back to the pure path, which knows where each token came from.
+ * go back to the pure path, which knows where each token came from, but for a Unigram model,
+ * whose Viterbi path is run again to tell each token's bytes (unigram_piece_ranges).
  */
 #include "native.h"
 
@@ -50,11 +51,11 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail) {
 static int64_t from(int64_t origin, const uint32_t *align, size_t i) { return origin + (int64_t)(align ? align[i] : i); }
 
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
-                  const int32_t *ids, size_t nids, int trim, IdBuf *offs, size_t *used) {
+                  const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used) {
     *used = 0;
     if (!n)
         return 0;
-    if (L->unk_whole >= 0 && nids == 1 && ids[0] == L->unk_whole) {
+    if (!ranges && L->unk_whole >= 0 && nids == 1 && ids[0] == L->unk_whole) {
         /* WordPiece gives a word it cannot cut one unknown token, covering all of it */
         size_t lead = 0, trail = 0;
         if (trim != OFF_NO_TRIM)
@@ -66,14 +67,29 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
     size_t ci = 0, cb = 0, cl = utf8_width(cps[0]), b = 0, total = 0, k = 0;
     for (size_t i = 0; i < n; i++)
         total += utf8_width(cps[i]);
-    for (; b < total; k++) {
-        if (k == nids)
-            return -2;
-        const int32_t *table = k && L->cont ? L->cont : L->first;
-        int32_t id = ids[k], len = id >= 0 && (size_t)id < L->n ? table[id] : -1;
-        if (len <= 0 || b + (size_t)len > total)
-            return -2;
-        size_t b0 = b, b1 = b + (size_t)len;
+    for (; ranges ? k < nids : b < total; k++) {
+        size_t b0 = b, b1;
+        if (ranges) {
+            /* the bytes the model says; a byte token repeats its run's, whose offsets it takes */
+            if (k && ranges[2 * k] == ranges[2 * k - 2] && ranges[2 * k + 1] == ranges[2 * k - 1]) {
+                int err = offsets_push(offs, offs->v[offs->n - 2], offs->v[offs->n - 1], 0, 0, OFF_NO_TRIM, 0);
+                if (err)
+                    return err;
+                continue;
+            }
+            b0 = (size_t)ranges[2 * k];
+            b1 = (size_t)ranges[2 * k + 1];
+            if (b0 < b || b1 <= b0 || b1 > total)
+                return -2;
+        } else {
+            if (k == nids)
+                return -2;
+            const int32_t *table = k && L->cont ? L->cont : L->first;
+            int32_t id = ids[k], len = id >= 0 && (size_t)id < L->n ? table[id] : -1;
+            if (len <= 0 || b + (size_t)len > total)
+                return -2;
+            b1 = b + (size_t)len;
+        }
         while (cb + cl <= b0) {
             cb += cl;
             cl = utf8_width(cps[++ci]);
@@ -102,6 +118,38 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
             return err;
         b = b1;
     }
+    if (b != total)
+        return -2;
     *used = k;
+    return 0;
+}
+
+int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
+                              IdBuf *ranges) {
+    size_t total = 0, known = 0, unknown = nids;
+    for (size_t i = 0; i < n; i++)
+        total += utf8_width(cps[i]);
+    for (size_t k = 0; k < nids; k++) {
+        int32_t len = ids[k] >= 0 && (size_t)ids[k] < L->n ? L->first[ids[k]] : -1;
+        if (len > 0) {
+            known += (size_t)len;
+        } else if (unknown == nids) {
+            unknown = k;
+        } else {
+            return -2;
+        }
+    }
+    if (known >= total || total > INT32_MAX || unknown == nids)
+        return -2;
+    ranges->n = 0;
+    if (ranges->cap < 2 * nids && ids_grow(ranges, 2 * nids) < 0)
+        return -1;
+    size_t b = 0;
+    for (size_t k = 0; k < nids; k++) {
+        size_t len = k == unknown ? total - known : (size_t)L->first[ids[k]];
+        ranges->v[ranges->n++] = (int32_t)b;
+        ranges->v[ranges->n++] = (int32_t)(b + len);
+        b += len;
+    }
     return 0;
 }

@@ -318,23 +318,36 @@ static int split_step(const Step *st, Pieces *p) {
 static int rebuild(Pieces *p, int (*prefixed)(const Step *, const Pieces *, const Span *), const Step *st,
                    uint32_t pre, uint32_t space) {
     size_t need = p->len + p->spans.n;
-    uint32_t *buf = malloc((need ? need : 1) * sizeof *buf);
-    if (!buf)
+    uint32_t *buf = malloc((need ? need : 1) * sizeof *buf), *at = NULL;
+    if (!buf || (p->track && !(at = malloc((need ? need : 1) * sizeof *at)))) {
+        free(buf);
         return -1;
+    }
     size_t w = 0;
     for (size_t k = 0; k < p->spans.n; k++) {
         Span *sp = &p->spans.v[k];
         size_t start = w;
-        if (prefixed(st, p, sp))
+        /* HF's prepend: the new character shares the piece's first character's alignment */
+        if (prefixed(st, p, sp)) {
+            if (at)
+                at[w] = p->at ? p->at[sp->start] : (uint32_t)sp->start;
             buf[w++] = pre;
-        for (size_t i = sp->start; i < sp->end; i++)
+        }
+        for (size_t i = sp->start; i < sp->end; i++) {
+            if (at)
+                at[w] = p->at ? p->at[i] : (uint32_t)i;
             buf[w++] = p->buf[i] == ' ' ? space : p->buf[i];
+        }
         sp->start = start;
         sp->end = w;
     }
     free(p->buf);
     p->buf = buf;
     p->len = w;
+    if (at) {
+        free(p->at);
+        p->at = at;
+    }
     return 0;
 }
 
