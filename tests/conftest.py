@@ -7,6 +7,11 @@ message saying how to get the files, and when it is set but files are missing th
 Two tiers. The default (fast) one runs every test but those marked ``slow``, each corpus sample
 cut to a quarter (no fewer than 150 chunks) and each hypothesis test to a quarter of its examples
 (no fewer than 20); ``--full`` runs everything, samples at full size. ``.ci/run`` runs both.
+
+A test stays cheap by naming its fixture among its parameters (the scheduler then runs it with
+that model's other tests), taking the loaded tokenizers from ``ours``, ``hf_tokenizer``,
+``auto_tokenizer`` and ``exported_mtok`` rather than loading its own, and sizing its samples with
+``corpus_chunks`` and ``examples``.
 """
 
 from __future__ import annotations
