@@ -7,6 +7,11 @@ message saying how to get the files, and when it is set but files are missing th
 Two tiers. The default (fast) one runs every test but those marked ``slow``, each corpus sample
 cut to a quarter (no fewer than 150 chunks) and each hypothesis test to a quarter of its examples
 (no fewer than 20); ``--full`` runs everything, samples at full size. ``.ci/run`` runs both.
+
+A test stays cheap by naming its fixture among its parameters (the scheduler then runs it with
+that model's other tests), taking the loaded tokenizers from ``ours``, ``hf_tokenizer``,
+``auto_tokenizer`` and ``exported_mtok`` rather than loading its own, and sizing its samples with
+``corpus_chunks`` and ``examples``.
 """
 
 from __future__ import annotations
@@ -51,17 +56,35 @@ def pytest_configure(config: pytest.Config) -> None:
     FULL_SAMPLES = config.getoption("--full")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def model_of(nodeid: str) -> str | None:
+    """The fixture a test runs on: the first of its parameters' ids that names one."""
+    if "[" not in nodeid:
+        return None
+    params = "-" + nodeid[nodeid.index("[") + 1 : nodeid.rindex("]")] + "-"
+    found = [(params.find(f"-{name}-"), name) for name in TOKENIZER_NAMES if f"-{name}-" in params]
+    return min(found)[1] if found else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     # One worker runs all of a model's tests, one after another (``--dist loadgroup``, set in
-    # pyproject.toml): the modules keep a few loaded tokenizers and oracles at a time (memory),
-    # so a model's tests spread over both workers and interleaved with others' reloaded them.
-    for item in items:
-        params = getattr(item, "callspec", None)
-        model = next((v for v in params.params.values() if isinstance(v, str) and v in TOKENIZER_NAMES), None) \
-            if params else None
-        if model is not None:
-            item.add_marker(pytest.mark.xdist_group(model))
+    # pyproject.toml), module by module: a model's tokenizers and oracles are then loaded once a
+    # run (the session caches below hold the last few), not once a module on each worker.
+    # The groups are read off the test ids here, in the controller: xdist 3.8 tells it a worker's
+    # xdist_group marks through the test ids, which pytest 9.2 no longer lets it rewrite
+    # (pytest-dev/pytest-xdist#1386), so the marks alone leave every test a group of its own.
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ByModel(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return model_of(nodeid) or super()._split_scope(nodeid)
+
+    return ByModel(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("--full"):
         return
     skip = pytest.mark.skip(reason="slow: run by the full tier (pytest --full)")
@@ -199,3 +222,22 @@ def hf_tokenizer(name: str):
     tok.no_padding()
     tok.no_truncation()
     return tok
+
+
+# with a model's tests in a row on one worker, the last two serve every module that compares
+# against transformers; each is hundreds of MB for the large vocabularies
+@functools.lru_cache(maxsize=2)
+def auto_tokenizer(name: str) -> Any:
+    """transformers' tokenizer for the fixture folder as ``AutoTokenizer`` loads it, shared by the
+    tests (one that changes it works on a copy); a folder naming remote code (chatglm3-6b) loads
+    in ``PreTrainedTokenizerFast``, as that code is not run."""
+    import json
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    folder = fixture_path("tokenizers", name)
+    config_file = folder / "tokenizer_config.json"
+    if config_file.is_file() and "auto_map" in json.loads(config_file.read_text(encoding="utf-8")):
+        return PreTrainedTokenizerFast.from_pretrained(str(folder))
+    return AutoTokenizer.from_pretrained(str(folder))

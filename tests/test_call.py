@@ -17,7 +17,7 @@ import pytest
 
 import pymtok
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer, ours, slow_for
+from conftest import TOKENIZER_NAMES, auto_tokenizer, corpus_chunks, examples, fixture_path, hf_tokenizer, ours, slow_for
 
 # settings the oracle takes from tokenizer_config.json; the class and remote code are left out
 # AutoTokenizer.from_pretrained drops add_bos_token / add_eos_token beside a tokenizer.json (its
@@ -44,15 +44,13 @@ def hf_call(name: str) -> Any:
 def auto_settings(name: str) -> dict[str, Any]:
     """The __call__ settings ``AutoTokenizer`` gives the fixture (its class's defaults under the
     folder's config); none for remote code, which is not run."""
-    from transformers import AutoTokenizer
-
     folder = fixture_path("tokenizers", name)
     config_file = folder / "tokenizer_config.json"
     if config_file.is_file() and "auto_map" in json.loads(config_file.read_text(encoding="utf-8")):
         return {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        auto = AutoTokenizer.from_pretrained(str(folder))
+        auto = auto_tokenizer(name)
     return {"padding_side": auto.padding_side, "truncation_side": auto.truncation_side,
             "model_input_names": list(auto.model_input_names)}
 

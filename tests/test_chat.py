@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fixture_path, hf_tokenizer, slow_for
+from conftest import auto_tokenizer, fixture_path, hf_tokenizer, slow_for
 
 from pymtok.chat import (
     ChatTemplate,
@@ -120,20 +120,8 @@ def _load_hf(folder: Path) -> Any:
     return AutoTokenizer.from_pretrained(str(folder))
 
 
-_HF: dict[str, Any] = {}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _release_tokenizers() -> Any:
-    """Loaded tokenizers take hundreds of MB: keep them for this module only."""
-    yield
-    _HF.clear()
-
-
 def hf(name: str) -> Any:
-    if name not in _HF:
-        _HF[name] = _load_hf(fixture_path("tokenizers", name))
-    return _HF[name]
+    return auto_tokenizer(name)
 
 
 def ours(name: str) -> ChatTemplate:

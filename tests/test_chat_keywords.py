@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import examples, fixture_path
+from conftest import auto_tokenizer, examples, fixture_path
 from test_chat import ASSISTANT_LAST, MULTI, NO_SYSTEM, SINGLE, TEMPLATED, WEATHER_TOOL, _load_hf, outcome
 
 import pymtok
@@ -30,7 +30,6 @@ from pymtok.errors import TemplateError
 # One fixture's tokenizers at a time (each takes up to 200 MB); tests run fixture by fixture.
 _OURS: dict[str, Any] = {}
 _FAST: dict[str, Any] = {}
-_TRANSFORMERS: dict[str, Any] = {}
 
 
 def _one(cache: dict[str, Any], name: str, load: Callable[[], Any]) -> Any:
@@ -43,7 +42,7 @@ def _one(cache: dict[str, Any], name: str, load: Callable[[], Any]) -> Any:
 @pytest.fixture(scope="module", autouse=True)
 def _release_tokenizers() -> Any:
     yield
-    for cache in (_OURS, _FAST, _TRANSFORMERS):
+    for cache in (_OURS, _FAST):
         cache.clear()
 
 
@@ -52,7 +51,7 @@ def ours(name: str) -> Any:
 
 
 def hf(name: str) -> Any:
-    return _one(_TRANSFORMERS, name, lambda: _load_hf(fixture_path("tokenizers", name)))
+    return auto_tokenizer(name)
 
 
 def fast(name: str) -> Any:

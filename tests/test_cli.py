@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 
-from conftest import fixture_path, hf_tokenizer
+from conftest import auto_tokenizer, fixture_path, hf_tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -96,14 +96,10 @@ def test_decode(qwen_mtok: Path) -> None:
 
 
 def test_chat_matches_transformers(qwen_mtok: Path, tmp_path: Path) -> None:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    from transformers import AutoTokenizer
-
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi 👋"}]
     path = tmp_path / "m.json"
     path.write_text(json.dumps(messages), encoding="utf-8")
-    tf = AutoTokenizer.from_pretrained(str(fixture_path("tokenizers", "qwen3")))
-    want = tf.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    want = auto_tokenizer("qwen3").apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert run("chat", str(qwen_mtok), str(path)).stdout == want
     ids = run("chat", str(qwen_mtok), str(path), "--tokenize").stdout.split()
     assert ids == [str(i) for i in hf_tokenizer("qwen3").encode(want, add_special_tokens=False).ids]

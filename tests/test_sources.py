@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import pymtok
 from pymtok import legacy
+from pymtok.cli import main as cli_main
 from pymtok.errors import FormatError
 from pymtok.mtok import read_mtok
 
@@ -232,27 +233,31 @@ def test_folders_without_a_tokenizer_are_one_clear_error(tmp_path: Path) -> None
         pymtok.load(tmp_path)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pymtok.cli", *args], capture_output=True, text=True, timeout=600)
+def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    # in this process: test_cli.py runs export and verify through the installed command, and a
+    # subprocess for each call here would add seconds of imports
+    status = cli_main(list(args))
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, status, out, err)
 
 
-def test_cli_verify_says_which_oracle(tmp_path: Path) -> None:
+def test_cli_verify_says_which_oracle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cl100k = fixture_path("legacy", "tiktoken", "cl100k_base.tiktoken")
-    proc = _cli("export", str(cl100k), "-o", str(tmp_path / "t"))
+    proc = _cli(capsys, "export", str(cl100k), "-o", str(tmp_path / "t"))
     assert proc.returncode == 0, proc.stderr
     assert "tiktoken encoding cl100k_base" in proc.stdout and "30/30" in proc.stdout
-    proc = _cli("verify", str(tmp_path / "t" / "tokenizer.mtok"), "--against", str(cl100k))
+    proc = _cli(capsys, "verify", str(tmp_path / "t" / "tokenizer.mtok"), "--against", str(cl100k))
     assert proc.returncode == 0 and "(tiktoken (cl100k_base))" in proc.stdout, proc.stdout + proc.stderr
     gguf = fixture_path("gguf", "ggml-vocab-bert-bge.gguf")
-    proc = _cli("export", str(gguf), "-o", str(tmp_path / "g"))
+    proc = _cli(capsys, "export", str(gguf), "-o", str(tmp_path / "g"))
     assert proc.returncode == 0 and (tmp_path / "g" / "tokenizer.mtok").is_file(), proc.stderr
-    proc = _cli("verify", str(tmp_path / "g" / "tokenizer.mtok"), "--against", str(gguf))
+    proc = _cli(capsys, "verify", str(tmp_path / "g" / "tokenizer.mtok"), "--against", str(gguf))
     assert proc.returncode == 0 and "pymtok's exact reading of ggml-vocab-bert-bge.gguf" in proc.stdout
     bert = fixture_path("legacy", "bert-vocab")
-    proc = _cli("verify", str(bert), "--against", str(bert))
+    proc = _cli(capsys, "verify", str(bert), "--against", str(bert))
     assert proc.returncode == 0 and "HF BertWordPieceTokenizer (cased" in proc.stdout, proc.stdout + proc.stderr
     (tmp_path / "empty").mkdir()
-    proc = _cli("verify", str(tmp_path / "g" / "tokenizer.mtok"), "--against", str(tmp_path / "empty"))
+    proc = _cli(capsys, "verify", str(tmp_path / "g" / "tokenizer.mtok"), "--against", str(tmp_path / "empty"))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "no tokenizer" in proc.stderr
 
 

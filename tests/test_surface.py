@@ -11,7 +11,6 @@ import functools
 import gc
 import inspect
 import json
-import os
 import pickle
 import shutil
 import weakref
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, ours, slow_for
+from conftest import TOKENIZER_NAMES, auto_tokenizer, corpus_chunks, fixture_path, hf_tokenizer, ours, slow_for
 
 import pymtok
 from pymtok import legacy
@@ -36,15 +35,10 @@ def chunks() -> tuple[str, ...]:
     return tuple(corpus_chunks(CHUNKS, seed=13))
 
 
-@functools.lru_cache(maxsize=None)
 def transformers_tokenizer(name: str) -> Any:
-    os.environ["HF_HUB_OFFLINE"] = "1"
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
-    folder = str(fixture_path("tokenizers", name))
-    if name in REMOTE_CODE:
-        return transformers.PreTrainedTokenizerFast.from_pretrained(folder)
-    return transformers.AutoTokenizer.from_pretrained(folder)
+    return auto_tokenizer(name)
 
 
 def transformers_tokenizer_at(folder: Path) -> Any:
