@@ -190,6 +190,8 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
     """
     _native = _core()
     encoder = getattr(tokenizer._native_segment, "__self__", None)
+    if _native is not None and isinstance(encoder, _native.SentencePieceModel):
+        return _sentencepiece_text(tokenizer, encoder)
     if _native is None or not isinstance(encoder, _native.Encoder):
         return None
     added = tokenizer.added
@@ -211,6 +213,26 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
     encoder.set_post(*affixes)
     # a partial, not a Python function: the common encode call then runs no Python frame here
     encode: TextEncoder = functools.partial(encoder.encode_text, tokenizer.normalizer)
+    return encode
+
+
+def is_encoder(obj: Any) -> bool:
+    """Whether ``obj`` is the native core's ``Encoder`` (batches, ``bind``), not another model's."""
+    _native = _core()
+    return _native is not None and isinstance(obj, _native.Encoder)
+
+
+def _sentencepiece_text(tokenizer: Tokenizer, model: Any) -> TextEncoder | None:
+    """The sentencepiece library's pipeline (its normalizer, then its model on the whole text) in
+    one native call that reads a long text a part at a time; None with added tokens to match."""
+    _native = _core()
+    normalizer = tokenizer.normalizer
+    affixes = _affixes(tokenizer.post_processor)
+    if (tokenizer.added.by_id or affixes is None
+            or not (normalizer is None or isinstance(normalizer, _native.SentencePieceNormalizer))):
+        return None
+    model.set_post(*affixes)
+    encode: TextEncoder = functools.partial(model.encode_text, normalizer)
     return encode
 
 

@@ -188,8 +188,9 @@ class Tokenizer:
         # encode_batch in one native call, on the native core's own threads (the encoder
         # accelerate_text set up)
         encoder = getattr(self._native_segment, "__self__", None)
-        self._native_batch = encoder.encode_batch if self._native_text is not None else None
-        if self._native_text is not None and type(self).encode is Tokenizer.encode:
+        batched = self._native_text is not None and native.is_encoder(encoder)
+        self._native_batch = encoder.encode_batch if batched else None
+        if batched and type(self).encode is Tokenizer.encode:
             # the common call, encode(text[, add_special_tokens=flag]), in C without this method's
             # Python frame (which costs more than encoding a word); every other call is the method's
             self.__dict__["encode"] = encoder.bind(self.normalizer, self.__dict__, Tokenizer.encode.__get__(self))

@@ -2581,6 +2581,7 @@ typedef struct {
      * pointers to a vocabulary's ints, not an int object of its own for every id */
     PyObject **ints;
     size_t nints;
+    IdBuf prefix, suffix; /* encode_text's special tokens (set_post) */
 } SentencePieceModel;
 
 static void sp_ints_free(SentencePieceModel *self) {
@@ -2595,6 +2596,8 @@ static void SentencePieceModel_dealloc(SentencePieceModel *self) {
     if (self->ready)
         sp_model_free(&self->model);
     sp_ints_free(self);
+    free(self->prefix.v);
+    free(self->suffix.v);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -2655,6 +2658,37 @@ done:
     return rc;
 }
 
+/* ids as a list of the vocabulary's ints (made on first use) */
+static PyObject *sp_id_list(SentencePieceModel *self, const IdBuf *ids) {
+    PyObject *list = PyList_New((Py_ssize_t)ids->n);
+    for (size_t i = 0; list && i < ids->n; i++) {
+        size_t k = (size_t)ids->v[i];
+        PyObject *id = k < self->nints ? self->ints[k] : NULL;
+        if (id)
+            Py_INCREF(id);
+        else if ((id = PyLong_FromLong(ids->v[i])) && k < self->nints)
+            self->ints[k] = Py_NewRef(id);
+        if (!id) {
+            Py_CLEAR(list);
+            break;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, id);
+    }
+    return list;
+}
+
+static int sp_list_extend(SentencePieceModel *self, PyObject *list, const IdBuf *ids) {
+    if (!ids->n)
+        return 0;
+    PyObject *tail = sp_id_list(self, ids);
+    if (!tail)
+        return -1;
+    Py_ssize_t at = PyList_GET_SIZE(list);
+    int err = PyList_SetSlice(list, at, at, tail);
+    Py_DECREF(tail);
+    return err;
+}
+
 static PyObject *SentencePieceModel_encode(SentencePieceModel *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "encode(text: str, offset: int)");
@@ -2677,27 +2711,29 @@ static PyObject *SentencePieceModel_encode(SentencePieceModel *self, PyObject *c
     Py_BEGIN_ALLOW_THREADS
     err = sp_model_encode(&self->model, utf8, (size_t)len, &out);
     Py_END_ALLOW_THREADS
-    PyObject *list = err ? PyErr_NoMemory() : PyList_New((Py_ssize_t)out.n);
-    for (size_t i = 0; list && i < out.n; i++) {
-        size_t k = (size_t)out.v[i];
-        PyObject *id = k < self->nints ? self->ints[k] : NULL;
-        if (id)
-            Py_INCREF(id);
-        else if ((id = PyLong_FromLong(out.v[i])) && k < self->nints)
-            self->ints[k] = Py_NewRef(id);
-        if (!id) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, id);
-    }
+    PyObject *list = err ? PyErr_NoMemory() : sp_id_list(self, &out);
     free(out.v);
     return list;
 }
 
+static PyObject *SentencePieceModel_set_post(SentencePieceModel *self, PyObject *args) {
+    PyObject *prefix, *suffix;
+    if (!PyArg_ParseTuple(args, "OO:set_post", &prefix, &suffix) || read_ids(prefix, &self->prefix) < 0 ||
+        read_ids(suffix, &self->suffix) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *SentencePieceModel_encode_text(SentencePieceModel *self, PyObject *const *args, Py_ssize_t nargs);
+
 static PyMethodDef SentencePieceModel_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))SentencePieceModel_encode, METH_FASTCALL,
      "encode(text, offset) -> list[int]: the ids of a whole normalized text (offset unused)."},
+    {"set_post", (PyCFunction)SentencePieceModel_set_post, METH_VARARGS,
+     "set_post(prefix, suffix): the ids encode_text's add_special_tokens puts around a text's."},
+    {"encode_text", (PyCFunction)(void (*)(void))SentencePieceModel_encode_text, METH_FASTCALL,
+     "encode_text(normalizer, text, add_special_tokens) -> list[int]: a SentencePieceNormalizer (or None)\n"
+     "and this model on a raw text, a part at a time; ValueError for a lone surrogate, as Tokenizer.encode."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2841,6 +2877,112 @@ static PyTypeObject SentencePieceNormalizerType = {
     .tp_members = SentencePieceNormalizer_members,
     .tp_doc = "The sentencepiece library's normalizer (pymtok.normalizers.SentencePiece).",
 };
+
+/* encode_text reads its text this many characters at a time: its buffers hold a part's bytes
+ * and what the model has not taken yet, not the whole text's */
+#define SP_PART (1u << 16)
+
+/* text[a, b) as UTF-8, appended (a str without lone surrogates) */
+static int utf8_of_str(int kind, const void *data, size_t a, size_t b, SpBytes *o) {
+    if (o->cap - o->n < 4 * (b - a)) {
+        size_t c = o->n + 4 * (b - a) + 64;
+        uint8_t *v = realloc(o->v, c);
+        if (!v)
+            return -1;
+        o->v = v;
+        o->cap = c;
+    }
+    for (size_t i = a; i < b; i++)
+        o->n += utf8_put(PyUnicode_READ(kind, data, i), o->v + o->n);
+    return 0;
+}
+
+static PyObject *SentencePieceModel_encode_text(SentencePieceModel *self, PyObject *const *args, Py_ssize_t nargs) {
+    int special;
+    if (nargs != 3 || (args[0] != Py_None && !PyObject_TypeCheck(args[0], &SentencePieceNormalizerType)) ||
+        !PyUnicode_Check(args[1]) || (special = PyObject_IsTrue(args[2])) < 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_text(normalizer: SentencePieceNormalizer | None, text: str, add_special_tokens: bool)");
+        return NULL;
+    }
+    if (!self->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "SentencePieceModel is not initialised");
+        return NULL;
+    }
+    const SpNormalizer *norm = args[0] == Py_None ? NULL : &((SentencePieceNormalizer *)args[0])->norm;
+    PyObject *text = args[1];
+    size_t n;
+    if (encodable_length(text, &n) < 0)
+        return NULL;
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    /* in: the raw UTF-8 not normalized yet; mid: the normalized text the model has not taken */
+    SpBytes in = {0}, mid = {0};
+    SpNormState st = {0};
+    SpRun run = {0};
+    IdBuf ids = {0};
+    int err = 0;
+    PyObject *list = PyList_New(0);
+    if (!list || (special && sp_list_extend(self, list, &self->prefix) < 0))
+        goto fail;
+    for (size_t a = 0, b; a < n || !a; a = b) {
+        b = n - a > SP_PART ? a + SP_PART : n;
+        int last = b == n;
+        size_t used = 0;
+        ids.n = 0;
+        Py_BEGIN_ALLOW_THREADS
+        err = utf8_of_str(kind, data, a, b, &in);
+        if (!err && norm) {
+            err = sp_normalize_part(norm, &st, in.v, in.n, last, &used, &mid);
+        } else if (!err) {
+            err = utf8_of_str(kind, data, a, b, &mid) < 0 ? -1 : 0;
+            used = in.n;
+        }
+        if (!err) {
+            if (used < in.n)
+                memmove(in.v, in.v + used, in.n - used);
+            in.n -= used;
+            size_t kept = last || !norm ? mid.n : sp_normalized_kept(norm, mid.v, mid.n);
+            err = sp_model_encode_part(&self->model, &run, mid.v, kept, last, &used, &ids);
+        }
+        if (!err && used) {
+            memmove(mid.v, mid.v + used, mid.n - used);
+            mid.n -= used;
+        }
+        Py_END_ALLOW_THREADS
+        if (err == -2) {
+            /* a bad charsmap value: the pure normalizer raises the error that names it */
+            PyObject *r = PyObject_CallOneArg(((SentencePieceNormalizer *)args[0])->pure, text);
+            if (r) {
+                Py_DECREF(r);
+                PyErr_SetString(PyExc_SystemError, "SentencePieceNormalizer: a charsmap value the pure normalizer took");
+            }
+            goto fail;
+        }
+        if (err < 0) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (sp_list_extend(self, list, &ids) < 0)
+            goto fail;
+        if (last)
+            break;
+    }
+    if (special && sp_list_extend(self, list, &self->suffix) < 0)
+        goto fail;
+    free(in.v);
+    free(mid.v);
+    free(ids.v);
+    sp_run_free(&run);
+    return list;
+fail:
+    free(in.v);
+    free(mid.v);
+    free(ids.v);
+    sp_run_free(&run);
+    Py_XDECREF(list);
+    return NULL;
+}
 
 static PyObject *work_peak(PyObject *module, PyObject *unused) {
     (void)module;

@@ -562,6 +562,24 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
                   const float *scores, size_t n, int32_t unk_id, int byte_fallback);
 /* The ids of a whole normalized text (UTF-8); -1 when out of memory. Runs without the GIL. */
 int sp_model_encode(SpModel *m, const uint8_t *text, size_t n, IdBuf *out);
+/* A normalized text given to sp_model_encode_part a part at a time: what carries from one call
+ * to the next (zeroed before the first, sp_run_free after the last). */
+typedef struct {
+    int previous_unk;    /* the last id was an unknown piece's (a run of them is one) */
+    size_t reach;        /* Unigram: the farthest a piece from the starts processed ends; BPE: the
+                          * bytes searched for a cut */
+    size_t done;         /* Unigram: the starts processed */
+    float *best;         /* Unigram: per position of the pending text, its best path */
+    int64_t *start_of;
+    int32_t *node;
+    size_t cap;
+} SpRun;
+
+/* The ids of text[0, n), the normalized text so far (all of it when `last`): those of the start
+ * of it that what follows cannot change, appended to out, its length in *used. The caller drops
+ * those bytes and gives the rest again with the next ones. -1 when out of memory. */
+int sp_model_encode_part(SpModel *m, SpRun *run, const uint8_t *text, size_t n, int last, size_t *used, IdBuf *out);
+void sp_run_free(SpRun *run);
 void sp_model_free(SpModel *m);
 
 /* sentencepiece's normalizer (pymtok.normalizers.SentencePiece); units and repl are a
@@ -580,8 +598,29 @@ typedef struct {
 int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t *lens, size_t nuser);
 void sp_normalizer_free(SpNormalizer *m);
 /* The normalized UTF-8 of in[0..n) (valid UTF-8) into a malloc'd *out; -1 when out of memory,
- * -2 for a charsmap value outside its replacements (the pure normalizer raises FormatError). */
+ * -2 for a charsmap value outside its replacements or one that is not UTF-8 (the pure normalizer
+ * raises FormatError). */
 int sp_normalize(const SpNormalizer *m, const uint8_t *in, size_t n, uint8_t **out, size_t *out_n);
+
+typedef struct {
+    uint8_t *v;
+    size_t n, cap;
+} SpBytes;
+
+typedef struct {
+    int begun;          /* the leading whitespace is behind, the dummy prefix written */
+    int previous_space;
+} SpNormState;
+
+/* sp_normalize of a text given a part at a time (st zeroed before the first): in[0, n) is the
+ * text so far, `last` when it reaches the end. Appends to *out what the whole text's
+ * normalization has there and sets *used to the bytes of `in` it took: the rest (a unit that
+ * could reach into the next part) starts the next call's input. Errors as sp_normalize's. */
+int sp_normalize_part(const SpNormalizer *m, SpNormState *st, const uint8_t *in, size_t n, int last, size_t *used,
+                      SpBytes *out);
+/* How much of out[0, n), normalized text so far, no text after it can change: all of it but the
+ * trailing spaces the text's end strips (remove_extra_whitespaces). */
+size_t sp_normalized_kept(const SpNormalizer *m, const uint8_t *out, size_t n);
 
 /* ---- decoding (decode.c) ---------------------------------------------------------------- */
 

@@ -367,10 +367,10 @@ done:
     return err;
 }
 
-static int bpe_encode(SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
+static int bpe_encode(SpModel *m, const uint8_t *text, size_t n, int *previous_unk, IdBuf *out) {
     Symbol *sym = malloc((n ? n : 1) * sizeof *sym);
     Agenda agenda = {0};
-    int previous_unk = 0, err = sym ? 0 : -1;
+    int err = sym ? 0 : -1;
     /* With word_split no symbol holds U+2581 right after another character, so no merge
      * crosses the position before a U+2581 that follows one: each word merges alone, in the order it would among all of them, and
      * a word without unknown symbols has the same ids wherever it is (then cached). */
@@ -390,14 +390,14 @@ static int bpe_encode(SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
             const CacheEntry *e = cache_get(cache, text + start, len, h);
             if (e) {
                 err = ids_extend(out, cache_ids(e), e->nids);
-                previous_unk = 0;
+                *previous_unk = 0;
                 start = end;
                 continue;
             }
         }
         size_t before = out->n;
         int any_unk = 0;
-        err = bpe_word(m, text, start, end, sym, &agenda, out, &previous_unk, &any_unk);
+        err = bpe_word(m, text, start, end, sym, &agenda, out, previous_unk, &any_unk);
         if (!err && cache && len <= CACHE_MAX_PIECE && !any_unk)
             cache_put(cache, text + start, len, h, out->v + before, out->n - before);
         start = end;
@@ -410,20 +410,51 @@ static int bpe_encode(SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
 
 /* ---- Unigram -------------------------------------------------------------------------------- */
 
-static int unigram_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
-    /* per byte position (only character boundaries are reached): float32 path scores */
-    float *best = calloc(n + 1, sizeof *best);
-    int64_t *start_of = malloc((n + 1) * sizeof *start_of);
-    int32_t *node = malloc((n + 1) * sizeof *node);
-    int err = -1;
-    if (!best || !start_of || !node)
-        goto done;
-    for (size_t i = 0; i <= n; i++)
-        start_of[i] = -1;
-    for (size_t i = 0; i < n; i += utf8_len(text[i]) <= n - i ? utf8_len(text[i]) : n - i) {
-        float here = best[i];
+/* run's arrays with room for positions [0, n] of the pending text, new ones unreached */
+static int unigram_room(SpRun *run, size_t n) {
+    if (n + 1 > run->cap) {
+        size_t cap = 2 * run->cap > n + 1 ? 2 * run->cap : n + 1;
+        float *best = realloc(run->best, cap * sizeof *best);
+        if (best)
+            run->best = best;
+        int64_t *start_of = best ? realloc(run->start_of, cap * sizeof *start_of) : NULL;
+        if (start_of)
+            run->start_of = start_of;
+        int32_t *node = start_of ? realloc(run->node, cap * sizeof *node) : NULL;
+        if (!node)
+            return -1;
+        run->node = node;
+        for (size_t i = run->cap; i < cap; i++)
+            run->start_of[i] = -1;
+        if (!run->cap)
+            run->best[0] = 0; /* the text's start */
+        run->cap = cap;
+    }
+    return 0;
+}
+
+/* The library's Viterbi (EncodeOptimized), resumable: the starts before run->done are processed,
+ * their best paths in run's arrays. A position no piece spans (none from an earlier start ends
+ * past it) is on every path, so the best path's nodes before the last such one are final: they
+ * are emitted, and the DP goes on from there with that position's score, the sums the whole
+ * text's. Without `last` a start whose pieces could run on past the text's end waits for more. */
+static int unigram_part(const SpModel *m, SpRun *run, const uint8_t *text, size_t n, int last, size_t *used,
+                        IdBuf *out) {
+    if (unigram_room(run, n) < 0)
+        return -1;
+    float *best = run->best;
+    int64_t *start_of = run->start_of;
+    int32_t *node = run->node;
+    size_t i = run->done, cut = 0;
+    while (i < n) {
+        if (run->reach <= i)
+            cut = i;
         size_t first = utf8_len(text[i]) <= n - i ? utf8_len(text[i]) : n - i;
-        int single = 0;
+        if (!last && first < utf8_len(text[i]))
+            break;
+        float here = best[i];
+        int single = 0, open = 0;
+        size_t reach = run->reach;
         for (size_t end = i + first; end <= n;) {
             int32_t value = strmap_get(&m->prefixes, text + i, end - i);
             if (value < 0)
@@ -446,11 +477,17 @@ static int unigram_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf
                 }
                 if (end == i + first)
                     single = 1;
+                if (end > reach)
+                    reach = end;
             }
-            if (end == n)
+            if (end == n) {
+                open = !last;
                 break;
+            }
             end += utf8_len(text[end]) <= n - end ? utf8_len(text[end]) : n - end;
         }
+        if (open)
+            break; /* a piece may run on into the text to come: redone with it */
         if (!single) {
             float cand = (float)((double)m->unk_score + (double)here);
             if (start_of[i + first] == -1 || cand > best[i + first]) {
@@ -458,26 +495,32 @@ static int unigram_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf
                 start_of[i + first] = (int64_t)i;
                 node[i + first] = m->unk_id;
             }
+            if (i + first > reach)
+                reach = i + first;
         }
+        run->reach = reach;
+        i += first;
     }
-    /* the best path, last node first, then emitted from the start */
+    run->done = i;
+    if (last)
+        cut = n;
+    /* the best path to the cut, last node first, then emitted from the start */
     size_t count = 0;
-    for (int64_t end = (int64_t)n; end > 0; end = start_of[end])
+    for (int64_t end = (int64_t)cut; end > 0; end = start_of[end])
         count++;
     int64_t *ends = malloc((count ? count : 1) * sizeof *ends);
     if (!ends)
-        goto done;
+        return -1;
     size_t k = count;
-    for (int64_t end = (int64_t)n; end > 0; end = start_of[end])
+    for (int64_t end = (int64_t)cut; end > 0; end = start_of[end])
         ends[--k] = end;
-    int previous_unk = 0;
-    err = 0;
+    int err = 0;
     for (size_t j = 0; j < count && !err; j++) {
         int64_t end = ends[j], start = start_of[end];
         int32_t id = node[end];
         if (id != m->unk_id) {
             err = ids_push(out, id);
-            previous_unk = 0;
+            run->previous_unk = 0;
             continue;
         }
         if (m->byte_fallback) {
@@ -485,21 +528,65 @@ static int unigram_encode(const SpModel *m, const uint8_t *text, size_t n, IdBuf
                 int32_t byte_id = m->fallback[text[b]];
                 err = ids_push(out, byte_id >= 0 ? byte_id : id);
             }
-        } else if (!previous_unk) {
+        } else if (!run->previous_unk) {
             err = ids_push(out, id); /* a run of unknown characters is one unknown piece */
         }
-        previous_unk = 1;
+        run->previous_unk = 1;
     }
     free(ends);
-done:
-    free(best);
-    free(start_of);
-    free(node);
-    return err;
+    if (err || !cut || last) {
+        *used = err ? 0 : cut;
+        return err;
+    }
+    /* the pending text starts at the cut: its positions move there, their scores kept */
+    size_t rest = n - cut;
+    memmove(best, best + cut, (rest + 1) * sizeof *best);
+    memmove(node, node + cut, (rest + 1) * sizeof *node);
+    for (size_t q = 0; q <= rest; q++)
+        start_of[q] = start_of[q + cut] >= (int64_t)cut ? start_of[q + cut] - (int64_t)cut : -1;
+    for (size_t q = rest + 1; q <= n; q++)
+        start_of[q] = -1;
+    run->done -= cut;
+    run->reach = run->reach > cut ? run->reach - cut : 0;
+    *used = cut;
+    return 0;
+}
+
+int sp_model_encode_part(SpModel *m, SpRun *run, const uint8_t *text, size_t n, int last, size_t *used, IdBuf *out) {
+    if (m->kind != SP_KIND_BPE)
+        return unigram_part(m, run, text, n, last, used, out);
+    /* BPE with word_split cuts before the last word's U+2581 (one after another character);
+     * run->reach is where the search stopped last time, so no byte is searched twice */
+    size_t cut = last ? n : 0;
+    if (!last && m->word_split && n >= 6) {
+        size_t from = run->reach > 3 ? run->reach : 3;
+        for (size_t i = n - 3; i >= from; i--) {
+            if (text[i] == 0xE2 && !memcmp(text + i, SP_SPACE, 3) && memcmp(text + i - 3, SP_SPACE, 3)) {
+                cut = i;
+                break;
+            }
+            if (i == from)
+                break;
+        }
+        run->reach = cut ? 0 : n - 2;
+    }
+    *used = cut;
+    return cut ? bpe_encode(m, text, cut, &run->previous_unk, out) : 0;
 }
 
 int sp_model_encode(SpModel *m, const uint8_t *text, size_t n, IdBuf *out) {
-    return m->kind == SP_KIND_BPE ? bpe_encode(m, text, n, out) : unigram_encode(m, text, n, out);
+    SpRun run = {0};
+    size_t used;
+    int err = sp_model_encode_part(m, &run, text, n, 1, &used, out);
+    sp_run_free(&run);
+    return err;
+}
+
+void sp_run_free(SpRun *run) {
+    free(run->best);
+    free(run->start_of);
+    free(run->node);
+    *run = (SpRun){0};
 }
 
 /* ---- the normalizer (normalizer.cc) ---------------------------------------------------------- */
@@ -558,21 +645,47 @@ static int walk(const SpNormalizer *m, const uint8_t *d, size_t start, size_t en
     return 0;
 }
 
+/* Whether s[0, n) is UTF-8 as Python's strict decoder takes it (no overlong forms, surrogates or
+ * code points past U+10FFFF): a charsmap's replacement may be any bytes. */
+static int utf8_strict(const uint8_t *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        size_t len = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
+        if (!len || len > n - i)
+            return 0;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0) || (c == 0xF0 && s[i + 1] < 0x90) ||
+            (c == 0xF4 && s[i + 1] >= 0x90))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
 /* NormalizePrefix: the normalized bytes of the input's next unit (*piece, *piece_n) and its
- * length in the input. The input is valid UTF-8 (a Python str's). */
-static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t pos, const uint8_t **piece,
+ * length in the input. The input is valid UTF-8 (a Python str's). Unless `last`, d[0, n) is only
+ * the text so far: 1 when the unit could reach past it, whose answer the bytes after decide. */
+static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t pos, int last, const uint8_t **piece,
                      size_t *piece_n, size_t *used) {
     for (size_t k = 0; k < m->nuser_lengths; k++) {
         size_t l = m->user_lengths[k];
-        if (l <= n - pos && strmap_get(&m->user, d + pos, l) >= 0) {
+        if (l > n - pos) {
+            if (!last)
+                return 1;
+        } else if (strmap_get(&m->user, d + pos, l) >= 0) {
             *piece = d + pos;
             *piece_n = *used = l;
             return 0;
         }
     }
     size_t size = utf8_len(d[pos]);
-    if (size > n - pos)
+    if (size > n - pos) {
+        if (!last)
+            return 1;
         size = n - pos;
+    }
     if (m->nunits) {
         int64_t node = (int64_t)unit_offset(m->units[0]);
         size_t best, more;
@@ -588,12 +701,14 @@ static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t p
                 value = more_value;
             }
         }
+        if (node >= 0 && !last)
+            return 1; /* the walk is still in a key at the end of what is here */
         if (best) {
             const uint8_t *r = m->repl + value, *stop = memchr(r, 0, m->nrepl - value);
             *piece = r;
             *piece_n = stop ? (size_t)(stop - r) : m->nrepl - value;
             *used = best;
-            return 0;
+            return utf8_strict(r, *piece_n) ? 0 : -2;
         }
     }
     *piece = d + pos;
@@ -601,51 +716,48 @@ static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t p
     return 0;
 }
 
-static int out_put(uint8_t **out, size_t *n, size_t *cap, const uint8_t *s, size_t len) {
-    if (*cap - *n < len) {
-        size_t c = *cap * 2 + len + 64;
-        uint8_t *v = realloc(*out, c);
+static int out_put(SpBytes *o, const uint8_t *s, size_t len) {
+    if (o->cap - o->n < len) {
+        size_t c = o->cap * 2 + len + 64;
+        uint8_t *v = realloc(o->v, c);
         if (!v)
             return -1;
-        *out = v;
-        *cap = c;
+        o->v = v;
+        o->cap = c;
     }
-    memcpy(*out + *n, s, len);
-    *n += len;
+    memcpy(o->v + o->n, s, len);
+    o->n += len;
     return 0;
 }
 
-int sp_normalize(const SpNormalizer *m, const uint8_t *d, size_t n, uint8_t **out, size_t *out_n) {
-    size_t cap = n + n / 2 + 16, on = 0, pos = 0;
-    uint8_t *o = malloc(cap);
-    if (!o)
-        return -1;
+int sp_normalize_part(const SpNormalizer *m, SpNormState *st, const uint8_t *d, size_t n, int last, size_t *used_in,
+                      SpBytes *o) {
     const uint8_t *space = m->escape_whitespaces ? SP_SPACE : (const uint8_t *)" ";
-    size_t space_n = m->escape_whitespaces ? 3 : 1;
+    size_t space_n = m->escape_whitespaces ? 3 : 1, pos = 0, used;
     const uint8_t *piece;
-    size_t piece_n, used;
+    size_t piece_n;
     int err = 0;
-    if (m->remove_extra_whitespaces) {
-        while (pos < n) {
-            if ((err = next_unit(m, d, n, pos, &piece, &piece_n, &used)) < 0)
-                goto fail;
-            if (piece_n != 1 || piece[0] != ' ')
-                break;
-            pos += used;
+    if (!st->begun) {
+        if (m->remove_extra_whitespaces) {
+            while (pos < n) {
+                if ((err = next_unit(m, d, n, pos, last, &piece, &piece_n, &used)) != 0)
+                    goto stop;
+                if (piece_n != 1 || piece[0] != ' ')
+                    break;
+                pos += used;
+            }
         }
+        if (pos == n)
+            goto stop; /* nothing but leading whitespace so far */
+        st->begun = 1;
+        if (m->add_dummy_prefix && !m->treat_whitespace_as_suffix && out_put(o, space, space_n) < 0)
+            return -1;
+        st->previous_space = m->remove_extra_whitespaces;
     }
-    if (pos == n) {
-        *out = o;
-        *out_n = 0;
-        return 0;
-    }
-    if (m->add_dummy_prefix && !m->treat_whitespace_as_suffix && out_put(&o, &on, &cap, space, space_n) < 0)
-        goto oom;
-    int previous_space = m->remove_extra_whitespaces;
     while (pos < n) {
-        if ((err = next_unit(m, d, n, pos, &piece, &piece_n, &used)) < 0)
-            goto fail;
-        if (previous_space)
+        if ((err = next_unit(m, d, n, pos, last, &piece, &piece_n, &used)) != 0)
+            goto stop;
+        if (st->previous_space)
             while (piece_n && piece[0] == ' ') {
                 piece++;
                 piece_n--;
@@ -653,26 +765,49 @@ int sp_normalize(const SpNormalizer *m, const uint8_t *d, size_t n, uint8_t **ou
         if (piece_n) {
             for (size_t i = 0; i < piece_n; i++) {
                 int sp = piece[i] == ' ' && m->escape_whitespaces;
-                if (out_put(&o, &on, &cap, sp ? SP_SPACE : piece + i, sp ? 3 : 1) < 0)
-                    goto oom;
+                if (out_put(o, sp ? SP_SPACE : piece + i, sp ? 3 : 1) < 0)
+                    return -1;
             }
-            previous_space = piece[piece_n - 1] == ' ';
+            st->previous_space = piece[piece_n - 1] == ' ';
         }
         pos += used;
         if (!m->remove_extra_whitespaces)
-            previous_space = 0;
+            st->previous_space = 0;
     }
-    if (m->remove_extra_whitespaces)
-        while (on >= space_n && !memcmp(o + on - space_n, space, space_n))
-            on -= space_n;
-    if (m->add_dummy_prefix && m->treat_whitespace_as_suffix && out_put(&o, &on, &cap, space, space_n) < 0)
-        goto oom;
-    *out = o;
-    *out_n = on;
+stop:
+    *used_in = pos;
+    if (err < 0)
+        return err;
+    if (last && st->begun) {
+        if (m->remove_extra_whitespaces)
+            while (o->n >= space_n && !memcmp(o->v + o->n - space_n, space, space_n))
+                o->n -= space_n;
+        if (m->add_dummy_prefix && m->treat_whitespace_as_suffix && out_put(o, space, space_n) < 0)
+            return -1;
+    }
     return 0;
-oom:
-    err = -1;
-fail:
-    free(o);
-    return err;
+}
+
+size_t sp_normalized_kept(const SpNormalizer *m, const uint8_t *out, size_t n) {
+    if (!m->remove_extra_whitespaces)
+        return n;
+    const uint8_t *space = m->escape_whitespaces ? SP_SPACE : (const uint8_t *)" ";
+    size_t space_n = m->escape_whitespaces ? 3 : 1;
+    while (n >= space_n && !memcmp(out + n - space_n, space, space_n))
+        n -= space_n;
+    return n;
+}
+
+int sp_normalize(const SpNormalizer *m, const uint8_t *d, size_t n, uint8_t **out, size_t *out_n) {
+    SpNormState st = {0};
+    SpBytes o = {malloc(n + n / 2 + 16), 0, n + n / 2 + 16};
+    size_t used;
+    int err = o.v ? sp_normalize_part(m, &st, d, n, 1, &used, &o) : -1;
+    if (err) {
+        free(o.v);
+        return err;
+    }
+    *out = o.v;
+    *out_n = o.n;
+    return 0;
 }
