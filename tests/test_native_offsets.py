@@ -66,7 +66,8 @@ def _check(name: str, text: str) -> bool:
 
 def _native_answers(tok: pymtok.Tokenizer, text: str) -> bool:
     fast = native.accelerate_offsets(tok)
-    return fast is not None and fast(text, encoding._trim_mode(encoding._call_post_processor(tok)) or 0) is not None
+    trim = encoding._trim_mode(encoding._call_post_processor(tok)) or 0
+    return fast is not None and fast(text, trim, (), ()) is not None
 
 
 @pytest.mark.skipif(PURE, reason="the native core is off")

@@ -33,7 +33,7 @@ import re
 import struct
 import warnings
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import byte_level as _byte_level
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 SegmentEncoder = Callable[[str, int], list[int]]
 TextEncoder = Callable[[str, bool], list[int]]
-OffsetsEncoder = Callable[[str, int], "tuple[list[int], list[tuple[int, int]]] | None"]
+OffsetsEncoder = Callable[[str, int, "Sequence[int]", "Sequence[int]"], "tuple[list[int], list[tuple[int, int]]] | None"]
 Step = tuple[Any, ...]
 
 # GPT-2's pattern, which ByteLevel(use_regex=True) applies and some files spell as a Split.
@@ -215,11 +215,13 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
 
 
 def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
-    """A native ``encode_offsets(text, trim) -> (ids, offsets) | None`` for ``tokenizer``, or None.
+    """A native ``encode_offsets(text, trim, before, after) -> (ids, offsets) | None`` for
+    ``tokenizer``, or None.
 
-    The ids are ``encode(text, add_special_tokens=False)``'s, the offsets each token's
-    characters of ``text`` as HF reports them; ``trim`` (-1 none, 0, 1 with add_prefix_space) is
-    a ByteLevel post-processor's trimming of them. The native core locates a piece's tokens by
+    The ids are ``encode(text, add_special_tokens=False)``'s within ``before`` and ``after`` (the
+    post-processor's ids), the offsets each token's characters of ``text`` as HF reports them,
+    within as many ``(0, 0)``; ``trim`` (-1 none, 0, 1 with add_prefix_space) is a ByteLevel
+    post-processor's trimming of them. The native core locates a piece's tokens by
     their byte lengths (a Unigram model's unknown and byte tokens by its Viterbi path), so it
     covers BPE, WordPiece and Unigram after the native pre-tokenizers but a ByteLevel prefix
     space (Metaspace's added character takes the span of the one it stands before), with a
@@ -249,10 +251,13 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         byte_level = bool(steps) and steps[-1][0] == "byte_level"
         first = _token_lengths(model.vocab, bound, _byte_length if byte_level else _utf8_length)
         unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
+        byte_ids = set()
         if model.byte_fallback:
             for b in range(256):
                 token = _byte_level.byte_token(b)
                 id = model.vocab.get(token)
+                if id is not None:
+                    byte_ids.add(id)
                 if id is not None and first[id] != -1:
                     # a byte token the model emits stands for one byte of the piece, unless its
                     # own characters could make it too: a whole-piece lookup, or a merge of two
@@ -263,7 +268,11 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
                     first[id] = -1 if made else 1
         if unknown is not None:
             first[unknown] = -1
-        encoder.set_offsets(first.tobytes(), None, -1)
+        chars = _token_lengths(model.vocab, bound, _byte_level_chars if byte_level else len)
+        for id, length in enumerate(first):
+            if length == -1 or (model.byte_fallback and id in byte_ids):
+                chars[id] = -1  # not known, or one byte of a character
+        encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
     elif type(model) is models.WordPiece:
         prefix = model.continuing_subword_prefix
         skip = len(prefix.encode("utf-8"))
@@ -289,9 +298,16 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         return None
     encode_offsets = encoder.encode_offsets
 
-    def encode(text: str, trim: int) -> tuple[list[int], list[tuple[int, int]]] | None:
-        found: tuple[list[int], list[tuple[int, int]]] | None = encode_offsets(text, normalizer, trim)
-        return found
+    def encode(text: str, trim: int, before: Sequence[int], after: Sequence[int]
+               ) -> tuple[list[int], list[tuple[int, int]]] | None:
+        if (before or after) and max(*before, *after, 0) > _MAX_ID:
+            found = encode_offsets(text, normalizer, trim)  # ids beyond the native core's int32
+            if found is None:
+                return None
+            ids, offsets = found
+            return [*before, *ids, *after], [(0, 0)] * len(before) + offsets + [(0, 0)] * len(after)
+        laid: tuple[list[int], list[tuple[int, int]]] | None = encode_offsets(text, normalizer, trim, before, after)
+        return laid
 
     return encode
 
@@ -320,6 +336,17 @@ def _byte_length(token: str) -> int | None:
 
 
 _GPT2_CHARS = frozenset(_byte_level.CHAR_TO_BYTE)
+
+
+def _byte_level_chars(token: str) -> int | None:
+    """A byte-level token's length in the characters its bytes spell, -1 when they are not whole
+    UTF-8 characters; None as ``_byte_length``."""
+    if not _GPT2_CHARS.issuperset(token):
+        return None
+    try:
+        return len(bytes(_byte_level.CHAR_TO_BYTE[c] for c in token).decode("utf-8"))
+    except UnicodeDecodeError:
+        return -1
 
 
 _MAX_ID = 2**31 - 1
