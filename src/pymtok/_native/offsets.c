@@ -121,6 +121,20 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
     size_t ci = 0, cb = 0, cl = utf8_width(cps[0]), b = 0, total = 0, k = 0;
     for (size_t i = 0; i < n; i++)
         total += utf8_width(cps[i]);
+    if (!ranges && nids && (size_t)token_length(L, 0, ids[0]) == total) {
+        /* one token for the whole piece, most words' */
+        size_t lead = 0, trail = 0;
+        if (trim != OFF_NO_TRIM && L->byte_level) {
+            for (size_t i = 0; i < n && cps[i] == ' '; i++)
+                lead++;
+            for (size_t i = n; i > 0 && cps[i - 1] == ' '; i--)
+                trail++;
+        } else if (trim != OFF_NO_TRIM) {
+            offsets_spaces(cps, n, &lead, &trail);
+        }
+        *used = 1;
+        return push(offs, from(origin, align, 0), from(origin, align, n - 1) + 1, lead, trail, trim, offs->n / 2);
+    }
     /* one byte a character: a token's bytes are its characters */
     int ascii = total == n;
     for (; ranges ? k < nids : b < total; k++) {
