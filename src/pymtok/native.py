@@ -32,6 +32,7 @@ import os
 import re
 import struct
 import warnings
+import weakref
 from array import array
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -125,7 +126,12 @@ def _pieces_encoder(tokenizer: Tokenizer) -> SegmentEncoder | None:
             ids += encode_piece(piece, 0)
         return ids
 
+    _PIECES_MODELS[encode] = encoder
     return encode
+
+
+# the native model each _pieces_encoder runs, which accelerate_offsets runs on the same pieces
+_PIECES_MODELS: weakref.WeakKeyDictionary[Callable[..., Any], Any] = weakref.WeakKeyDictionary()
 
 
 def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool) -> Any:
@@ -233,6 +239,8 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     """
     _native = _core()
     encoder = getattr(tokenizer._native_segment, "__self__", None)
+    if _native is not None and tokenizer._native_segment in _PIECES_MODELS:
+        return _pieces_offsets(tokenizer, _PIECES_MODELS[tokenizer._native_segment])
     if _native is None or tokenizer._native_text is None or not isinstance(encoder, _native.Encoder):
         return None
     normalizer = tokenizer.normalizer
@@ -312,6 +320,60 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     return encode
 
 
+def _pieces_offsets(tokenizer: Tokenizer, encoder: Any) -> OffsetsEncoder | None:
+    """``accelerate_offsets`` for a pre-tokenizer the native core has no program for (Falcon's
+    Punctuation and Digits around ByteLevel): the pure pipeline's added tokens, normalizer and
+    pre-tokenizer with their alignments, as ``encode_words`` runs them, then the native model on
+    each piece (``_pieces_encoder``'s, on the piece as it is), which locates its tokens in the
+    piece's characters, each the span of the text its alignment says. None where the model has
+    no native lengths, or an offsets-trimming post-processor (whose trimming reads the token
+    strings) asks for them."""
+    model = tokenizer.model
+    bound = _id_bound(model)
+    if type(model) is not models.BPE or bound is None:
+        return None
+    first = _token_lengths(model.vocab, bound, _utf8_length)
+    chars = _token_lengths(model.vocab, bound, len)
+    unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
+    if model.byte_fallback or model.continuing_subword_prefix or model.end_of_word_suffix:
+        return None
+    if unknown is not None:
+        first[unknown] = chars[unknown] = -1
+    encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
+    pre = tokenizer.pre_tokenizer
+    normalizer = tokenizer._pure_normalizer
+    added = tokenizer.added
+    encode_offsets = encoder.encode_offsets
+
+    def normalize(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[tuple[int, int]]]:
+        return normalizers.aligned(normalizer, text, spans) if normalizer is not None else (text, spans)
+
+    def encode(text: str, trim: int, before: Sequence[int], after: Sequence[int]
+               ) -> tuple[list[int], list[tuple[int, int]]] | None:
+        if trim != -1 or not isinstance(text, str) or not text.isascii() and _SURROGATE.search(text):
+            return None  # the pure path raises for a lone surrogate
+        ids: list[int] = [*before]
+        offsets: list[tuple[int, int]] = [(0, 0)] * len(before)
+        for piece, offset, spans, added_id in added.split_aligned(text, normalize):
+            if not piece:
+                continue
+            if added_id is not None:
+                ids.append(added_id)
+                offsets.append((spans[0][0], spans[-1][1]))
+                continue
+            for sub, _, sub_spans in pre_tokenizers.pre_tokenize_aligned(pre, [(piece, offset, spans)]):
+                found = encode_offsets(sub, None, -1)
+                if found is None:
+                    return None
+                ids += found[0]
+                offsets += [(sub_spans[a][0], sub_spans[b - 1][1]) for a, b in found[1]]
+        ids += after
+        offsets += [(0, 0)] * len(after)
+        return ids, offsets
+
+    return encode
+
+
 def _token_lengths(vocab: Mapping[str, int], bound: int, length: Callable[[str], int | None]) -> array[int]:
     """Each id's ``length`` of its token, 0 for an id no token has, -1 for one spelled with two
     lengths (which of them a piece holds is not known)."""
@@ -336,6 +398,7 @@ def _byte_length(token: str) -> int | None:
 
 
 _GPT2_CHARS = frozenset(_byte_level.CHAR_TO_BYTE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _byte_level_chars(token: str) -> int | None:
