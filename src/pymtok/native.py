@@ -295,13 +295,14 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         # a piece's bytes; the unknown token and byte tokens have none of their own (the core
         # asks the model for their bytes)
         first = array("i", (len(piece.encode("utf-8")) for piece in model.pieces))
-        first[model.unk_id] = -1
+        chars = array("i", (len(piece) for piece in model.pieces))
+        first[model.unk_id] = chars[model.unk_id] = -1
         if model.byte_fallback:
             for b in range(256):
                 id = model.token_to_id(_byte_level.byte_token(b))
                 if id is not None:
-                    first[id] = -1
-        encoder.set_offsets(first.tobytes(), None, -1)
+                    first[id] = chars[id] = -1
+        encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
     else:
         return None
     encode_offsets = encoder.encode_offsets

@@ -1210,6 +1210,41 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
     return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
+/* unigram_piece_ranges without the cache's ids, its ranges cached apart: under the piece's UTF-8
+ * after a 0xFF byte, which no UTF-8 piece holds. The pieces no token lengths locate (runs of
+ * unknown characters, CJK text to a Latin vocabulary) would otherwise be run again each time. */
+static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cps, size_t n, Work *w, IdBuf *ids,
+                                 IdBuf *ranges) {
+    size_t mark = ids->n;
+    uint8_t *key = offsets_scratch_bytes(&w->offmap, 4 * n + 1);
+    if (!key)
+        return -1;
+    key[0] = 0xFF;
+    size_t len = 1 + utf8_encode(cps, n, key + 1);
+    uint64_t h = hash_bytes(key, len);
+    const CacheEntry *e = len <= CACHE_MAX_PIECE ? cache_get(cache, key, len, h) : NULL;
+    if (e && e->nids % 3 == 0) {
+        /* each token's id, start and end */
+        const int32_t *v = cache_ids(e);
+        for (size_t k = 0; k < e->nids; k += 3)
+            if (ids_push(ids, v[k]) < 0 || ids_push(ranges, v[k + 1]) < 0 || ids_push(ranges, v[k + 2]) < 0)
+                return -1;
+        return 0;
+    }
+    int err = unigram_piece_ranges(&self->ug, NULL, cps, n, &w->sc, ids, ranges);
+    if (err || len > CACHE_MAX_PIECE || ranges->n != 2 * (ids->n - mark))
+        return err;
+    IdBuf joined = {0};
+    for (size_t k = 0; !err && k < ids->n - mark; k++)
+        err = ids_push(&joined, ids->v[mark + k]) < 0 || ids_push(&joined, ranges->v[2 * k]) < 0 ||
+                      ids_push(&joined, ranges->v[2 * k + 1]) < 0 ? -1 : 0;
+    /* the key was made before the model ran, which leaves offmap alone */
+    if (!err)
+        cache_put(cache, key, len, h, joined.v, joined.n);
+    free(joined.v);
+    return err;
+}
+
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
  * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
  * the one it stands before. */
@@ -1282,7 +1317,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
             if (err == -2) {
                 ids->n = mark;
                 ranges.n = 0;
-                err = unigram_piece_ranges(&self->ug, NULL, buf + start, len, &w->sc, ids, &ranges);
+                err = unigram_ranges_cached(self, cache, buf + start, len, w, ids, &ranges);
             }
             if (!err)
                 err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
@@ -1408,8 +1443,8 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "set_offsets: cont and chars must be bytes or None");
         return NULL;
     }
-    if (chars != Py_None && self->model != MODEL_BPE) {
-        PyErr_SetString(PyExc_ValueError, "set_offsets: lengths in characters are BPE's");
+    if (chars != Py_None && self->model == MODEL_WORDPIECE) {
+        PyErr_SetString(PyExc_ValueError, "set_offsets: WordPiece has no lengths in characters");
         return NULL;
     }
     if ((self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
@@ -1504,7 +1539,8 @@ static PyObject *offsets_list(Encoder *self, const IdBuf *offs, size_t nb, size_
             Py_INCREF(items[i]);
             continue;
         }
-        long a = i >= nb && i < nb + n ? offs->v[2 * (i - nb)] : 0, b = i >= nb && i < nb + n ? offs->v[2 * (i - nb) + 1] : 0;
+        int token = i >= nb && i < nb + n; /* else a special token's (0, 0) */
+        long a = token ? offs->v[2 * (i - nb)] : 0, b = token ? offs->v[2 * (i - nb) + 1] : 0;
         PyObject **slot = span_slot(self, a, b), *t = slot && *slot ? *slot : span_new(self, a, b);
         if (!t) {
             /* the items not reached yet are borrowed: the list must not drop them */
@@ -1935,8 +1971,8 @@ static PyMethodDef Encoder_methods[] = {
      "mode 2: the int64 id counts as bytes."},
     {"set_offsets", (PyCFunction)Encoder_set_offsets, METH_VARARGS,
      "set_offsets(lengths, cont, unk_id[, chars]): each id's length in bytes (int32 as bytes, -1 where not\n"
-     "known), WordPiece's for tokens after a word's first (else None), its unknown token and BPE's lengths\n"
-     "in characters (-1 where a token is not whole characters), for encode_offsets."},
+     "known), WordPiece's for tokens after a word's first (else None), its unknown token and BPE's or\n"
+     "Unigram's lengths in characters (-1 where a token is not whole characters), for encode_offsets."},
     {"encode_offsets", (PyCFunction)(void (*)(void))Encoder_encode_offsets, METH_FASTCALL,
      "encode_offsets(text, normalizer, trim[, before, after]) -> (ids, offsets) | None: encode_text(text,\n"
      "normalizer, False) with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's\n"

@@ -657,7 +657,8 @@ void decode_stream_free(DecodeStreamState *s);
 typedef struct {
     int32_t *first, *cont; /* cont: NULL but for WordPiece */
     uint8_t *first8, *cont8; /* the same up to 254 bytes, 0 where not known, 255 beyond */
-    uint8_t *chars8;         /* BPE: each id's length in characters where it is whole ones, else 0; or NULL */
+    uint8_t *chars8;         /* BPE, Unigram: each id's length in characters where it is whole
+                              * ones, else 0; or NULL */
     size_t n;
     int byte_level;
     int32_t unk_whole;     /* WordPiece's unknown token, covering a whole word; -1 otherwise */
@@ -689,6 +690,8 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
  * piece_offsets. */
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Span *spans, size_t nspans, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs, CpBuf *scratch);
+/* scratch (spans_offsets') as n bytes, NULL when out of memory */
+uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n);
 /* A Unigram piece's ranges (piece_offsets') from the lengths of its ids[0..nids): the one token
  * of no known length (the unknown token, a byte token) covers the bytes the others leave. -2
  * when not exactly one has none. */

@@ -118,6 +118,30 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
         return push(offs, from(origin, align, 0), from(origin, align, n - 1) + 1, lead, trail, trim,
                             offs->n / 2);
     }
+    if (!ranges && L->chars8 && !L->cont) {
+        /* tokens of whole characters (most): their lengths in characters place them */
+        size_t c = 0, k = 0;
+        for (; c < n && k < nids; k++) {
+            uint8_t len = ids[k] >= 0 && (size_t)ids[k] < L->n ? L->chars8[ids[k]] : 0;
+            if (!len)
+                break;
+            c += len;
+        }
+        if (c == n) {
+            for (size_t j = 0, at = 0; j < k; j++) {
+                size_t len = L->chars8[ids[j]], lead = 0, trail = 0;
+                if (trim != OFF_NO_TRIM)
+                    offsets_spaces(cps + at, len, &lead, &trail);
+                int err = push(offs, from(origin, align, at), from(origin, align, at + len - 1) + 1, lead, trail, trim,
+                               offs->n / 2);
+                if (err)
+                    return err;
+                at += len;
+            }
+            *used = k;
+            return 0;
+        }
+    }
     size_t ci = 0, cb = 0, cl = utf8_width(cps[0]), b = 0, total = 0, k = 0;
     for (size_t i = 0; i < n; i++)
         total += utf8_width(cps[i]);
@@ -275,6 +299,10 @@ static int scratch_grow(CpBuf *b, size_t n) {
     return 0;
 }
 
+uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n) {
+    return scratch_grow(b, n / 4 + 1) < 0 ? NULL : (uint8_t *)(void *)b->v;
+}
+
 /* spans_offsets on pieces one after another, buf[s0..s0 + n) (nb bytes of UTF-8): the tokens'
  * ranges are their lengths' running sums, with no branch on a token's or a character's width
  * (those mispredict); a piece's tokens are right when every piece ends where a token does.
@@ -303,7 +331,8 @@ static int run_offsets(const OffsetLengths *L, const uint32_t *buf, const Span *
         size_t b = 0, c = 0;
         while (c < n) {
             /* eight ASCII characters at once, the most of most text that is not all ASCII */
-            if (c + 8 <= n && (t[c] | t[c + 1] | t[c + 2] | t[c + 3] | t[c + 4] | t[c + 5] | t[c + 6] | t[c + 7]) < 0x80) {
+            if (c + 8 <= n &&
+                (t[c] | t[c + 1] | t[c + 2] | t[c + 3] | t[c + 4] | t[c + 5] | t[c + 6] | t[c + 7]) < 0x80) {
                 for (size_t j = 0; j < 8; j++) {
                     byte_at[c + j] = (uint32_t)(b + j);
                     char_at[b + j] = (uint32_t)(c + j);
@@ -329,7 +358,8 @@ static int run_offsets(const OffsetLengths *L, const uint32_t *buf, const Span *
         size_t b1 = b0 + (size_t)len;
         ends[b1] = 1;
         size_t first = ascii ? b0 : char_at[b0], last = ascii ? b1 : char_at[b1 - 1] + 1;
-        int64_t start = base + (int64_t)(at ? at[first] : first), end = base + (int64_t)(at ? at[last - 1] : last - 1) + 1;
+        int64_t start = base + (int64_t)(at ? at[first] : first);
+        int64_t end = base + (int64_t)(at ? at[last - 1] : last - 1) + 1;
         if (trim != OFF_NO_TRIM)
             token_trim(L, buf + s0, first, last, ascii || byte_at[first] == b0, ascii || byte_at[last] == b1, trim,
                        index + k, &start, &end);
