@@ -104,6 +104,23 @@ static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id)
 /* The caller's character a piece's character i comes from: align[i] (a normalizer's), else i. */
 static int64_t from(int64_t origin, const uint32_t *align, size_t i) { return origin + (int64_t)(align ? align[i] : i); }
 
+/* The characters ByteLevel's trimming leaves out of a token covering buf[first..last): for a
+ * byte-level model the token's string holds a GPT-2 space for each space byte, and no other
+ * character it trims, a space being one whole character, counted where the token starts (ends)
+ * on a character's first (after its last) byte; else its string's spaces. */
+static inline void edge_spaces(const OffsetLengths *L, const uint32_t *buf, size_t first, size_t last,
+                               int start_aligned, int end_aligned, size_t *lead, size_t *trail) {
+    *lead = *trail = 0;
+    if (!L->byte_level) {
+        offsets_spaces(buf + first, last - first, lead, trail);
+        return;
+    }
+    for (size_t i = first; start_aligned && i < last && buf[i] == ' '; i++)
+        ++*lead;
+    for (size_t i = last; end_aligned && i > first && buf[i - 1] == ' '; i--)
+        ++*trail;
+}
+
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
                   const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used) {
     *used = 0;
@@ -148,14 +165,8 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
     if (!ranges && nids && (size_t)token_length(L, 0, ids[0]) == total) {
         /* one token for the whole piece, most words' */
         size_t lead = 0, trail = 0;
-        if (trim != OFF_NO_TRIM && L->byte_level) {
-            for (size_t i = 0; i < n && cps[i] == ' '; i++)
-                lead++;
-            for (size_t i = n; i > 0 && cps[i - 1] == ' '; i--)
-                trail++;
-        } else if (trim != OFF_NO_TRIM) {
-            offsets_spaces(cps, n, &lead, &trail);
-        }
+        if (trim != OFF_NO_TRIM)
+            edge_spaces(L, cps, 0, n, 1, 1, &lead, &trail);
         *used = 1;
         return push(offs, from(origin, align, 0), from(origin, align, n - 1) + 1, lead, trail, trim, offs->n / 2);
     }
@@ -204,18 +215,8 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
             end = ci + 1;
             end_aligned = cb + cl == b1;
         }
-        if (trim != OFF_NO_TRIM) {
-            if (L->byte_level) {
-                /* the token's string holds a GPT-2 space for each space byte, and no other
-                 * character ByteLevel trims; a space is one whole character */
-                for (size_t i = start; start_aligned && i < end && cps[i] == ' '; i++)
-                    lead++;
-                for (size_t i = end; end_aligned && i > start && cps[i - 1] == ' '; i--)
-                    trail++;
-            } else {
-                offsets_spaces(cps + start, end - start, &lead, &trail);
-            }
-        }
+        if (trim != OFF_NO_TRIM)
+            edge_spaces(L, cps, start, end, (int)start_aligned, (int)end_aligned, &lead, &trail);
         int err = push(offs, from(origin, align, start), from(origin, align, end - 1) + 1, lead, trail, trim,
                                offs->n / 2);
         if (err)
@@ -228,20 +229,12 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
     return 0;
 }
 
-/* A BPE token's span trimmed as `trim` says: ByteLevel's spaces are whole characters of the
- * token's string, counted where it starts (ends) on a character's first (after its last) byte. */
+/* A BPE token's span trimmed as `trim` says (edge_spaces). */
 static inline void token_trim(const OffsetLengths *L, const uint32_t *buf, size_t first, size_t last,
                               int start_aligned, int end_aligned, int trim, size_t index, int64_t *start,
                               int64_t *end) {
-    size_t lead = 0, trail = 0;
-    if (L->byte_level) {
-        for (size_t i = first; start_aligned && i < last && buf[i] == ' '; i++)
-            lead++;
-        for (size_t i = last; end_aligned && i > first && buf[i - 1] == ' '; i--)
-            trail++;
-    } else {
-        offsets_spaces(buf + first, last - first, &lead, &trail);
-    }
+    size_t lead, trail;
+    edge_spaces(L, buf, first, last, start_aligned, end_aligned, &lead, &trail);
     trim_span(start, end, lead, trail, trim, index);
 }
 
