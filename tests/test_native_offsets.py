@@ -25,10 +25,11 @@ PURE = os.environ.get("PYMTOK_PURE", "") not in ("", "0")
 # the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC
 # (aligned as HF aligns it), BERT's WordPiece behind its BertNormalizer, SentencePiece-style
 # BPE with byte fallback behind Prepend and Replace (ChatGLM3 replacing a multi-character prefix
-# its Split then never meets), and Unigram behind Metaspace and Precompiled (T5) or NFKD,
-# StripAccents, Lowercase and runs of spaces (ALBERT)
+# its Split then never meets), Unigram behind Metaspace and Precompiled (T5) or NFKD,
+# StripAccents, Lowercase and runs of spaces (ALBERT), and the native BPE on the pieces of a
+# pre-tokenizer only the pure path runs (Falcon's Punctuation and Digits around ByteLevel)
 COVERED = ["llama3", "qwen3", "gpt-4o", "deepseek-v3", "roberta-base", "all-minilm-l6-v2", "bert-base-chinese",
-           "gemma-v1", "mistral-7b-v0.1", "phi-3-mini", "t5-small", "chatglm3-6b", "albert-base-v2"]
+           "gemma-v1", "mistral-7b-v0.1", "phi-3-mini", "t5-small", "chatglm3-6b", "albert-base-v2", "falcon"]
 
 _PIECES = list("aAbZ\u0327\u0323\u0301\u0308é \t\n\r\u3000\u00a0\u2028ﬁ①½ΣİǅДж日本語のテ한\u200b\u00ad\x00\ufffd"
                "🤗👩\u200d👧'\",.!?-_0123456789") + [
@@ -66,7 +67,8 @@ def _check(name: str, text: str) -> bool:
 
 def _native_answers(tok: pymtok.Tokenizer, text: str) -> bool:
     fast = native.accelerate_offsets(tok)
-    return fast is not None and fast(text, encoding._trim_mode(encoding._call_post_processor(tok)) or 0) is not None
+    trim = encoding._trim_mode(encoding._call_post_processor(tok)) or 0
+    return fast is not None and fast(text, trim, (), ()) is not None
 
 
 @pytest.mark.skipif(PURE, reason="the native core is off")
@@ -160,3 +162,32 @@ def test_encode_offsets_arguments() -> None:
     with pytest.raises(ValueError):
         encoder.set_offsets(b"abc", None, -1)
     assert encoder.encode_offsets("", None, -1) == ([], [])
+    assert encoder.encode_offsets("", None, -1, [7], [8, 9]) == ([7, 8, 9], [(0, 0)] * 3)
+    ids, offsets = encoder.encode_offsets("Hello world", None, -1)
+    assert encoder.encode_offsets("Hello world", None, -1, [1], []) == ([1, *ids], [(0, 0), *offsets])
+    with pytest.raises(TypeError):
+        encoder.encode_offsets("text", None, -1, [1])
+    with pytest.raises(ValueError):
+        encoder.encode_offsets("text", None, -1, [-1], [])
+    with pytest.raises(ValueError):
+        encoder.set_offsets(b"\0" * 8, None, -1, b"\0" * 4)  # tables of different sizes
+
+
+@pytest.mark.parametrize("name", COVERED)
+def test_long_text_and_special_tokens_laid_out(name: str) -> None:
+    """A text longer than the spans whose tuples the native core shares (4096 characters), and
+    the post-processor's special tokens laid around the offsets by the native core."""
+    tok = ours(name)
+    text = " ".join(c[:1500] for c in corpus_chunks(4, seed=3)) * 2
+    want = oracle(name).encode(text, add_special_tokens=False)
+    got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    assert got["input_ids"] == want.ids and got["offset_mapping"] == want.offsets, name
+    assert tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] == want.offsets
+    settings = tok.meta.call_settings
+    if "add_bos_token" in settings or "add_eos_token" in settings:
+        return  # transformers' own layout: test_call.py compares it
+    with_specials = oracle(name).encode(text)
+    laid = tok(text, return_offsets_mapping=True)
+    assert laid["input_ids"] == with_specials.ids, name
+    assert laid["offset_mapping"] == with_specials.offsets, name
+    assert laid["attention_mask"] == with_specials.attention_mask, name

@@ -214,26 +214,37 @@ def _words(tok: Tokenizer, text: str, type_id: int) -> Encoding:
                     [(w[2], w[3]) for w in words], [0] * n, [1] * n, [type_id] * n)
 
 
-def _offsets(tok: Tokenizer, text: str, trim: int) -> tuple[list[int], list[tuple[int, int]]]:
+def _offsets(tok: Tokenizer, text: str, trim: int, before: list[int] | None = None,
+             after: list[int] | None = None) -> tuple[list[int], list[tuple[int, int]]]:
     """``text``'s ids (no special tokens) and offsets, trimmed as a ByteLevel post-processor
-    does when ``trim`` >= 0 (1: with its add_prefix_space): from the native core where it knows
-    them (:func:`pymtok.native.accelerate_offsets`), else from the pure pipeline."""
-    memo = tok._call_memo
-    try:
-        native_offsets = memo["offsets"]
-    except KeyError:
-        native_offsets = memo["offsets"] = native.accelerate_offsets(tok)
+    does when ``trim`` >= 0 (1: with its add_prefix_space), within the ids ``before`` and
+    ``after`` and as many ``(0, 0)``: from the native core where it knows them
+    (:func:`pymtok.native.accelerate_offsets`), else from the pure pipeline."""
+    before = before or []
+    after = after or []
+    native_offsets = _native_offsets(tok)
     # the native core matches every added token, as encode_words does, whose answer it is
     found = None
     if native_offsets is not None and not tok.meta.split_special_tokens:
-        found = native_offsets(text, trim)
+        found = native_offsets(text, trim, before, after)
     if found is not None:
         ids, offsets = found
         return ids, offsets
     encoding = _words(tok, text, 0)
     if trim >= 0:
         _trim_offsets(encoding, bool(trim))
-    return encoding.ids, encoding.offsets
+    if not before and not after:
+        return encoding.ids, encoding.offsets
+    return before + encoding.ids + after, [(0, 0)] * len(before) + encoding.offsets + [(0, 0)] * len(after)
+
+
+def _native_offsets(tok: Tokenizer) -> native.OffsetsEncoder | None:
+    memo = tok._call_memo
+    try:
+        found: native.OffsetsEncoder | None = memo["offsets"]
+    except KeyError:
+        found = memo["offsets"] = native.accelerate_offsets(tok)
+    return found
 
 
 def _trim_mode(post: processors.PostProcessor | None) -> int | None:
@@ -254,6 +265,17 @@ def _trim_mode(post: processors.PostProcessor | None) -> int | None:
     if len(modes) > 1:
         return None
     return modes[0] if modes else -1
+
+
+def _known_trim_mode(tok: Tokenizer, post: processors.PostProcessor | None) -> int | None:
+    """``_trim_mode(post)``, kept per tokenizer while ``post`` stays the same object (as ``_layout``)."""
+    known = tok._call_memo.get("trim")
+    if known is not None and known[0] is post:
+        found: int | None = known[1]
+        return found
+    mode = _trim_mode(post)
+    tok._call_memo["trim"] = (post, mode)
+    return mode
 
 
 # -- post-processors on whole encodings (processors.py lays out ids only) ------------------------
@@ -651,8 +673,8 @@ def call(
             and not stride and pad_to_multiple_of is None and padding_side is None and return_tensors is None
             and return_token_type_ids is None and return_attention_mask is None
             and return_overflowing_tokens is False and return_special_tokens_mask is False
-            and return_offsets_mapping is False and return_length is False and verbose is True):
-        plain = _plain_call(tok, text, add_special_tokens)
+            and type(return_offsets_mapping) is bool and return_length is False and verbose is True):
+        plain = _plain_call(tok, text, add_special_tokens, return_offsets_mapping)
         if plain is not None:
             return plain
     for name, value in kwargs.items():
@@ -754,10 +776,11 @@ def call(
     return BatchEncoding(data, get_rows, 2 if paired else 1)
 
 
-def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool) -> BatchEncoding | None:
-    """``call`` for one text with every other keyword at its default, the commonest call, without
-    the general path's bookkeeping (a sixth of a 2 KB call's time): the same checks that can
-    fail there, the same columns. None when the post-processor's layout needs the general path."""
+def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bool) -> BatchEncoding | None:
+    """``call`` for one text with every other keyword at its default but ``return_offsets_mapping``,
+    the commonest calls, without the general path's bookkeeping (a sixth of a 2 KB call's time):
+    the same checks that can fail there, the same columns. None when the post-processor's layout
+    (or offsets' trimming) needs the general path."""
     settings = tok.meta.call_settings
     if settings.get("padding_side", "right") not in _SIDES:
         return None  # the general path raises
@@ -767,14 +790,29 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool) -> BatchEnc
     if layout is None:
         return None
     names = settings.get("model_input_names", _DEFAULT_INPUT_NAMES)
-    columns = _columns(tok, [text], layout, 0, None, "token_type_ids" in names, "attention_mask" in names,
-                       False, False, False)
+    if offsets:
+        trim = _known_trim_mode(tok, post)
+        if trim is None:
+            return None
+        # _columns of one text, without its loops over texts
+        before, before_types, type_id, after, after_types = layout
+        ids, spans = _offsets(tok, text, trim, before, after)
+        data: dict[str, Any] = {"input_ids": ids}
+        if "token_type_ids" in names:
+            data["token_type_ids"] = before_types + [type_id] * (len(ids) - len(before) - len(after)) + after_types
+        if "attention_mask" in names:
+            data["attention_mask"] = [1] * len(ids)
+        data["offset_mapping"] = spans
+    else:
+        columns = _columns(tok, [text], layout, 0, None, "token_type_ids" in names, "attention_mask" in names,
+                           False, False, False)
+        data = {key: rows[0] for key, rows in columns.items()}
 
     def encodings() -> list[Encoding]:
         return [_post_process(post, e, None, add_special_tokens, None, None, False)
                 for e in _sequences(tok, [text], 0, "all", 0)]
 
-    return BatchEncoding({key: rows[0] for key, rows in columns.items()}, encodings, 1)
+    return BatchEncoding(data, encodings, 1)
 
 
 def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: bool, offsets: bool,
@@ -826,24 +864,25 @@ def _columns(tok: Tokenizer, batch: list[str], layout: Layout, trim: int, paddin
     nb, na = len(before), len(after)
     spans: list[list[tuple[int, int]]] = []
     if offsets:
-        seqs = []
+        input_ids = []
         for text in batch:
-            ids, found = _offsets(tok, text, trim)
-            seqs.append(ids)
-            spans.append([(0, 0)] * nb + found + [(0, 0)] * na if nb or na else found)
-    elif len(batch) == 1:
-        seqs = [tok.encode(batch[0], add_special_tokens=False)]
+            ids, found = _offsets(tok, text, trim, before, after)
+            input_ids.append(ids)
+            spans.append(found)
     else:
-        seqs = tok.encode_batch(batch, add_special_tokens=False)
-    input_ids = [before + ids + after for ids in seqs] if nb or na else seqs
+        if len(batch) == 1:
+            seqs = [tok.encode(batch[0], add_special_tokens=False)]
+        else:
+            seqs = tok.encode_batch(batch, add_special_tokens=False)
+        input_ids = [before + ids + after for ids in seqs] if nb or na else seqs
     lengths = [len(ids) for ids in input_ids]
     columns: dict[str, list[list[Any]]] = {"input_ids": input_ids}
     if type_ids:
-        columns["token_type_ids"] = [before_types + [type_id] * len(ids) + after_types for ids in seqs]
+        columns["token_type_ids"] = [before_types + [type_id] * (n - nb - na) + after_types for n in lengths]
     if attention:
         columns["attention_mask"] = [[1] * n for n in lengths]
     if special:
-        columns["special_tokens_mask"] = [[1] * nb + [0] * len(ids) + [1] * na for ids in seqs]
+        columns["special_tokens_mask"] = [[1] * nb + [0] * (n - nb - na) + [1] * na for n in lengths]
     if offsets:
         columns["offset_mapping"] = spans
     if padding is not None:

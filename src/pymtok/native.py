@@ -32,8 +32,9 @@ import os
 import re
 import struct
 import warnings
+import weakref
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import byte_level as _byte_level
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 SegmentEncoder = Callable[[str, int], list[int]]
 TextEncoder = Callable[[str, bool], list[int]]
-OffsetsEncoder = Callable[[str, int], "tuple[list[int], list[tuple[int, int]]] | None"]
+OffsetsEncoder = Callable[[str, int, "Sequence[int]", "Sequence[int]"], "tuple[list[int], list[tuple[int, int]]] | None"]
 Step = tuple[Any, ...]
 
 # GPT-2's pattern, which ByteLevel(use_regex=True) applies and some files spell as a Split.
@@ -125,7 +126,12 @@ def _pieces_encoder(tokenizer: Tokenizer) -> SegmentEncoder | None:
             ids += encode_piece(piece, 0)
         return ids
 
+    _PIECES_MODELS[encode] = encoder
     return encode
+
+
+# the native model each _pieces_encoder runs, which accelerate_offsets runs on the same pieces
+_PIECES_MODELS: weakref.WeakKeyDictionary[Callable[..., Any], Any] = weakref.WeakKeyDictionary()
 
 
 def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool) -> Any:
@@ -237,11 +243,13 @@ def _sentencepiece_text(tokenizer: Tokenizer, model: Any) -> TextEncoder | None:
 
 
 def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
-    """A native ``encode_offsets(text, trim) -> (ids, offsets) | None`` for ``tokenizer``, or None.
+    """A native ``encode_offsets(text, trim, before, after) -> (ids, offsets) | None`` for
+    ``tokenizer``, or None.
 
-    The ids are ``encode(text, add_special_tokens=False)``'s, the offsets each token's
-    characters of ``text`` as HF reports them; ``trim`` (-1 none, 0, 1 with add_prefix_space) is
-    a ByteLevel post-processor's trimming of them. The native core locates a piece's tokens by
+    The ids are ``encode(text, add_special_tokens=False)``'s within ``before`` and ``after`` (the
+    post-processor's ids), the offsets each token's characters of ``text`` as HF reports them,
+    within as many ``(0, 0)``; ``trim`` (-1 none, 0, 1 with add_prefix_space) is a ByteLevel
+    post-processor's trimming of them. The native core locates a piece's tokens by
     their byte lengths (a Unigram model's unknown and byte tokens by its Viterbi path), so it
     covers BPE, WordPiece and Unigram after the native pre-tokenizers but a ByteLevel prefix
     space (Metaspace's added character takes the span of the one it stands before), with a
@@ -253,6 +261,8 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     """
     _native = _core()
     encoder = getattr(tokenizer._native_segment, "__self__", None)
+    if _native is not None and tokenizer._native_segment in _PIECES_MODELS:
+        return _pieces_offsets(tokenizer, _PIECES_MODELS[tokenizer._native_segment])
     if _native is None or tokenizer._native_text is None or not isinstance(encoder, _native.Encoder):
         return None
     normalizer = tokenizer.normalizer
@@ -271,10 +281,13 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         byte_level = bool(steps) and steps[-1][0] == "byte_level"
         first = _token_lengths(model.vocab, bound, _byte_length if byte_level else _utf8_length)
         unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
+        byte_ids = set()
         if model.byte_fallback:
             for b in range(256):
                 token = _byte_level.byte_token(b)
                 id = model.vocab.get(token)
+                if id is not None:
+                    byte_ids.add(id)
                 if id is not None and first[id] != -1:
                     # a byte token the model emits stands for one byte of the piece, unless its
                     # own characters could make it too: a whole-piece lookup, or a merge of two
@@ -285,7 +298,11 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
                     first[id] = -1 if made else 1
         if unknown is not None:
             first[unknown] = -1
-        encoder.set_offsets(first.tobytes(), None, -1)
+        chars = _token_lengths(model.vocab, bound, _byte_level_chars if byte_level else len)
+        for id, length in enumerate(first):
+            if length == -1 or (model.byte_fallback and id in byte_ids):
+                chars[id] = -1  # not known, or one byte of a character
+        encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
     elif type(model) is models.WordPiece:
         prefix = model.continuing_subword_prefix
         skip = len(prefix.encode("utf-8"))
@@ -300,20 +317,82 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         # a piece's bytes; the unknown token and byte tokens have none of their own (the core
         # asks the model for their bytes)
         first = array("i", (len(piece.encode("utf-8")) for piece in model.pieces))
-        first[model.unk_id] = -1
+        chars = array("i", (len(piece) for piece in model.pieces))
+        first[model.unk_id] = chars[model.unk_id] = -1
         if model.byte_fallback:
             for b in range(256):
                 id = model.token_to_id(_byte_level.byte_token(b))
                 if id is not None:
-                    first[id] = -1
-        encoder.set_offsets(first.tobytes(), None, -1)
+                    first[id] = chars[id] = -1
+        encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
     else:
         return None
     encode_offsets = encoder.encode_offsets
 
-    def encode(text: str, trim: int) -> tuple[list[int], list[tuple[int, int]]] | None:
-        found: tuple[list[int], list[tuple[int, int]]] | None = encode_offsets(text, normalizer, trim)
-        return found
+    def encode(text: str, trim: int, before: Sequence[int], after: Sequence[int]
+               ) -> tuple[list[int], list[tuple[int, int]]] | None:
+        if (before or after) and max(*before, *after, 0) > _MAX_ID:
+            found = encode_offsets(text, normalizer, trim)  # ids beyond the native core's int32
+            if found is None:
+                return None
+            ids, offsets = found
+            return [*before, *ids, *after], [(0, 0)] * len(before) + offsets + [(0, 0)] * len(after)
+        laid: tuple[list[int], list[tuple[int, int]]] | None = encode_offsets(text, normalizer, trim, before, after)
+        return laid
+
+    return encode
+
+
+def _pieces_offsets(tokenizer: Tokenizer, encoder: Any) -> OffsetsEncoder | None:
+    """``accelerate_offsets`` for a pre-tokenizer the native core has no program for (Falcon's
+    Punctuation and Digits around ByteLevel): the pure pipeline's added tokens, normalizer and
+    pre-tokenizer with their alignments, as ``encode_words`` runs them, then the native model on
+    each piece (``_pieces_encoder``'s, on the piece as it is), which locates its tokens in the
+    piece's characters, each the span of the text its alignment says. None where the model has
+    no native lengths, or an offsets-trimming post-processor (whose trimming reads the token
+    strings) asks for them."""
+    model = tokenizer.model
+    bound = _id_bound(model)
+    if type(model) is not models.BPE or bound is None:
+        return None
+    first = _token_lengths(model.vocab, bound, _utf8_length)
+    chars = _token_lengths(model.vocab, bound, len)
+    unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
+    if model.byte_fallback or model.continuing_subword_prefix or model.end_of_word_suffix:
+        return None
+    if unknown is not None:
+        first[unknown] = chars[unknown] = -1
+    encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
+    pre = tokenizer.pre_tokenizer
+    normalizer = tokenizer._pure_normalizer
+    added = tokenizer.added
+    encode_offsets = encoder.encode_offsets
+
+    def normalize(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[tuple[int, int]]]:
+        return normalizers.aligned(normalizer, text, spans) if normalizer is not None else (text, spans)
+
+    def encode(text: str, trim: int, before: Sequence[int], after: Sequence[int]
+               ) -> tuple[list[int], list[tuple[int, int]]] | None:
+        if trim != -1 or not isinstance(text, str) or not text.isascii() and _SURROGATE.search(text):
+            return None  # the pure path raises for a lone surrogate
+        ids: list[int] = [*before]
+        offsets: list[tuple[int, int]] = [(0, 0)] * len(before)
+        for piece, offset, spans, added_id in added.split_aligned(text, normalize):
+            if not piece:
+                continue
+            if added_id is not None:
+                ids.append(added_id)
+                offsets.append((spans[0][0], spans[-1][1]))
+                continue
+            for sub, _, sub_spans in pre_tokenizers.pre_tokenize_aligned(pre, [(piece, offset, spans)]):
+                found = encode_offsets(sub, None, -1)
+                if found is None:
+                    return None
+                ids += found[0]
+                offsets += [(sub_spans[a][0], sub_spans[b - 1][1]) for a, b in found[1]]
+        ids += after
+        offsets += [(0, 0)] * len(after)
+        return ids, offsets
 
     return encode
 
@@ -342,6 +421,18 @@ def _byte_length(token: str) -> int | None:
 
 
 _GPT2_CHARS = frozenset(_byte_level.CHAR_TO_BYTE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _byte_level_chars(token: str) -> int | None:
+    """A byte-level token's length in the characters its bytes spell, -1 when they are not whole
+    UTF-8 characters; None as ``_byte_length``."""
+    if not _GPT2_CHARS.issuperset(token):
+        return None
+    try:
+        return len(bytes(_byte_level.CHAR_TO_BYTE[c] for c in token).decode("utf-8"))
+    except UnicodeDecodeError:
+        return -1
 
 
 _MAX_ID = 2**31 - 1

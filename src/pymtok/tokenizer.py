@@ -295,10 +295,12 @@ class Tokenizer:
         >>> tok("Hello world")["input_ids"]                     # doctest: +SKIP
         [9707, 1879]
         """
-        if text_pair is None and not kwargs and type(text) is str:
-            plain = encoding._plain_call(self, text, True)
-            if plain is not None:
-                return plain
+        if text_pair is None and type(text) is str:
+            # the commonest calls: no keywords, or the offsets alone
+            if not kwargs or (len(kwargs) == 1 and kwargs.get("return_offsets_mapping") is True):
+                plain = encoding._plain_call(self, text, True, bool(kwargs))
+                if plain is not None:
+                    return plain
         return encoding.call(self, text, text_pair, **kwargs)
 
     @property

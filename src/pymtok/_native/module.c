@@ -24,6 +24,10 @@ enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
  * emptied and refilled with the text at hand */
 #define CACHE_BYTES ((size_t)8 << 20)
 #define INTS_MAX (1u << 20)
+/* encode_offsets' shared tuples: those of spans starting before SPAN_STARTS and narrower than
+ * SPAN_WIDTHS characters, at most 64K tuples (some 4 MB) per Encoder */
+#define SPAN_STARTS 4096u
+#define SPAN_WIDTHS 16u
 #define BATCH_CHUNK_CHARS (1u << 13)
 
 typedef struct {
@@ -45,6 +49,7 @@ typedef struct {
     IdBuf prefix, suffix; /* the post-processor's ids around a text's (set_post) */
     PyObject *tables;    /* a .mtok's MtokTables the model reads in place, kept alive here */
     OffsetLengths offl;  /* encode_offsets' token lengths (set_offsets); first is NULL until then */
+    PyObject **spans;    /* encode_offsets' shared (start, end) tuples (span_slot); NULL until then */
 } Encoder;
 
 /* ---- reading Python tables -------------------------------------------------------------- */
@@ -376,8 +381,12 @@ static void Encoder_dealloc(Encoder *self) {
     free(self->inside[1]);
     free(self->prefix.v);
     free(self->suffix.v);
-    free(self->offl.first);
-    free(self->offl.cont);
+    offsets_lengths_free(&self->offl);
+    if (self->spans) {
+        for (size_t i = 0; i < SPAN_STARTS * SPAN_WIDTHS; i++)
+            Py_XDECREF(self->spans[i]);
+        free(self->spans);
+    }
     Py_XDECREF(self->tables);
     if (self->ints) {
         for (size_t i = 0; i < self->nints; i++)
@@ -469,6 +478,7 @@ typedef struct {
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
+    CpBuf offmap;     /* encode_offsets: spans_offsets' tables */
     AddedCuts cuts, sub;
 } Work;
 
@@ -485,6 +495,7 @@ static void work_free(Work *w) {
         free(w->norm[i].v);
     for (int i = 0; i < 2; i++)
         free(w->align[i].v);
+    free(w->offmap.v);
     free(w->cuts.v);
     free(w->sub.v);
 }
@@ -516,7 +527,7 @@ static size_t work_bytes(const Work *w) {
         n += w->norm[i].cap * sizeof(uint32_t);
     for (int i = 0; i < 2; i++)
         n += w->align[i].cap * sizeof(uint32_t);
-    return n;
+    return n + w->offmap.cap * sizeof(uint32_t);
 }
 
 /* The thread's Work, or *own emptied when it is in use or cannot be had. */
@@ -790,15 +801,19 @@ static int set_ids(Encoder *self, PyObject *list, Py_ssize_t at, const IdBuf *id
     return 0;
 }
 
-/* The ids as a Python list, within the post-processor's prefix and suffix when `special`. */
-static PyObject *id_list(Encoder *self, const IdBuf *ids, int special) {
-    static const IdBuf none = {0};
-    const IdBuf *pre = special ? &self->prefix : &none, *suf = special ? &self->suffix : &none;
+/* The ids as a Python list within pre and suf. */
+static PyObject *ids_within(Encoder *self, const IdBuf *pre, const IdBuf *ids, const IdBuf *suf) {
     PyObject *list = PyList_New((Py_ssize_t)(pre->n + ids->n + suf->n));
     if (list && (set_ids(self, list, 0, pre) < 0 || set_ids(self, list, (Py_ssize_t)pre->n, ids) < 0 ||
                  set_ids(self, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0))
         Py_CLEAR(list); /* PyList_New's NULL slots are skipped by its dealloc */
     return list;
+}
+
+/* The ids as a Python list, within the post-processor's prefix and suffix when `special`. */
+static PyObject *id_list(Encoder *self, const IdBuf *ids, int special) {
+    static const IdBuf none = {0};
+    return special ? ids_within(self, &self->prefix, ids, &self->suffix) : ids_within(self, &none, ids, &none);
 }
 
 static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1195,6 +1210,41 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
     return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
+/* unigram_piece_ranges without the cache's ids, its ranges cached apart: under the piece's UTF-8
+ * after a 0xFF byte, which no UTF-8 piece holds. The pieces no token lengths locate (runs of
+ * unknown characters, CJK text to a Latin vocabulary) would otherwise be run again each time. */
+static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cps, size_t n, Work *w, IdBuf *ids,
+                                 IdBuf *ranges) {
+    size_t mark = ids->n;
+    uint8_t *key = offsets_scratch_bytes(&w->offmap, 4 * n + 1);
+    if (!key)
+        return -1;
+    key[0] = 0xFF;
+    size_t len = 1 + utf8_encode(cps, n, key + 1);
+    uint64_t h = hash_bytes(key, len);
+    const CacheEntry *e = len <= CACHE_MAX_PIECE ? cache_get(cache, key, len, h) : NULL;
+    if (e && e->nids % 3 == 0) {
+        /* each token's id, start and end */
+        const int32_t *v = cache_ids(e);
+        for (size_t k = 0; k < e->nids; k += 3)
+            if (ids_push(ids, v[k]) < 0 || ids_push(ranges, v[k + 1]) < 0 || ids_push(ranges, v[k + 2]) < 0)
+                return -1;
+        return 0;
+    }
+    int err = unigram_piece_ranges(&self->ug, NULL, cps, n, &w->sc, ids, ranges);
+    if (err || len > CACHE_MAX_PIECE || ranges->n != 2 * (ids->n - mark))
+        return err;
+    IdBuf joined = {0};
+    for (size_t k = 0; !err && k < ids->n - mark; k++)
+        err = ids_push(&joined, ids->v[mark + k]) < 0 || ids_push(&joined, ranges->v[2 * k]) < 0 ||
+                      ids_push(&joined, ranges->v[2 * k + 1]) < 0 ? -1 : 0;
+    /* the key was made before the model ran, which leaves offmap alone */
+    if (!err)
+        cache_put(cache, key, len, h, joined.v, joined.n);
+    free(joined.v);
+    return err;
+}
+
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
  * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
  * the one it stands before. */
@@ -1234,9 +1284,14 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     /* BPE on all pieces at once, as segment_ids: each piece's tokens are those whose lengths add
      * up to it */
     size_t mark = ids->n, used = 0;
-    err = 0;
-    if (self->model == MODEL_BPE && (err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids)))
+    if (self->model == MODEL_BPE) {
+        err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
+        if (!err)
+            err = spans_offsets(&self->offl, buf, spans, nspans, (int64_t)origin, align, ids->v + mark,
+                                ids->n - mark, trim, offs, &w->offmap);
         goto done;
+    }
+    err = 0;
     for (size_t k = 0; !err && k < nspans; k++) {
         size_t start = spans[k].start, len = spans[k].end - start, at = offs->n;
         if (self->model == MODEL_WORDPIECE) {
@@ -1262,18 +1317,15 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
             if (err == -2) {
                 ids->n = mark;
                 ranges.n = 0;
-                err = unigram_piece_ranges(&self->ug, NULL, buf + start, len, &w->sc, ids, &ranges);
+                err = unigram_ranges_cached(self, cache, buf + start, len, w, ids, &ranges);
             }
             if (!err)
                 err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
                                     ranges.v, trim, offs, &used);
         }
-        mark += used;
-        if (!err && self->model != MODEL_BPE && mark != ids->n)
+        if (!err && mark + used != ids->n)
             err = -2;
     }
-    if (!err && mark != ids->n)
-        err = -2;
 done:
     free(ranges.v);
     if (self->nsteps) {
@@ -1383,12 +1435,16 @@ static int32_t *lengths_copy(PyObject *b, size_t *n) {
 }
 
 static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
-    PyObject *first, *cont;
+    PyObject *first, *cont, *chars = Py_None;
     int unk_whole;
-    if (!PyArg_ParseTuple(args, "SOi:set_offsets", &first, &cont, &unk_whole))
+    if (!PyArg_ParseTuple(args, "SOi|O:set_offsets", &first, &cont, &unk_whole, &chars))
         return NULL;
-    if (cont != Py_None && !PyBytes_Check(cont)) {
-        PyErr_SetString(PyExc_TypeError, "set_offsets: cont must be bytes or None");
+    if ((cont != Py_None && !PyBytes_Check(cont)) || (chars != Py_None && !PyBytes_Check(chars))) {
+        PyErr_SetString(PyExc_TypeError, "set_offsets: cont and chars must be bytes or None");
+        return NULL;
+    }
+    if (chars != Py_None && self->model == MODEL_WORDPIECE) {
+        PyErr_SetString(PyExc_ValueError, "set_offsets: WordPiece has no lengths in characters");
         return NULL;
     }
     if ((self->model == MODEL_WORDPIECE) != (cont != Py_None)) {
@@ -1403,63 +1459,114 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
             return NULL;
         }
     }
-    size_t n, ncont = 0;
-    int32_t *a = lengths_copy(first, &n), *b = NULL;
-    if (!a || (cont != Py_None && !(b = lengths_copy(cont, &ncont)))) {
-        free(a);
-        return NULL;
-    }
-    if (b && ncont != n) {
+    size_t n, ncont = 0, nchars = 0;
+    int32_t *a = lengths_copy(first, &n), *b = NULL, *c = NULL;
+    if (!a || (cont != Py_None && !(b = lengths_copy(cont, &ncont))) ||
+        (chars != Py_None && !(c = lengths_copy(chars, &nchars)))) {
         free(a);
         free(b);
-        PyErr_SetString(PyExc_ValueError, "set_offsets: lengths and cont lengths differ in size");
         return NULL;
     }
-    free(self->offl.first);
-    free(self->offl.cont);
-    self->offl = (OffsetLengths){a, b, n, self->model == MODEL_BPE && self->bpe.byte_level,
+    if ((b && ncont != n) || (c && nchars != n)) {
+        free(a);
+        free(b);
+        free(c);
+        PyErr_SetString(PyExc_ValueError, "set_offsets: the tables of lengths differ in size");
+        return NULL;
+    }
+    offsets_lengths_free(&self->offl);
+    self->offl = (OffsetLengths){a, b, NULL, NULL, NULL, n, self->model == MODEL_BPE && self->bpe.byte_level,
                                  self->model == MODEL_WORDPIECE ? unk_whole : -1};
+    int err = offsets_lengths_init(&self->offl, c);
+    free(c);
+    if (err < 0) {
+        offsets_lengths_free(&self->offl);
+        return PyErr_NoMemory();
+    }
     Py_RETURN_NONE;
 }
 
-/* The (start, end) tuples; a token's start is mostly the end before it, whose int is reused.
- * A tuple of two ints is in no reference cycle: it is left out of the cyclic collector, as is
- * the list while it fills, which the young collections these allocations set off would
- * otherwise walk again and again. */
-static PyObject *offsets_list(const IdBuf *offs) {
-    Py_ssize_t n = (Py_ssize_t)(offs->n / 2);
-    PyObject *list = PyList_New(n), *last = NULL;
-    long last_value = -1;
-    if (list)
-        PyObject_GC_UnTrack(list);
-    for (Py_ssize_t i = 0; list && i < n; i++) {
-        long a = offs->v[2 * i], b = offs->v[2 * i + 1];
-        PyObject *t = PyTuple_New(2), *start = a == last_value ? Py_NewRef(last) : PyLong_FromLong(a),
-                 *end = b == a && start ? Py_NewRef(start) : PyLong_FromLong(b);
-        if (!t || !start || !end) {
-            Py_XDECREF(t);
-            Py_XDECREF(start);
-            Py_XDECREF(end);
-            Py_CLEAR(list);
-            break;
-        }
-        PyTuple_SET_ITEM(t, 0, start);
-        PyTuple_SET_ITEM(t, 1, end);
-        PyObject_GC_UnTrack(t);
-        PyList_SET_ITEM(list, i, t);
-        last = end;
-        last_value = b;
+/* An offset's int: the ids' table holds most (it is as large as the vocabulary). */
+static PyObject *offset_int(Encoder *self, long v) {
+    return (size_t)v < self->nints ? id_int(self, (size_t)v) : PyLong_FromLong(v);
+}
+
+static PyObject *span_new(Encoder *self, long a, long b) {
+    PyObject *t = PyTuple_New(2), *start = t ? offset_int(self, a) : NULL, *end = start ? offset_int(self, b) : NULL;
+    if (!end) {
+        Py_XDECREF(t);
+        Py_XDECREF(start);
+        return NULL;
     }
-    if (list)
-        PyObject_GC_Track(list);
+    PyTuple_SET_ITEM(t, 0, start);
+    PyTuple_SET_ITEM(t, 1, end);
+    /* a tuple of two ints is in no reference cycle: the cyclic collector need not walk it */
+    PyObject_GC_UnTrack(t);
+    return t;
+}
+
+/* The slot of the shared tuple (a, b), or NULL for a span beyond them. Most tokens' spans are
+ * few (short, early in a text), so their tuples are made once and shared by every list returned,
+ * which no caller can tell from new ones as tuples are immutable: a token then costs a
+ * reference, not a tuple's allocation and free, which take longer than the encoding. */
+static PyObject **span_slot(Encoder *self, long a, long b) {
+    if ((unsigned long)a >= SPAN_STARTS || (unsigned long)(b - a) >= SPAN_WIDTHS)
+        return NULL;
+    return &self->spans[(size_t)a * SPAN_WIDTHS + (size_t)(b - a)];
+}
+
+/* The (start, end) tuples, within nb and na (0, 0) tuples (the post-processor's special tokens).
+ * First each token's shared tuple, if made, into its place (they lie apart in memory: looked up
+ * together, their misses overlap), then the references taken and the others made. The list is
+ * left out of the cyclic collector while it fills, which the young collections the new tuples'
+ * allocations set off would otherwise walk again and again. */
+static PyObject *offsets_list(Encoder *self, const IdBuf *offs, size_t nb, size_t na) {
+    size_t n = offs->n / 2, total = nb + n + na;
+    if (!self->spans && !(self->spans = calloc(SPAN_STARTS * SPAN_WIDTHS, sizeof *self->spans)))
+        return PyErr_NoMemory();
+    PyObject *list = PyList_New((Py_ssize_t)total);
+    if (!list)
+        return NULL;
+    PyObject_GC_UnTrack(list);
+    PyObject **items = ((PyListObject *)list)->ob_item;
+    for (size_t i = 0; i < n; i++) {
+        PyObject **slot = span_slot(self, offs->v[2 * i], offs->v[2 * i + 1]);
+        if ((items[nb + i] = slot ? *slot : NULL))
+            __builtin_prefetch(items[nb + i], 1);
+    }
+    for (size_t i = 0; i < total; i++) {
+        if (items[i]) {
+            Py_INCREF(items[i]);
+            continue;
+        }
+        int token = i >= nb && i < nb + n; /* else a special token's (0, 0) */
+        long a = token ? offs->v[2 * (i - nb)] : 0, b = token ? offs->v[2 * (i - nb) + 1] : 0;
+        PyObject **slot = span_slot(self, a, b), *t = slot && *slot ? *slot : span_new(self, a, b);
+        if (!t) {
+            /* the items not reached yet are borrowed: the list must not drop them */
+            memset(items + i, 0, (total - i) * sizeof *items);
+            Py_DECREF(list);
+            return NULL;
+        }
+        if (slot && !*slot)
+            *slot = Py_NewRef(t);
+        else if (slot)
+            Py_INCREF(t);
+        items[i] = t;
+    }
+    PyObject_GC_Track(list);
     return list;
 }
 
+static int read_ids(PyObject *seq, IdBuf *ids);
+
 static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
     long trim;
-    if (nargs != 3 || !PyUnicode_Check(args[0]) || ((trim = PyLong_AsLong(args[2])) == -1 && PyErr_Occurred())) {
+    if ((nargs != 3 && nargs != 5) || !PyUnicode_Check(args[0]) ||
+        ((trim = PyLong_AsLong(args[2])) == -1 && PyErr_Occurred())) {
         PyErr_Clear();
-        PyErr_SetString(PyExc_TypeError, "encode_offsets(text: str, normalizer: callable | None, trim: int)");
+        PyErr_SetString(PyExc_TypeError,
+                        "encode_offsets(text: str, normalizer: callable | None, trim: int[, before, after])");
         return NULL;
     }
     if (trim != OFF_NO_TRIM && trim != OFF_TRIM && trim != OFF_TRIM_PREFIX_SPACE) {
@@ -1478,6 +1585,12 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     size_t nops = 0;
     if (n > INT32_MAX || !native_ops(args[1], &ops, &nops))
         Py_RETURN_NONE;
+    IdBuf before = {0}, after = {0};
+    if (nargs == 5 && (read_ids(args[3], &before) < 0 || read_ids(args[4], &after) < 0)) {
+        free(before.v);
+        free(after.v);
+        return NULL;
+    }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     IdBuf ids = {0}, offs = {0};
@@ -1495,13 +1608,16 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     } else {
         /* the tuples first: the collections their allocations set off then find the ids' list
          * not made yet, instead of walking it each time */
-        PyObject *spans = offsets_list(&offs), *list = spans ? id_list(self, &ids, 0) : NULL;
+        PyObject *spans = offsets_list(self, &offs, before.n, after.n),
+                 *list = spans ? ids_within(self, &before, &ids, &after) : NULL;
         result = list ? PyTuple_Pack(2, list, spans) : NULL;
         Py_XDECREF(list);
         Py_XDECREF(spans);
     }
     free(ids.v);
     free(offs.v);
+    free(before.v);
+    free(after.v);
     return result;
 }
 
@@ -1854,12 +1970,14 @@ static PyMethodDef Encoder_methods[] = {
      "of each, on num_threads threads without the GIL. mode 1: (uint32 ids, int64 offsets) as bytes;\n"
      "mode 2: the int64 id counts as bytes."},
     {"set_offsets", (PyCFunction)Encoder_set_offsets, METH_VARARGS,
-     "set_offsets(lengths, cont, unk_id): each id's length in bytes (int32 as bytes, -1 where not known),\n"
-     "WordPiece's for tokens after a word's first (else None) and its unknown token, for encode_offsets."},
+     "set_offsets(lengths, cont, unk_id[, chars]): each id's length in bytes (int32 as bytes, -1 where not\n"
+     "known), WordPiece's for tokens after a word's first (else None), its unknown token and BPE's or\n"
+     "Unigram's lengths in characters (-1 where a token is not whole characters), for encode_offsets."},
     {"encode_offsets", (PyCFunction)(void (*)(void))Encoder_encode_offsets, METH_FASTCALL,
-     "encode_offsets(text, normalizer, trim) -> (ids, offsets) | None: encode_text(text, normalizer, False)\n"
-     "with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's process_offsets\n"
-     "when trim >= 0 (1: with add_prefix_space); None where only the pure path knows them."},
+     "encode_offsets(text, normalizer, trim[, before, after]) -> (ids, offsets) | None: encode_text(text,\n"
+     "normalizer, False) with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's\n"
+     "process_offsets when trim >= 0 (1: with add_prefix_space); None where only the pure path knows them.\n"
+     "With before and after (ids), the ids come within them and the offsets within as many (0, 0)."},
     {"bind", (PyCFunction)Encoder_bind, METH_VARARGS,
      "bind(normalizer, attrs, method) -> callable: method (Tokenizer.encode bound to a tokenizer, attrs its\n"
      "__dict__) with the common call, (text[, add_special_tokens=bool]) while attrs['meta'].split_special_tokens\n"

@@ -695,6 +695,9 @@ void decode_stream_free(DecodeStreamState *s);
  * where it is not known for certain; WordPiece's tokens after a word's first by cont. */
 typedef struct {
     int32_t *first, *cont; /* cont: NULL but for WordPiece */
+    uint8_t *first8, *cont8; /* the same up to 254 bytes, 0 where not known, 255 beyond */
+    uint8_t *chars8;         /* BPE, Unigram: each id's length in characters where it is whole
+                              * ones, else 0; or NULL */
     size_t n;
     int byte_level;
     int32_t unk_whole;     /* WordPiece's unknown token, covering a whole word; -1 otherwise */
@@ -703,6 +706,10 @@ typedef struct {
 /* ByteLevel's offset trimming: none, or with add_prefix_space's exception for a first token */
 enum { OFF_NO_TRIM = -1, OFF_TRIM = 0, OFF_TRIM_PREFIX_SPACE = 1 };
 
+/* Fill first8, cont8 and chars8 from first, cont and chars (each id's length in characters, -1
+ * where it is not whole characters; or NULL), -1 when out of memory; free all of them. */
+int offsets_lengths_init(OffsetLengths *L, const int32_t *chars);
+void offsets_lengths_free(OffsetLengths *L);
 int offsets_trimmed_char(uint32_t c);
 void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail);
 /* One token's (start, end) characters into offs, trimmed by lead / trail characters when trim
@@ -716,6 +723,14 @@ int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t tr
  * not add up to the piece (the pure path then answers). */
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
                   const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used);
+/* piece_offsets for all pieces of a BPE segment, buf's spans[0..nspans), whose ids are ids[0..nids)
+ * one piece after another, each located by lengths; buf[i] is the caller's character origin +
+ * align[i] (origin + i without align); scratch is work memory. 0, -1 out of memory, -2 as
+ * piece_offsets. */
+int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Span *spans, size_t nspans, int64_t origin,
+                  const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs, CpBuf *scratch);
+/* scratch (spans_offsets') as n bytes, NULL when out of memory */
+uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n);
 /* A Unigram piece's ranges (piece_offsets') from the lengths of its ids[0..nids): the one token
  * of no known length (the unknown token, a byte token) covers the bytes the others leave. -2
  * when not exactly one has none. */

@@ -786,10 +786,20 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
             continue;
         }
         /* HF's prepend: the first added character takes over the first character's alignment,
-         * the others and that character come after it, all from the first input character */
-        if (op->kind == NORM_PREPEND &&
-            (cps_extend(dst, op->rep, op->nrep) < 0 || align_fill(dal, 0, op->nrep, cur_align ? cur_align[0] : 0) < 0))
-            return -1;
+         * the others and that character come after it, all from the first input character;
+         * the text follows as it is */
+        if (op->kind == NORM_PREPEND) {
+            if (cps_extend(dst, op->rep, op->nrep) < 0 || align_fill(dal, 0, op->nrep, cur_align ? cur_align[0] : 0) < 0 ||
+                cps_extend(dst, cur, n) < 0 || cps_grow(dal, n) < 0)
+                return -1;
+            for (size_t i = 0; i < n; i++)
+                dal->v[op->nrep + i] = cur_align ? cur_align[i] : (uint32_t)i;
+            dal->n = op->nrep + n;
+            cur = dst->v;
+            cur_align = dal->v;
+            n = dst->n;
+            continue;
+        }
         if (op->kind == NORM_REPLACE && op->npat == 1 && op->nrep == 1) {
             /* one character for one (SentencePiece's space): a map, each keeping its alignment */
             if (replace_literal(op, cur, n, dst) < 0 || cps_grow(dal, n) < 0)
