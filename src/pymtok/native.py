@@ -734,6 +734,10 @@ def _unseen_literals(normalizer: object) -> frozenset[str]:
     return frozenset(unseen)
 
 
+# Split patterns that match the runs of whitespace (MNN's exports write WhitespaceSplit as one)
+_WHITESPACE_RUNS = frozenset({"\\s+"})
+
+
 def _steps(pre: object, cfg: Any, unseen: frozenset[str] = frozenset()) -> list[Step] | None:
     """The native program for a pre-tokenizer (flattened), or None if it has no exact one;
     a Split on a string in ``unseen`` (which the text never holds) cuts nothing."""
@@ -769,6 +773,9 @@ def _steps(pre: object, cfg: Any, unseen: frozenset[str] = frozenset()) -> list[
         if isinstance(pattern, Mapping) and pattern.get("String") in unseen and not sp.invert:
             return []  # no match: every behavior keeps the piece whole
         regex = pattern.get("Regex") if isinstance(pattern, Mapping) else None
+        if regex in _WHITESPACE_RUNS and sp.behavior == "Removed" and not sp.invert:
+            # Oniguruma's \s is White_Space, WhitespaceSplit's char::is_whitespace: the same pieces
+            return [("whitespace_split",)]
         scanner = SCANNERS.get(regex) if isinstance(regex, str) else None
         if scanner is None or sp.behavior not in _NATIVE_BEHAVIORS:
             return None
