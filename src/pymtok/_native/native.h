@@ -44,13 +44,28 @@ static inline int ids_extend(IdBuf *b, const int32_t *ids, size_t n) {
 
 /* A fast non-cryptographic hash of a byte string (word-at-a-time multiply/xorshift mixing).
  * Token strings are short, so per-word mixing beats byte-wise FNV by a wide margin. */
+static inline uint64_t hash_start(size_t n) { return 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull); }
+
+static inline uint64_t hash_step(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+    return h ^ h >> 31;
+}
+
+/* w: the last n % 8 bytes as one little-endian word */
+static inline uint64_t hash_finish(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return h;
+}
+
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull);
+    uint64_t h = hash_start(n);
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 31;
+        h = hash_step(h, w);
         p += 8;
         n -= 8;
     }
@@ -65,11 +80,39 @@ static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
     } else if (n) {
         w = p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) | (uint64_t)p[n - 1] << (8 * (n - 1));
     }
-    h = (h ^ w) * 0x94D049BB133111EBull;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return h;
+    return hash_finish(h, w);
+}
+
+/* A Scratch's bytes (scratch_bytes) and the cache's arena (cache_init) may be read KEY_PAD bytes
+ * past any key they hold: a key shorter than that is then hashed and compared as two words,
+ * without the branches on its length that mispredict from one piece to the next. */
+#define KEY_PAD 16
+
+static inline uint64_t low_bytes_mask(size_t n) { return n >= 8 ? ~0ull : (1ull << (8 * n)) - 1; }
+
+/* hash_bytes(p, n) for a p readable KEY_PAD bytes on */
+static inline uint64_t hash_padded(const uint8_t *p, size_t n) {
+    if (n >= KEY_PAD)
+        return hash_bytes(p, n);
+    uint64_t w0, w1;
+    memcpy(&w0, p, 8);
+    memcpy(&w1, p + 8, 8);
+    uint64_t h = hash_start(n), one = hash_step(h, w0);
+    int two = n >= 8;
+    return hash_finish(two ? one : h, (two ? w1 : w0) & low_bytes_mask(n & 7));
+}
+
+/* a[0..n) == b[0..n) for a and b readable KEY_PAD bytes on */
+static inline int key_eq_padded(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n > KEY_PAD)
+        return memcmp(a, b, n) == 0;
+    uint64_t a0, a1, b0, b1;
+    memcpy(&a0, a, 8);
+    memcpy(&a1, a + 8, 8);
+    memcpy(&b0, b, 8);
+    memcpy(&b1, b + 8, 8);
+    uint64_t m1 = n <= 8 ? 0 : low_bytes_mask(n - 8);
+    return !(((a0 ^ b0) & low_bytes_mask(n)) | ((a1 ^ b1) & m1));
 }
 
 /* ---- byte string -> id ------------------------------------------------------------------ */
@@ -232,6 +275,23 @@ static inline void cache_prefetch_entry(const Cache *c, uint64_t h) {
         __builtin_prefetch(cache_at(c, ref));
 }
 void cache_free(Cache *c);
+
+/* cache_get of a key readable KEY_PAD bytes on (in a Scratch's bytes) */
+static inline const CacheEntry *cache_get_padded(const Cache *c, const uint8_t *key, size_t len, uint64_t h) {
+    if (!c)
+        return NULL;
+    size_t i = (size_t)h & c->mask;
+    for (int probe = 0; probe < CACHE_PROBES; probe++) {
+        uint32_t ref = atomic_load_explicit(&c->slots[i], memory_order_acquire);
+        if (!ref)
+            return NULL;
+        const CacheEntry *e = cache_at(c, ref);
+        if (e->hash == h && e->len == len && key_eq_padded(e->data + e->nids * sizeof(int32_t), key, len))
+            return e;
+        i = (i + 1) & c->mask;
+    }
+    return NULL;
+}
 
 /* ---- pre-tokenization ------------------------------------------------------------------- */
 

@@ -108,7 +108,7 @@ void pairmap_free(PairMap *m) {
 int cache_init(Cache *c, size_t slots, size_t arena_bytes) {
     /* large callocs and mallocs are fresh mappings: pages cost only once the cache fills them */
     c->slots = calloc(slots, sizeof *c->slots);
-    c->arena = malloc(arena_bytes);
+    c->arena = malloc(arena_bytes + KEY_PAD);
     if (!c->slots || !c->arena) {
         cache_free(c);
         return -1;
@@ -222,6 +222,7 @@ void cache_free(Cache *c) {
 /* ---- Scratch ---------------------------------------------------------------------------- */
 
 int scratch_bytes(Scratch *s, size_t n) {
+    n += KEY_PAD;
     if (s->bytes_cap >= n)
         return 0;
     size_t cap = s->bytes_cap ? s->bytes_cap : 1024;
