@@ -328,7 +328,7 @@ static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, c
     return 0;
 }
 
-static int words_push(Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, size_t nb) {
+static inline int words_push(Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, size_t nb) {
     if (*nw == sc->words_cap) {
         size_t cap = sc->words_cap ? 2 * sc->words_cap : 64;
         Word *v = realloc(sc->words, cap * sizeof *v);
@@ -343,7 +343,7 @@ static int words_push(Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, si
 
 /* The piece buf[c..c+nc) (UTF-8 at b): a piece too long for the cache goes in as its parts
  * (bpe_merged), which it may hold. */
-static int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32_t *buf, size_t c, size_t nc,
+static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32_t *buf, size_t c, size_t nc,
                       size_t b, size_t nb) {
     if (nb <= CACHE_MAX_PIECE || !m->joins || m->ignore_merges)
         return words_push(sc, nw, c, nc, b, nb);
@@ -379,10 +379,12 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
         return -1;
     /* ASCII text, the common case, is its own UTF-8 and holds no U+2581: one pass the compiler
      * vectorizes gives every piece's bytes, at the piece's offset */
+    const uint32_t *restrict from = buf + lo;
+    uint8_t *restrict to = sc->bytes;
     uint32_t any = 0;
-    for (size_t i = lo; i < hi; i++) {
-        any |= buf[i];
-        sc->bytes[i - lo] = (uint8_t)buf[i];
+    for (size_t i = 0; i < hi - lo; i++) {
+        any |= from[i];
+        to[i] = (uint8_t)from[i];
     }
     for (size_t k = 0; any < 0x80 && k < nspans; k++) {
         size_t start = spans[k].start, len = spans[k].end - start;

@@ -35,7 +35,13 @@ static inline int ids_extend(IdBuf *b, const int32_t *ids, size_t n) {
         return 0; /* ids may be NULL then (an empty cached piece), which memcpy does not allow */
     if (b->cap - b->n < n && ids_grow(b, n) < 0)
         return -1;
-    memcpy(b->v + b->n, ids, n * sizeof *ids);
+    /* most pieces are a token or two: a call to memcpy would cost more than the copy */
+    if (n <= 4) {
+        for (size_t i = 0; i < n; i++)
+            b->v[b->n + i] = ids[i];
+    } else {
+        memcpy(b->v + b->n, ids, n * sizeof *ids);
+    }
     b->n += n;
     return 0;
 }
