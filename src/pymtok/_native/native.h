@@ -507,7 +507,8 @@ enum { BERT_CLEAN = 1, BERT_CHINESE = 2, BERT_STRIP = 4, BERT_LOWER = 8 };
  * character comes from; -2 when that alignment is not kept (see normalize.c). */
 int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);
 
-/* NFC into out (tmp is scratch). Returns -1 when out of memory. */
+/* NFC into out (tmp is scratch). Returns 1 when the text stays as it is (out left empty), 0,
+ * -1 when out of memory. */
 int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
 
 /* The end of the extended grapheme cluster starting at s[i], as the `regex` module's \X. */

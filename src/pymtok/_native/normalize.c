@@ -281,10 +281,11 @@ static uint32_t compose_pair(uint32_t a, uint32_t b) {
 int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
     out->n = 0;
     size_t first = 0;
-    while (first < n && !(nprops(in[first]) & (N_NFD | N_NONSTARTER | N_COMPOSES)))
+    /* ASCII, which NFC never changes, without a table lookup */
+    while (first < n && (in[first] < 0x80 || !(nprops(in[first]) & (N_NFD | N_NONSTARTER | N_COMPOSES))))
         first++;
     if (first == n)
-        return cps_extend(out, in, n);
+        return 1;
     /* the starter before the first character that may change can compose with it */
     size_t from = first ? first - 1 : 0;
     if (cps_extend(out, in, from) < 0)
@@ -842,7 +843,8 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
             err = bert_normalize(op->flags, cur, n, tmp, dst, NULL);
             break;
         case NORM_NFC:
-            err = nfc_normalize(cur, n, tmp, dst);
+            if ((err = nfc_normalize(cur, n, tmp, dst)) == 1)
+                continue; /* the text as it is */
             break;
         case NORM_PRECOMPILED:
             err = precompiled_normalize(op->map, cur, n, dst);
