@@ -576,6 +576,7 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
 /* ---- added tokens (added.c) ----------------------------------------------------------------- */
 
 enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2 };
+#define ADDED_FEW_FIRSTS 4
 
 typedef struct {
     PairMap edges;   /* (node, code point) -> child node (in .id); node 0 is the root */
@@ -583,6 +584,8 @@ typedef struct {
     uint8_t *strip;  /* per node: that token's ADDED_* flags */
     size_t nnodes, ntokens;
     uint8_t first[0x10000 / 8]; /* BMP characters some token starts with: most positions skip the map */
+    uint32_t firsts[ADDED_FEW_FIRSTS]; /* every token's first character, when that few: nfirsts */
+    size_t nfirsts;                    /* SIZE_MAX when more */
 } AddedTrie;
 
 typedef struct {
