@@ -424,7 +424,12 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
-        if (bpe_word(m, cache, buf + w[k].c, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, sc, out) < 0)
+        /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
+         * whichever way bpe_word would have found them */
+        const uint8_t *b = sc->bytes + w[k].b;
+        const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
+        if (e ? ids_extend(out, cache_ids(e), e->nids) < 0
+              : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
             return -1;
     }
     return 0;
