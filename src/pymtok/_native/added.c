@@ -74,10 +74,6 @@ static int cuts_push(AddedCuts *c, size_t start, size_t stop, int32_t id) {
 
 #define SKIP_BLOCK 16
 
-typedef uint32_t u32x4 __attribute__((vector_size(16)));
-
-static inline u32x4 u32x4_of(uint32_t c) { return (u32x4){c, c, c, c}; }
-
 /* From i, the start of the first block of SKIP_BLOCK characters that holds one of the few
  * characters tokens start with (t->firsts), else of the shorter block at the end, which the
  * caller scans: four characters to a comparison, where the bitmap is a lookup a character. */

@@ -280,8 +280,8 @@ static uint32_t compose_pair(uint32_t a, uint32_t b) {
 /* Canonical decomposition, canonical ordering, canonical composition, with HF's tables. */
 int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
     out->n = 0;
-    size_t first = 0;
     /* ASCII, which NFC never changes, without a table lookup */
+    size_t first = ascii_blocks(in, n);
     while (first < n && (in[first] < 0x80 || !(nprops(in[first]) & (N_NFD | N_NONSTARTER | N_COMPOSES))))
         first++;
     if (first == n)
