@@ -304,8 +304,8 @@ static inline void cache_prefetch_entry(const Cache *c, uint64_t h) {
 }
 void cache_free(Cache *c);
 
-/* cache_get of a key readable KEY_PAD bytes on (in a Scratch's bytes) */
-static inline const CacheEntry *cache_get_padded(const Cache *c, const uint8_t *key, size_t len, uint64_t h) {
+/* cache_get's probe; `padded`: the key is readable KEY_PAD bytes on (in a Scratch's bytes) */
+static inline const CacheEntry *cache_probe(const Cache *c, const uint8_t *key, size_t len, uint64_t h, int padded) {
     if (!c)
         return NULL;
     size_t i = (size_t)h & c->mask;
@@ -314,11 +314,16 @@ static inline const CacheEntry *cache_get_padded(const Cache *c, const uint8_t *
         if (!ref)
             return NULL;
         const CacheEntry *e = cache_at(c, ref);
-        if (e->hash == h && e->len == len && key_eq_padded(e->data + e->nids * sizeof(int32_t), key, len))
+        const uint8_t *k = e->data + e->nids * sizeof(int32_t);
+        if (e->hash == h && e->len == len && (padded ? key_eq_padded(k, key, len) : memcmp(k, key, len) == 0))
             return e;
         i = (i + 1) & c->mask;
     }
     return NULL;
+}
+
+static inline const CacheEntry *cache_get_padded(const Cache *c, const uint8_t *key, size_t len, uint64_t h) {
+    return cache_probe(c, key, len, h, 1);
 }
 
 /* ---- pre-tokenization ------------------------------------------------------------------- */
