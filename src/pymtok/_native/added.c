@@ -40,6 +40,10 @@ int added_trie_insert(AddedTrie *t, const uint32_t *s, size_t n, int32_t id, int
         pairmap_put(&t->edges, node, s[k], 0, (int32_t)t->nnodes);
         if (node == 0 && s[k] < 0x10000)
             t->first[s[k] >> 3] |= (uint8_t)(1u << (s[k] & 7));
+        if (node == 0)
+            t->nfirsts = t->nfirsts < ADDED_FEW_FIRSTS ? t->nfirsts + 1 : SIZE_MAX;
+        if (node == 0 && t->nfirsts <= ADDED_FEW_FIRSTS)
+            t->firsts[t->nfirsts - 1] = s[k];
         node = (uint32_t)t->nnodes++;
     }
     t->ids[node] = id;
@@ -68,14 +72,46 @@ static int cuts_push(AddedCuts *c, size_t start, size_t stop, int32_t id) {
     return 0;
 }
 
+#define SKIP_BLOCK 16
+
+/* From i, the start of the first block of SKIP_BLOCK characters that holds one of the few
+ * characters tokens start with (t->firsts), else of the shorter block at the end, which the
+ * caller scans: four characters to a comparison, where the bitmap is a lookup a character. */
+static size_t skip_blocks(const AddedTrie *t, const uint32_t *s, size_t n, size_t i) {
+    u32x4 f[ADDED_FEW_FIRSTS];
+    size_t nf = t->nfirsts;
+    for (size_t k = 0; k < nf; k++)
+        f[k] = u32x4_of(t->firsts[k]);
+    for (; i + SKIP_BLOCK <= n; i += SKIP_BLOCK) {
+        u32x4 any = u32x4_of(0);
+        for (size_t j = 0; j < SKIP_BLOCK; j += 4) {
+            u32x4 v;
+            memcpy(&v, s + i + j, sizeof v);
+            any |= (u32x4)(v == f[0]);
+            for (size_t k = 1; k < nf; k++)
+                any |= (u32x4)(v == f[k]);
+        }
+        if (any[0] | any[1] | any[2] | any[3])
+            return i;
+    }
+    return i;
+}
+
 int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out) {
     out->n = 0;
     size_t done = 0, pos = 0;
+    int few = t->nfirsts && t->nfirsts <= ADDED_FEW_FIRSTS;
     while (t->ntokens && pos < n) {
         /* the leftmost start with a match, and its longest match */
-        size_t start = pos, stop = 0;
+        size_t start = pos, stop = 0, scanned = pos;
         uint32_t best = 0;
         for (; start < n; start++) {
+            if (few && start >= scanned) {
+                start = skip_blocks(t, s, n, start);
+                scanned = start + SKIP_BLOCK;
+                if (start == n)
+                    break;
+            }
             uint32_t c = s[start], node = 0;
             if (c < 0x10000 && !(t->first[c >> 3] & (1u << (c & 7))))
                 continue;

@@ -226,7 +226,7 @@ static int piece_utf8(Scratch *sc, const uint32_t *cps, size_t n, size_t *nb, ui
     if (scratch_bytes(sc, 4 * n) < 0)
         return -1;
     *nb = utf8_encode(cps, n, sc->bytes);
-    *h = hash_bytes(sc->bytes, *nb);
+    *h = hash_padded(sc->bytes, *nb);
     return 0;
 }
 
@@ -275,7 +275,7 @@ static int bpe_merged(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
         size_t pb = utf8_size(cps + start, end - start);
         int32_t tok = end - start == 1 ? char_token(m, cps[start]) : -1;
         if (tok >= 0 ? ids_push(out, tok) < 0
-                     : bpe_cached(m, cache, cps + start, end - start, b + bstart, pb, hash_bytes(b + bstart, pb), sc,
+                     : bpe_cached(m, cache, cps + start, end - start, b + bstart, pb, hash_padded(b + bstart, pb), sc,
                                   out) < 0)
             return -1;
         bstart += pb;
@@ -288,7 +288,7 @@ static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
                       uint64_t h, Scratch *sc, IdBuf *out) {
     int cacheable = nb <= CACHE_MAX_PIECE;
     if (cacheable) {
-        const CacheEntry *e = cache_get(cache, b, nb, h);
+        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
         if (e)
             return ids_extend(out, cache_ids(e), e->nids);
     }
@@ -313,7 +313,7 @@ static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, c
         return bpe_cached(m, cache, cps, n, b, nb, h, sc, out);
     int cacheable = nb <= CACHE_MAX_PIECE;
     if (cacheable) {
-        const CacheEntry *e = cache_get(cache, b, nb, h);
+        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
         if (e)
             return ids_extend(out, cache_ids(e), e->nids);
     }
@@ -328,7 +328,7 @@ static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, c
     return 0;
 }
 
-static int words_push(Cache *cache, Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, size_t nb) {
+static inline int words_push(Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, size_t nb) {
     if (*nw == sc->words_cap) {
         size_t cap = sc->words_cap ? 2 * sc->words_cap : 64;
         Word *v = realloc(sc->words, cap * sizeof *v);
@@ -337,21 +337,19 @@ static int words_push(Cache *cache, Scratch *sc, size_t *nw, size_t c, size_t nc
         sc->words = v;
         sc->words_cap = cap;
     }
-    uint64_t h = hash_bytes(sc->bytes + b, nb);
-    sc->words[(*nw)++] = (Word){c, nc, b, nb, h};
-    cache_prefetch_slot(cache, h);
+    sc->words[(*nw)++] = (Word){c, nc, b, nb, 0};
     return 0;
 }
 
 /* The piece buf[c..c+nc) (UTF-8 at b): a piece too long for the cache goes in as its parts
  * (bpe_merged), which it may hold. */
-static int piece_push(const BPE *m, Cache *cache, Scratch *sc, size_t *nw, const uint32_t *buf, size_t c, size_t nc,
+static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32_t *buf, size_t c, size_t nc,
                       size_t b, size_t nb) {
     if (nb <= CACHE_MAX_PIECE || !m->joins || m->ignore_merges)
-        return words_push(cache, sc, nw, c, nc, b, nb);
+        return words_push(sc, nw, c, nc, b, nb);
     for (size_t end = c + nc; c < end;) {
         size_t part = part_end(m, buf + c, end - c), pb = utf8_size(buf + c, part);
-        if (words_push(cache, sc, nw, c, part, b, pb) < 0)
+        if (words_push(sc, nw, c, part, b, pb) < 0)
             return -1;
         c += part;
         b += pb;
@@ -363,17 +361,37 @@ static int piece_push(const BPE *m, Cache *cache, Scratch *sc, size_t *nw, const
  * when the piece was listed). */
 #define LOOKAHEAD 4
 
-/* First the UTF-8, hash and bounds of every piece (cutting before U+2581 in the same pass),
- * then the pieces in order, each one's cache lookup started a few pieces earlier: a lookup is
- * two dependent misses (slot, entry), which then overlap the work on earlier pieces. */
+/* First the UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), then
+ * their hashes, then the pieces in order, each one's cache lookup started a few pieces
+ * earlier: a lookup is two dependent misses (slot, entry), which then overlap the work on
+ * earlier pieces. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out) {
-    size_t chars = 0, nw = 0, pos = 0;
-    for (size_t k = 0; k < nspans; k++)
-        chars += spans[k].end - spans[k].start;
-    if (scratch_bytes(sc, 4 * chars) < 0)
-        return -1;
+    size_t chars = 0, nw = 0, pos = 0, lo = SIZE_MAX, hi = 0;
     for (size_t k = 0; k < nspans; k++) {
+        chars += spans[k].end - spans[k].start;
+        lo = spans[k].start < lo ? spans[k].start : lo;
+        hi = spans[k].end > hi ? spans[k].end : hi;
+    }
+    if (!nspans)
+        return 0;
+    if (scratch_bytes(sc, 4 * chars > hi - lo ? 4 * chars : hi - lo) < 0)
+        return -1;
+    /* ASCII text, the common case, is its own UTF-8 and holds no U+2581: one pass the compiler
+     * vectorizes gives every piece's bytes, at the piece's offset */
+    const uint32_t *restrict from = buf + lo;
+    uint8_t *restrict to = sc->bytes;
+    uint32_t any = 0;
+    for (size_t i = 0; i < hi - lo; i++) {
+        any |= from[i];
+        to[i] = (uint8_t)from[i];
+    }
+    for (size_t k = 0; any < 0x80 && k < nspans; k++) {
+        size_t start = spans[k].start, len = spans[k].end - start;
+        if (len && piece_push(m, sc, &nw, buf, start, len, start - lo, len) < 0)
+            return -1;
+    }
+    for (size_t k = 0; any >= 0x80 && k < nspans; k++) {
         size_t start = spans[k].start, bstart = pos;
         for (size_t i = start; i < spans[k].end; i++) {
             uint32_t c = buf[i];
@@ -383,7 +401,7 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
             }
             /* no token holds U+2581 after another character (build_bpe): no merge joins there */
             if (c == 0x2581 && m->split_metaspace && i > start && buf[i - 1] != 0x2581) {
-                if (piece_push(m, cache, sc, &nw, buf, start, i - start, bstart, pos - bstart) < 0)
+                if (piece_push(m, sc, &nw, buf, start, i - start, bstart, pos - bstart) < 0)
                     return -1;
                 start = i;
                 bstart = pos;
@@ -391,16 +409,27 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
             pos += utf8_put(c, sc->bytes + pos);
         }
         if (start < spans[k].end &&
-            piece_push(m, cache, sc, &nw, buf, start, spans[k].end - start, bstart, pos - bstart) < 0)
+            piece_push(m, sc, &nw, buf, start, spans[k].end - start, bstart, pos - bstart) < 0)
             return -1;
     }
-    const Word *w = sc->words;
+    /* hashed in a pass of their own: the bytes just stored one at a time, read back at once as
+     * words, would each wait for the store buffer */
+    Word *w = sc->words;
+    for (size_t k = 0; k < nw; k++) {
+        w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
+        cache_prefetch_slot(cache, w[k].h);
+    }
     for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
         cache_prefetch_entry(cache, w[k].h);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
-        if (bpe_word(m, cache, buf + w[k].c, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, sc, out) < 0)
+        /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
+         * whichever way bpe_word would have found them */
+        const uint8_t *b = sc->bytes + w[k].b;
+        const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
+        if (e ? ids_extend(out, cache_ids(e), e->nids) < 0
+              : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
             return -1;
     }
     return 0;
@@ -463,10 +492,10 @@ int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_
     uint8_t *b = sc->bytes;
     size_t nb = utf8_encode(cps, n, b);
     b[nb] = 0; /* a lead byte: ends at nb are character starts */
-    uint64_t h = hash_bytes(b, nb);
+    uint64_t h = hash_padded(b, nb);
     int cacheable = nb <= CACHE_MAX_PIECE;
     if (cacheable) {
-        const CacheEntry *e = cache_get(cache, b, nb, h);
+        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
         if (e)
             return ids_extend(out, cache_ids(e), e->nids);
     }
@@ -599,7 +628,7 @@ static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size
         return -2;
     int cacheable = cache && nb <= CACHE_MAX_PIECE;
     if (cacheable) {
-        const CacheEntry *e = cache_get(cache, b, nb, h);
+        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
         if (e)
             return ids_extend(out, cache_ids(e), e->nids);
     }

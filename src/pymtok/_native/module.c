@@ -1177,6 +1177,10 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
     if (encodable_length(text, &n) < 0)
         return NULL;
     IdBuf out = {0};
+    /* room for the ids of most texts (a token for every four characters) at once, rather than
+     * growing to it from nothing */
+    if (n < PARTS_MIN && ids_grow(&out, n / 4 + 16) < 0)
+        return PyErr_NoMemory();
     Work own, *w = work_take(&own);
     const NormOp *ops;
     size_t nops;

@@ -35,22 +35,65 @@ static inline int ids_extend(IdBuf *b, const int32_t *ids, size_t n) {
         return 0; /* ids may be NULL then (an empty cached piece), which memcpy does not allow */
     if (b->cap - b->n < n && ids_grow(b, n) < 0)
         return -1;
-    memcpy(b->v + b->n, ids, n * sizeof *ids);
+    /* most pieces are a token or two: a call to memcpy would cost more than the copy */
+    if (n <= 4) {
+        for (size_t i = 0; i < n; i++)
+            b->v[b->n + i] = ids[i];
+    } else {
+        memcpy(b->v + b->n, ids, n * sizeof *ids);
+    }
     b->n += n;
     return 0;
+}
+
+/* Four code points to an instruction (GCC and Clang vector extensions: SSE2, NEON) */
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
+
+static inline u32x4 u32x4_of(uint32_t c) { return (u32x4){c, c, c, c}; }
+
+/* How many of s[0..n)'s first characters are ASCII, counted 16 at a time: a multiple of 16 at
+ * most the true count, which the caller's own loop finishes. */
+static inline size_t ascii_blocks(const uint32_t *s, size_t n) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        u32x4 any = u32x4_of(0);
+        for (size_t j = 0; j < 16; j += 4) {
+            u32x4 v;
+            memcpy(&v, s + i + j, sizeof v);
+            any |= v;
+        }
+        if ((any[0] | any[1] | any[2] | any[3]) >= 0x80)
+            break;
+    }
+    return i;
 }
 
 /* ---- hashing ---------------------------------------------------------------------------- */
 
 /* A fast non-cryptographic hash of a byte string (word-at-a-time multiply/xorshift mixing).
  * Token strings are short, so per-word mixing beats byte-wise FNV by a wide margin. */
+static inline uint64_t hash_start(size_t n) { return 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull); }
+
+static inline uint64_t hash_step(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
+    return h ^ h >> 31;
+}
+
+/* w: the last n % 8 bytes as one little-endian word */
+static inline uint64_t hash_finish(uint64_t h, uint64_t w) {
+    h = (h ^ w) * 0x94D049BB133111EBull;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return h;
+}
+
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull);
+    uint64_t h = hash_start(n);
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ull;
-        h ^= h >> 31;
+        h = hash_step(h, w);
         p += 8;
         n -= 8;
     }
@@ -65,11 +108,39 @@ static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
     } else if (n) {
         w = p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) | (uint64_t)p[n - 1] << (8 * (n - 1));
     }
-    h = (h ^ w) * 0x94D049BB133111EBull;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return h;
+    return hash_finish(h, w);
+}
+
+/* A Scratch's bytes (scratch_bytes) and the cache's arena (cache_init) may be read KEY_PAD bytes
+ * past any key they hold: a key shorter than that is then hashed and compared as two words,
+ * without the branches on its length that mispredict from one piece to the next. */
+#define KEY_PAD 16
+
+static inline uint64_t low_bytes_mask(size_t n) { return n >= 8 ? ~0ull : (1ull << (8 * n)) - 1; }
+
+/* hash_bytes(p, n) for a p readable KEY_PAD bytes on */
+static inline uint64_t hash_padded(const uint8_t *p, size_t n) {
+    if (n >= KEY_PAD)
+        return hash_bytes(p, n);
+    uint64_t w0, w1;
+    memcpy(&w0, p, 8);
+    memcpy(&w1, p + 8, 8);
+    uint64_t h = hash_start(n), one = hash_step(h, w0);
+    int two = n >= 8;
+    return hash_finish(two ? one : h, (two ? w1 : w0) & low_bytes_mask(n & 7));
+}
+
+/* a[0..n) == b[0..n) for a and b readable KEY_PAD bytes on */
+static inline int key_eq_padded(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n > KEY_PAD)
+        return memcmp(a, b, n) == 0;
+    uint64_t a0, a1, b0, b1;
+    memcpy(&a0, a, 8);
+    memcpy(&a1, a + 8, 8);
+    memcpy(&b0, b, 8);
+    memcpy(&b1, b + 8, 8);
+    uint64_t m1 = n <= 8 ? 0 : low_bytes_mask(n - 8);
+    return !(((a0 ^ b0) & low_bytes_mask(n)) | ((a1 ^ b1) & m1));
 }
 
 /* ---- byte string -> id ------------------------------------------------------------------ */
@@ -232,6 +303,28 @@ static inline void cache_prefetch_entry(const Cache *c, uint64_t h) {
         __builtin_prefetch(cache_at(c, ref));
 }
 void cache_free(Cache *c);
+
+/* cache_get's probe; `padded`: the key is readable KEY_PAD bytes on (in a Scratch's bytes) */
+static inline const CacheEntry *cache_probe(const Cache *c, const uint8_t *key, size_t len, uint64_t h, int padded) {
+    if (!c)
+        return NULL;
+    size_t i = (size_t)h & c->mask;
+    for (int probe = 0; probe < CACHE_PROBES; probe++) {
+        uint32_t ref = atomic_load_explicit(&c->slots[i], memory_order_acquire);
+        if (!ref)
+            return NULL;
+        const CacheEntry *e = cache_at(c, ref);
+        const uint8_t *k = e->data + e->nids * sizeof(int32_t);
+        if (e->hash == h && e->len == len && (padded ? key_eq_padded(k, key, len) : memcmp(k, key, len) == 0))
+            return e;
+        i = (i + 1) & c->mask;
+    }
+    return NULL;
+}
+
+static inline const CacheEntry *cache_get_padded(const Cache *c, const uint8_t *key, size_t len, uint64_t h) {
+    return cache_probe(c, key, len, h, 1);
+}
 
 /* ---- pre-tokenization ------------------------------------------------------------------- */
 
@@ -441,7 +534,8 @@ enum { BERT_CLEAN = 1, BERT_CHINESE = 2, BERT_STRIP = 4, BERT_LOWER = 8 };
  * character comes from; -2 when that alignment is not kept (see normalize.c). */
 int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);
 
-/* NFC into out (tmp is scratch). Returns -1 when out of memory. */
+/* NFC into out (tmp is scratch). Returns 1 when the text stays as it is (out left empty), 0,
+ * -1 when out of memory. */
 int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
 
 /* The end of the extended grapheme cluster starting at s[i], as the `regex` module's \X. */
@@ -509,6 +603,7 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
 /* ---- added tokens (added.c) ----------------------------------------------------------------- */
 
 enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2 };
+#define ADDED_FEW_FIRSTS 4
 
 typedef struct {
     PairMap edges;   /* (node, code point) -> child node (in .id); node 0 is the root */
@@ -516,6 +611,8 @@ typedef struct {
     uint8_t *strip;  /* per node: that token's ADDED_* flags */
     size_t nnodes, ntokens;
     uint8_t first[0x10000 / 8]; /* BMP characters some token starts with: most positions skip the map */
+    uint32_t firsts[ADDED_FEW_FIRSTS]; /* every token's first character, when that few: nfirsts */
+    size_t nfirsts;                    /* SIZE_MAX when more */
 } AddedTrie;
 
 typedef struct {

@@ -7,6 +7,8 @@
 #include "native.h"
 #include "normalize_data.h"
 
+#include <pthread.h>
+
 static inline uint32_t nprops(uint32_t c) {
     if (c >= 0x110000)
         return 0;
@@ -277,16 +279,64 @@ static uint32_t compose_pair(uint32_t a, uint32_t b) {
     return lo < N_COMPOSE_COUNT && n_compose_keys[lo] == key ? n_compose_values[lo] : 0;
 }
 
+static int nfc_from(const uint32_t *in, size_t n, size_t from, CpBuf *tmp, CpBuf *out);
+
+/* BMP characters with a decomposition that NFC gives back as they are, wherever they stand
+ * among other such characters and characters without one of NFD, NONSTARTER, COMPOSES: those
+ * whose decomposition starts with a starter that composes with nothing before it, and composes
+ * back to the character alone (precomposed Latin, kana with dakuten, every Hangul syllable). Each
+ * decomposition then starts a new composition and ends as it was, so text made of them is its
+ * own NFC, which Japanese and Korean text mostly is. Built on first use; a bit left unset only
+ * costs the full pass. */
+static uint8_t nfc_kept[0x10000 / 8];
+static pthread_once_t nfc_kept_once = PTHREAD_ONCE_INIT;
+
+static void nfc_kept_build(void) {
+    CpBuf tmp = {0}, out = {0};
+    for (size_t k = 0; k < N_NFD_COUNT; k++) {
+        uint32_t c = n_nfd_keys[k];
+        const uint32_t *d = n_nfd_pool + n_nfd_offsets[k];
+        size_t len = n_nfd_offsets[k + 1] - n_nfd_offsets[k];
+        if (c >= 0x10000 || !len || (nprops(d[0]) & (N_COMPOSES | N_NONSTARTER)))
+            continue;
+        out.n = 0;
+        if (nfc_from(d, len, 0, &tmp, &out) == 0 && out.n == 1 && out.v[0] == c)
+            nfc_kept[c >> 3] |= (uint8_t)(1u << (c & 7));
+    }
+    free(tmp.v);
+    free(out.v);
+}
+
 /* Canonical decomposition, canonical ordering, canonical composition, with HF's tables. */
 int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
     out->n = 0;
-    size_t first = 0;
-    while (first < n && !(nprops(in[first]) & (N_NFD | N_NONSTARTER | N_COMPOSES)))
-        first++;
+    /* ASCII, which NFC never changes, without a table lookup */
+    size_t first = ascii_blocks(in, n);
+    int kept_built = 0;
+    for (; first < n; first++) {
+        uint32_t c = in[first];
+        if (c < 0x80)
+            continue;
+        uint32_t p = nprops(c) & (N_NFD | N_NONSTARTER | N_COMPOSES);
+        if (!p)
+            continue;
+        if (p != N_NFD || c >= 0x10000)
+            break;
+        if (!kept_built) {
+            pthread_once(&nfc_kept_once, nfc_kept_build);
+            kept_built = 1;
+        }
+        if (!(nfc_kept[c >> 3] >> (c & 7) & 1))
+            break;
+    }
     if (first == n)
-        return cps_extend(out, in, n);
+        return 1;
     /* the starter before the first character that may change can compose with it */
-    size_t from = first ? first - 1 : 0;
+    return nfc_from(in, n, first ? first - 1 : 0, tmp, out);
+}
+
+/* nfc_normalize of in[0..n) whose characters before `from` stay as they are */
+static int nfc_from(const uint32_t *in, size_t n, size_t from, CpBuf *tmp, CpBuf *out) {
     if (cps_extend(out, in, from) < 0)
         return -1;
     tmp->n = 0;
@@ -852,7 +902,8 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
             err = bert_normalize(op->flags, cur, n, tmp, dst, NULL);
             break;
         case NORM_NFC:
-            err = nfc_normalize(cur, n, tmp, dst);
+            if ((err = nfc_normalize(cur, n, tmp, dst)) == 1)
+                continue; /* the text as it is */
             break;
         case NORM_PRECOMPILED:
             err = precompiled_normalize(op->map, cur, n, dst);

@@ -38,6 +38,42 @@ static inline size_t run(const uint32_t *s, size_t n, size_t i, uint32_t mask) {
     return i;
 }
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* run(s, n, i, mask) for a mask whose ASCII members are the 26 letters from `first` once ORed
+ * with `fold` (0x20 folds case): ASCII members counted 16 at a time where SSE2 has them, as one
+ * comparison and the count of the leading members, with no branch on where the run ends (which
+ * a loop mispredicts about once a piece); the scalar run finishes it (a member beyond ASCII,
+ * the last characters of s). */
+static inline size_t run_ascii(const uint32_t *s, size_t n, size_t i, uint32_t mask, char first, char fold) {
+#ifdef __SSE2__
+    const __m128i f = _mm_set1_epi8(fold), a = _mm_set1_epi8(first), flip = _mm_set1_epi8((char)0x80),
+                  below = _mm_set1_epi8((char)(26 ^ 0x80));
+    while (i + 16 <= n) {
+        const __m128i *p = (const __m128i *)(const void *)(s + i);
+        /* saturating packs keep ASCII and turn every other code point into a byte of 0x80 or more */
+        __m128i lo = _mm_packs_epi32(_mm_loadu_si128(p), _mm_loadu_si128(p + 1));
+        __m128i hi = _mm_packs_epi32(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3));
+        __m128i b = _mm_packus_epi16(lo, hi);
+        /* (b | fold) - first < 26 unsigned, which a byte of 0x80 or more never is */
+        __m128i t = _mm_xor_si128(_mm_sub_epi8(_mm_or_si128(b, f), a), flip);
+        unsigned members = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(t, below));
+        size_t k = (size_t)__builtin_ctz(~members);
+        i += k;
+        if (k < 16)
+            break;
+    }
+#else
+    (void)first;
+    (void)fold;
+#endif
+    return run(s, n, i, mask);
+}
+
+static inline size_t run_letters(const uint32_t *s, size_t n, size_t i) { return run_ascii(s, n, i, L_, 'a', 0x20); }
+
 static inline size_t run_other(const uint32_t *s, size_t n, size_t i) {
     while (i < n && IS_OTHER(s[i]))
         i++;
@@ -97,7 +133,7 @@ static size_t m_gpt2(const uint32_t *s, size_t n, size_t i) {
     size_t j = (c == ' ' && i + 1 < n) ? i + 1 : i;
     uint32_t d = s[j];
     if (IS(d, L_))
-        return run(s, n, j, L_);
+        return run_letters(s, n, j);
     if (IS(d, N_))
         return run(s, n, j, N_);
     if (IS_OTHER(d))
@@ -119,9 +155,9 @@ static inline size_t m_cl100k_like(const uint32_t *s, size_t n, size_t i, size_t
     }
     uint32_t cls = ucls(c);
     if (cls & L_)
-        return run(s, n, i, L_);
+        return run_letters(s, n, i);
     if (!(cls & N_) && !IS_CRLF(c) && i + 1 < n && IS(s[i + 1], L_))
-        return run(s, n, i + 1, L_);
+        return run_letters(s, n, i + 1);
     if (cls & N_) {
         size_t e = i;
         while (e < n && e - i < max_digits && IS(s[e], N_))
@@ -146,12 +182,22 @@ static size_t m_qwen2(const uint32_t *s, size_t n, size_t i) { return m_cl100k_l
 #define UPPERISH (U_LU | U_LT | U_LM | U_LO | U_M)
 #define LOWERISH (U_LL | U_LM | U_LO | U_M)
 
+/* The ASCII members of UPPERISH and LOWERISH are A-Z and a-z. The alternatives of o200k often
+ * try a run that is empty, which an ASCII character says at once. */
+static inline size_t run_upperish(const uint32_t *s, size_t n, size_t i) {
+    return i < n && s[i] < 0x80 && s[i] - 'A' >= 26 ? i : run_ascii(s, n, i, UPPERISH, 'A', 0);
+}
+
+static inline size_t run_lowerish(const uint32_t *s, size_t n, size_t i) {
+    return i < n && s[i] < 0x80 && s[i] - 'a' >= 26 ? i : run_ascii(s, n, i, LOWERISH, 'a', 0);
+}
+
 /* [Upper]*[lower]+ from i: the greedy star gives back characters until a lower-ish one can
  * start the plus; returns the end or 0. */
 static inline size_t upper_star_lower_plus(const uint32_t *s, size_t n, size_t i) {
-    size_t u = run(s, n, i, UPPERISH);
+    size_t u = run_upperish(s, n, i);
     if (u < n && IS(s[u], LOWERISH))
-        return run(s, n, u, LOWERISH);
+        return run_lowerish(s, n, u);
     /* the plus starts inside the upper-ish run; the character after it is not lower-ish */
     for (size_t m = u; m > i; m--)
         if (IS(s[m - 1], LOWERISH))
@@ -160,8 +206,8 @@ static inline size_t upper_star_lower_plus(const uint32_t *s, size_t n, size_t i
 }
 
 static inline size_t upper_plus_lower_star(const uint32_t *s, size_t n, size_t i) {
-    size_t u = run(s, n, i, UPPERISH);
-    return u > i ? run(s, n, u, LOWERISH) : 0;
+    size_t u = run_upperish(s, n, i);
+    return u > i ? run_lowerish(s, n, u) : 0;
 }
 
 static inline size_t with_contraction(const uint32_t *s, size_t n, size_t e) {

@@ -108,7 +108,7 @@ void pairmap_free(PairMap *m) {
 int cache_init(Cache *c, size_t slots, size_t arena_bytes) {
     /* large callocs and mallocs are fresh mappings: pages cost only once the cache fills them */
     c->slots = calloc(slots, sizeof *c->slots);
-    c->arena = malloc(arena_bytes);
+    c->arena = malloc(arena_bytes + KEY_PAD);
     if (!c->slots || !c->arena) {
         cache_free(c);
         return -1;
@@ -157,19 +157,7 @@ static int entry_is(const CacheEntry *e, const uint8_t *key, size_t len, uint64_
 }
 
 const CacheEntry *cache_get(const Cache *c, const uint8_t *key, size_t len, uint64_t h) {
-    if (!c)
-        return NULL;
-    size_t i = (size_t)h & c->mask;
-    for (int probe = 0; probe < CACHE_PROBES; probe++) {
-        uint32_t ref = atomic_load_explicit(&c->slots[i], memory_order_acquire);
-        if (!ref)
-            return NULL;
-        const CacheEntry *e = cache_at(c, ref);
-        if (entry_is(e, key, len, h))
-            return e;
-        i = (i + 1) & c->mask;
-    }
-    return NULL;
+    return cache_probe(c, key, len, h, 0);
 }
 
 void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32_t *ids, size_t n) {
@@ -222,6 +210,7 @@ void cache_free(Cache *c) {
 /* ---- Scratch ---------------------------------------------------------------------------- */
 
 int scratch_bytes(Scratch *s, size_t n) {
+    n += KEY_PAD;
     if (s->bytes_cap >= n)
         return 0;
     size_t cap = s->bytes_cap ? s->bytes_cap : 1024;
