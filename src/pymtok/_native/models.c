@@ -86,19 +86,6 @@ static inline int bpe_pair(const BPE *m, PairMemo *memo, uint32_t left, uint32_t
     return e->id >= 0;
 }
 
-/* Start loading the slot of (left, right), from either map, unless the memo holds the pair. */
-static inline void pair_prefetch(const BPE *m, const PairMemo *memo, uint32_t left, uint32_t right) {
-    if (memo) {
-        const PairMemo *e = &memo[memo_slot(left, right)];
-        if (e->left == left && e->right == right)
-            return;
-    }
-    if (m->mtok)
-        mtok_pair_prefetch(m->mtok, left, right);
-    else
-        pairmap_prefetch(&m->merges, left, right);
-}
-
 static inline void push_pair(const BPE *m, PairMemo *memo, HeapItem *heap, size_t *len, const int32_t *c, size_t left,
                              size_t right) {
     uint32_t rank;
@@ -135,8 +122,6 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
     for (size_t i = 0; i + 1 < n; i++)
-        pair_prefetch(m, memo, (uint32_t)c[i], (uint32_t)c[i + 1]);
-    for (size_t i = 0; i + 1 < n; i++)
         push_pair(m, memo, heap, &len, c, i, i + 1);
     while (len) {
         HeapItem top = heap_pop(heap, &len);
@@ -153,11 +138,6 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
         next[pos] = next[right];
         if (next[right] >= 0)
             prev[next[right]] = (int32_t)pos;
-        /* both new pairs at once, so that their cache misses overlap */
-        if (prev[pos] >= 0)
-            pair_prefetch(m, memo, (uint32_t)c[prev[pos]], (uint32_t)c[pos]);
-        if (next[pos] >= 0)
-            pair_prefetch(m, memo, (uint32_t)c[pos], (uint32_t)c[next[pos]]);
         if (prev[pos] >= 0)
             push_pair(m, memo, heap, &len, c, (size_t)prev[pos], pos);
         if (next[pos] >= 0)

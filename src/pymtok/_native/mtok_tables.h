@@ -98,11 +98,6 @@ static inline uint64_t mtok_pair_hash(uint32_t left, uint32_t right) {
     return (h >> 24) << 32 | (uint32_t)((key ^ (key >> 29)) * 0xBF58476D1CE4E5B9ull >> 32);
 }
 
-/* Start loading the slot of (left, right) (the encoder's pairs are independent misses). */
-static inline void mtok_pair_prefetch(const MtokIndex *x, uint32_t left, uint32_t right) {
-    __builtin_prefetch(&x->mslots[(size_t)(mtok_pair_hash(left, right) >> 32) & x->mmask]);
-}
-
 /* The merge of (left, right) as its index + 1, or 0; bounded as mtok_token_ref. */
 static inline uint32_t mtok_pair_ref(const MtokIndex *x, uint32_t left, uint32_t right) {
     uint64_t h = mtok_pair_hash(left, right);

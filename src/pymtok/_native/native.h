@@ -223,12 +223,6 @@ static inline size_t pairmap_slot(const PairMap *m, uint64_t key) {
     return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->mask;
 }
 
-/* Start loading the slot of (left, right): a word's pairs are independent lookups in a table
- * far larger than the caches, and their misses overlap when requested together. */
-static inline void pairmap_prefetch(const PairMap *m, uint32_t left, uint32_t right) {
-    __builtin_prefetch(&m->slots[pairmap_slot(m, (uint64_t)left << 32 | right)]);
-}
-
 static inline const PairSlot *pairmap_get(const PairMap *m, uint32_t left, uint32_t right) {
     uint64_t key = (uint64_t)left << 32 | right;
     size_t i = pairmap_slot(m, key);
