@@ -6,12 +6,15 @@ message saying how to get the files, and when it is set but files are missing th
 
 Two tiers. The default (fast) one runs every test but those marked ``slow``, each corpus sample
 cut to a quarter (no fewer than 150 chunks) and each hypothesis test to a quarter of its examples
-(no fewer than 20); ``--full`` runs everything, samples at full size. ``.ci/run`` runs both.
+(no fewer than 20, or the count the test gives for the fast tier); ``--full`` runs everything,
+samples at full size. ``.ci/run`` runs both.
 
 A test stays cheap by naming its fixture among its parameters (the scheduler then runs it with
 that model's other tests), taking the loaded tokenizers from ``ours``, ``hf_tokenizer``,
-``auto_tokenizer`` and ``exported_mtok`` rather than loading its own, and sizing its samples with
-``corpus_chunks`` and ``examples``.
+``auto_tokenizer``, ``exported_mtok`` and ``exported_tokenizer`` rather than loading its own,
+and sizing its samples with ``corpus_chunks`` and ``examples``. The tests naming no fixture are
+spread one by one over the workers, between other modules' tests: what they share is cached
+for the session (a module-scoped fixture would be made again each time its module comes back).
 """
 
 from __future__ import annotations
@@ -98,9 +101,12 @@ def slow_for(names: list[str], *slow: str) -> list[Any]:
     return [pytest.param(name, marks=pytest.mark.slow) if name in slow else name for name in names]
 
 
-def examples(count: int) -> int:
-    """A hypothesis test's ``max_examples``: ``count`` in the full tier, a quarter in the fast one."""
-    return count if FULL_SAMPLES else min(count, max(count // 4, 20))
+def examples(count: int, fast: int | None = None) -> int:
+    """A hypothesis test's ``max_examples``: ``count`` in the full tier; in the fast one ``fast``
+    (for a test whose every example takes long), else a quarter, no fewer than 20."""
+    if FULL_SAMPLES:
+        return count
+    return min(count, fast if fast is not None else max(count // 4, 20))
 
 
 @pytest.fixture(scope="session")
@@ -117,6 +123,19 @@ def exported_mtok(tmp_path_factory: pytest.TempPathFactory) -> Any:
         path = export(fixture_path("tokenizers", name), out, mnn_identical=mnn_identical)
         assert path == out / "tokenizer.mtok"
         return path
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def exported_tokenizer(exported_mtok: Any) -> Any:
+    """NAME (, mnn_identical) -> pymtok's reading of ``exported_mtok``'s file, shared by the tests
+    as ``ours`` is (a large vocabulary's reading takes seconds on the pure path)."""
+    from pymtok.mtok import read_mtok
+
+    @functools.lru_cache(maxsize=2)
+    def get(name: str, mnn_identical: bool = False) -> Any:
+        return read_mtok(exported_mtok(name, mnn_identical))
 
     return get
 

@@ -40,7 +40,8 @@ def run(*args: str, stdin: str | bytes | None = None, check: bool = True) -> sub
     return result
 
 
-@pytest.fixture(scope="module")
+# a session's: the tests using it are spread over the workers, between other modules' tests
+@pytest.fixture(scope="session")
 def qwen_mtok(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("qwen3")
     proc = run("export", str(fixture_path("tokenizers", "qwen3")), "-o", str(out))

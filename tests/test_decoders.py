@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer, ours
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -359,15 +359,23 @@ def test_tokenizer_decode_single(cfg: dict | None, tokens: list[str], extra: lis
     assert_decode_same(cfg, tokens, extra)
 
 
-def test_native_decoder_covers_every_fixture_and_falls_back_where_it_must() -> None:
+# each fixture with its model's other tests, from the shared load
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_native_decoder_covers_every_fixture(name: str) -> None:
+    from pymtok import native
+
+    if native._core() is None:
+        pytest.skip("pure path: no native decoder")
+    assert native.accelerate_decode(ours(name)) is not None
+
+
+def test_native_decoder_covers_sentencepiece_models_and_falls_back_where_it_must() -> None:
     import pymtok
     from pymtok import native
 
     if native._core() is None:
         pytest.skip("pure path: no native decoder")
-    paths = [fixture_path("tokenizers", name, "tokenizer.json") for name in TOKENIZER_NAMES]
-    paths += [fixture_path("legacy", "sentencepiece", m) for m in ("test_model.model", "mistral-7b-v0.1.model")]
-    for path in paths:
+    for path in [fixture_path("legacy", "sentencepiece", m) for m in ("test_model.model", "mistral-7b-v0.1.model")]:
         assert native.accelerate_decode(pymtok.load(path)) is not None, path
     # a regex Replace has no native step: the pure path decodes, exactly
     cfg = {"type": "Replace", "pattern": {"Regex": "a+"}, "content": "-"}

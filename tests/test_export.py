@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-
+import functools
 import sys
 import types
 import unicodedata
@@ -64,9 +64,15 @@ def _sample(name: str) -> list[str]:
     return corpus_chunks(SAMPLE) + [text for text, _ in golden_cases(name)]
 
 
+@functools.lru_cache(maxsize=2)
+def mnn_reading(path: Path) -> pymtok.Tokenizer:
+    """MNN's part of an export alone, what MNN's loader reads; shared by a model's tests."""
+    return read_mtok(path, use_extension=False)
+
+
 @pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
-def test_export_reads_back_exact(name: str, exported) -> None:
-    tok = loads_mtok(exported(name), name)
+def test_export_reads_back_exact(name: str, exported_tokenizer) -> None:
+    tok = exported_tokenizer(name)
     hf = hf_tokenizer(name)
     from_json = ours(name)
     assert tok.meta == dataclasses.replace(from_json.meta, extension_version=EXTENSION_VERSION, mnn_layout="device")
@@ -102,9 +108,9 @@ def test_mnn_only_reading_of_export(name: str, mnn_identical: bool, exported) ->
 
 
 @pytest.mark.parametrize("name", ["qwen3", "all-minilm-l6-v2", "t5-small"])
-def test_rewriting_a_read_file(name: str, exported, tmp_path: Path) -> None:
+def test_rewriting_a_read_file(name: str, exported, exported_tokenizer, tmp_path: Path) -> None:
     data = exported(name)
-    tok = loads_mtok(data, name)
+    tok = exported_tokenizer(name)
     again = write_mtok(tok, tmp_path / "tokenizer.mtok").read_bytes()
     if name != "t5-small":
         assert again == data
@@ -125,7 +131,8 @@ def test_txt_format_goes_to_legacy(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         calls.append((model_dir, out_dir))
         return out_dir / "tokenizer.txt"
 
-    source = fixture_path("tokenizers", "qwen3")
+    # a small vocabulary: the export loads it, and the check of the .txt compares two readings
+    source = fixture_path("tokenizers", "bert-base-chinese")
     # the .txt read back as the source itself: nothing lost
     legacy = types.SimpleNamespace(export_txt=export_txt, read_txt=lambda path: pymtok.load(source))
     monkeypatch.setitem(sys.modules, "pymtok.legacy", legacy)
@@ -160,14 +167,12 @@ def test_bad_arguments(tmp_path: Path) -> None:
 
 # gemma-v1's 256k vocabulary in the full tier; its header: test_mnn_identical_is_mnn_exporters_layout
 @pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
-def test_device_layout_gives_mnn_hf_ids(name: str, exported, tmp_path: Path) -> None:
+def test_device_layout_gives_mnn_hf_ids(name: str, exported_mtok, exported_tokenizer) -> None:
     """What MNN's encode() makes of the file's header and program (BEHAVIOR.md §2: the header's
     prefix list, then the text's ids, then the program over both) equals HF's ids with special
     tokens; encode(text, false) (prefix list + ids) HF's without; encode("") the tokenizer's prefix."""
-    path = tmp_path / "tokenizer.mtok"
-    path.write_bytes(exported(name))
-    mnn = read_mtok(path, use_extension=False)  # MNN's part alone: what MNN's loader reads
-    mine = read_mtok(path)
+    mnn = mnn_reading(exported_mtok(name))
+    mine = exported_tokenizer(name)
     hf = hf_tokenizer(name)
     from_json = ours(name)
     assert mine.prefix_ids == from_json.prefix_ids  # pymtok's own reading keeps the real prefix
@@ -200,23 +205,22 @@ def test_device_layout_ends_mnn_part_where_the_extension_begins(name: str, expor
         pymtok.mtok.loads_mtok(data[:at] + b"\x00", name)
 
 
-def test_mnn_identical_is_mnn_exporters_layout(exported) -> None:
+@pytest.mark.parametrize("name", ["gemma-v1"])  # run with gemma-v1's tests, which export it too
+def test_mnn_identical_is_mnn_exporters_layout(name: str, exported) -> None:
     """The device layout differs from MNN's exporter only where MNN's runtime gets the ids wrong."""
-    identical, device = exported("gemma-v1", True), exported("gemma-v1")
+    identical, device = exported(name, True), exported(name)
     counts, lists, _ = split_header(identical)
     device_counts, device_lists, _ = split_header(device)
     assert lists[2] == [2] and device_lists[2] == [] and device_counts[:2] == counts[:2]
 
 
 @pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
-def test_device_layout_gives_every_id_a_slot(name: str, exported, tmp_path: Path) -> None:
+def test_device_layout_gives_every_id_a_slot(name: str, exported_mtok, exported_tokenizer) -> None:
     """MNN's loader stores each vocabulary record at its id in a table of record-count slots:
     the ids MNN reads run 0..n-1 with no gap, and pymtok's own reading is the source's."""
-    path = tmp_path / "tokenizer.mtok"
-    path.write_bytes(exported(name))
-    mnn_ids = sorted(read_mtok(path, use_extension=False).model.get_vocab().values())
+    mnn_ids = sorted(mnn_reading(exported_mtok(name)).model.get_vocab().values())
     assert mnn_ids == list(range(len(mnn_ids)))
-    mine, source = read_mtok(path), ours(name)
+    mine, source = exported_tokenizer(name), ours(name)
     assert mine.get_vocab() == source.get_vocab() and mine.vocab_size == source.vocab_size
     gaps = sorted(set(range(len(mnn_ids))) - set(source.model.get_vocab().values()))
     assert (name == "gpt-4o") == bool(gaps)  # the fixtures' one sparse vocabulary
@@ -224,8 +228,7 @@ def test_device_layout_gives_every_id_a_slot(name: str, exported, tmp_path: Path
     assert mine.decode(gaps) == source.decode(gaps) == ""
 
 
-def test_mnn_identical_keeps_the_gaps(exported, tmp_path: Path) -> None:
-    path = tmp_path / "tokenizer.mtok"
-    path.write_bytes(exported("gpt-4o", True))
-    ids = sorted(read_mtok(path, use_extension=False).model.get_vocab().values())
+@pytest.mark.parametrize("name", ["gpt-4o"])  # run with gpt-4o's tests, which export it too
+def test_mnn_identical_keeps_the_gaps(name: str, exported_mtok) -> None:
+    ids = sorted(mnn_reading(exported_mtok(name, True)).model.get_vocab().values())
     assert ids[-1] + 1 > len(ids)  # MNN's exporter's bytes: its loader writes past its table here

@@ -67,9 +67,19 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     return out
 
 
-@pytest.mark.parametrize("reader", ["native", "pure"])
-@pytest.mark.parametrize("change", CHANGES)
-@pytest.mark.parametrize("name", ["mistral-7b-v0.1", "all-minilm-l6-v2"])
+def cases() -> list[object]:
+    """(name, change, reader): every change on both readers in the fast tier, the two models
+    taking turns (each case is a child process's start-up); all four in the full tier."""
+    out: list[object] = []
+    for i, change in enumerate(CHANGES):
+        for j, reader in enumerate(["native", "pure"]):
+            for k, name in enumerate(["mistral-7b-v0.1", "all-minilm-l6-v2"]):
+                marks = [pytest.mark.slow] if (i + j + k) % 2 else []
+                out.append(pytest.param(name, change, reader, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize(("name", "change", "reader"), cases())
 def test_loaded_mtok_survives_its_file_changing(
     tmp_path: Path, exported: dict[str, bytes], name: str, change: str, reader: str
 ) -> None:

@@ -11,7 +11,7 @@ from functools import cache
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import examples, fixture_path, slow_for
+from conftest import examples, fixture_path, ours, slow_for
 
 import pymtok
 from pymtok import models
@@ -25,7 +25,7 @@ NAMES = ["qwen3", "gpt-4o", "gemma-v1", "all-minilm-l6-v2"]
 
 @cache
 def mtok_bytes(name: str) -> bytes:
-    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    tok = ours(name)
     return dumps_mtok(tok.config, tok.meta)
 
 
@@ -83,16 +83,19 @@ def test_decode_and_encode_build_no_python_tables(name: str, monkeypatch: pytest
     assert "merges" not in built  # BPE's Python merge table is only made for the pure path
 
 
-def test_written_file_round_trips_from_lazy_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+# these name qwen3 to run with its other tests here, which write and read its file too
+@pytest.mark.parametrize("name", ["qwen3"])
+def test_written_file_round_trips_from_lazy_tables(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # writing back a tokenizer read lazily gives the same bytes
-    tok = load("qwen3", monkeypatch, pure=False)
-    assert dumps_mtok(tok.config, tok.meta) == mtok_bytes("qwen3")
+    tok = load(name, monkeypatch, pure=False)
+    assert dumps_mtok(tok.config, tok.meta) == mtok_bytes(name)
 
 
-def test_pure_pre_tokenizer_before_the_native_model(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("name", ["qwen3"])
+def test_pure_pre_tokenizer_before_the_native_model(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # a pattern the native core has no scanner for is split on the pure path, and the model
     # runs native on the .mtok's tables: the ids stay those of the pure reader
-    tok = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    tok = ours(name)
     config = dict(tok.config)
     config["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": r"\s+|\w+|[^\s\w]+"}, "behavior": "Isolated", "invert": False}
     data = dumps_mtok(config, tok.meta)
@@ -105,11 +108,12 @@ def test_pure_pre_tokenizer_before_the_native_model(monkeypatch: pytest.MonkeyPa
     assert lazy.encode(text) == pure.encode(text)
 
 
-def test_tables_outlive_the_reader(tmp_path) -> None:
+@pytest.mark.parametrize("name", ["qwen3"])
+def test_tables_outlive_the_reader(name: str, tmp_path) -> None:
     # the file stays mapped for the tokenizer's lifetime: it encodes after the reader returned
     # and after the path is gone
     path = tmp_path / "t.mtok"
-    path.write_bytes(mtok_bytes("gemma-v1"))
+    path.write_bytes(mtok_bytes(name))
     script = (
         "import gc, os, sys; from pymtok.mtok import read_mtok; tok = read_mtok(sys.argv[1]); "
         "os.remove(sys.argv[1]); gc.collect(); print(tok.encode('Hello world'), tok.decode([1, 2, 3]))"
@@ -188,21 +192,23 @@ def test_merge_results_with_a_continuing_subword_prefix(monkeypatch: pytest.Monk
         loads_mtok(dumps_mtok(config, TokenizerMeta()))
 
 
-def test_load_builds_no_regex_the_native_path_does_not_use(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("name", ["qwen3"])
+def test_load_builds_no_regex_the_native_path_does_not_use(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # the Split pattern has a native scanner and added tokens are matched natively: neither the
     # pattern nor the added-token trie is compiled until the pure path needs them
-    tok = load("qwen3", monkeypatch, pure=False)
+    tok = load(name, monkeypatch, pure=False)
     split = tok.pre_tokenizer.pretokenizers[0]
     assert "_compiled" not in vars(split) and "_raw" not in vars(tok.added)
-    pure = load("qwen3", monkeypatch, pure=True)
+    pure = load(name, monkeypatch, pure=True)
     text = "Hello <|im_start|>wörld 123"
     assert pure.encode(text) == tok.encode(text)
     assert "_compiled" in vars(pure.pre_tokenizer.pretokenizers[0]) and "_raw" in vars(pure.added)
 
 
-def test_bad_split_pattern_still_fails_the_load() -> None:
+@pytest.mark.parametrize("name", ["qwen3"])
+def test_bad_split_pattern_still_fails_the_load(name: str) -> None:
     # patterns the native core has no scanner for are compiled while loading
-    tok = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    tok = ours(name)
     config = dict(tok.config)
     config["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated", "invert": False}
     with pytest.raises(pymtok.FormatError):
@@ -253,8 +259,8 @@ def test_large_tables_give_hf_ids(name: str, monkeypatch: pytest.MonkeyPatch) ->
     from conftest import corpus_chunks, hf_tokenizer
 
     monkeypatch.delenv("PYMTOK_PURE", raising=False)
-    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
-    read = loads_mtok(dumps_mtok(tok.config, tok.meta), name)
+    tok = ours(name)  # the shared load, on either path: the pure one's merge table is the reference
+    read = loads_mtok(mtok_bytes(name), name)
     hf = hf_tokenizer(name)
     for text in corpus_chunks(150, seed=7):
         assert read.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids

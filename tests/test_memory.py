@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from conftest import corpus_files, examples, fixture_path, hf_tokenizer
+from conftest import corpus_files, examples, fixture_path, hf_tokenizer, ours
 
 import pymtok
 from pymtok import native
@@ -47,11 +47,13 @@ def every_file() -> str:
     return "".join(text[: 3 * WINDOW // 4] for _, text in corpus_files())
 
 
-@functools.lru_cache(maxsize=2)
 def load(name: str, mtok: bool) -> Any:
-    if mtok:
-        return pymtok.load(fixture_path("mnn-exported", name, "tokenizer.mtok"))
-    return pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    return mnn_exported(name) if mtok else ours(name)
+
+
+@functools.lru_cache(maxsize=1)
+def mnn_exported(name: str) -> Any:
+    return pymtok.load(fixture_path("mnn-exported", name, "tokenizer.mtok"))
 
 
 def core() -> Any:
@@ -120,7 +122,7 @@ def around_cut(before: str, after: str, at: int) -> str:
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-@settings(max_examples=examples(16), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(16, fast=6), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), at=st.integers(-40, 40))
 def test_ids_at_part_and_window_cuts_match_hf(name: str, data: st.DataObject, at: int) -> None:
     core()  # the pure path has no windows
@@ -151,7 +153,7 @@ def with_tokens(name: str, folder: str) -> tuple[Any, Any]:
 
 
 @pytest.mark.parametrize("name", ["llama3", "all-minilm-l6-v2", "t5-small", "mistral-7b-v0.1"])
-@settings(max_examples=examples(16), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(16, fast=6), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), at=st.integers(-40, 40))
 def test_added_tokens_across_a_cut_match_hf(name: str, data: st.DataObject, at: int,
                                             tmp_path_factory: pytest.TempPathFactory) -> None:

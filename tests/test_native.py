@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pymtok
-from conftest import corpus_chunks, examples, fixture_path, hf_tokenizer
+from conftest import corpus_chunks, examples, fixture_path, hf_tokenizer, ours
 from pymtok import native, normalizers
 from test_normalizers import (ALL_CODE_POINTS, grapheme_classes, grapheme_ends, hf_normalizer, marker_charsmap,
                               mismatches, short_members, t5_config)
@@ -57,9 +57,8 @@ MODEL_ONLY = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
 def load(name: str) -> pymtok.Tokenizer:
-    return pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    return ours(name)
 
 
 def assert_same_ids(name: str, text: str) -> None:
@@ -434,11 +433,13 @@ def test_native_batch(name: str) -> None:
             assert tok.encode_batch(texts, add_special_tokens=special, num_threads=threads) == theirs, (special, threads)
 
 
-def test_native_batch_threads_share_the_encoder() -> None:
+# the tests naming a model below run with its group (conftest.py), which has loaded it
+@pytest.mark.parametrize("name", ["gemma-v1"])
+def test_native_batch_threads_share_the_encoder(name: str) -> None:
     # many threads through one encoder (its piece cache is shared): results as one by one
     from concurrent.futures import ThreadPoolExecutor
 
-    tok = load("gemma-v1")
+    tok = load(name)
     texts = corpus_chunks(60, seed=3)
     expected = [tok.encode(t, add_special_tokens=False) for t in texts]
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -447,8 +448,9 @@ def test_native_batch_threads_share_the_encoder() -> None:
         assert result == expected[k:] + expected[:k]
 
 
-def test_native_batch_errors_as_encode() -> None:
-    tok = load("llama3")
+@pytest.mark.parametrize("name", ["llama3"])
+def test_native_batch_errors_as_encode(name: str) -> None:
+    tok = load(name)
     for bad in (["ok", "a\ud800b", 5], ["ok", 5, "a\ud800b"]):
         with pytest.raises((TypeError, ValueError)) as one:
             [tok.encode(t) for t in bad]  # type: ignore[arg-type]
@@ -530,12 +532,13 @@ def test_checked_in_tables_match_their_generators(generator: str, header: str) -
     assert module.render() == (folder / header).read_text(encoding="ascii")
 
 
-def test_native_batch_many_chunks() -> None:
+@pytest.mark.parametrize("name", ["gemma-v1"])
+def test_native_batch_many_chunks(name: str) -> None:
     # enough text for many native chunks on several threads: as encode one by one, HF alike,
     # post-processor ids (Gemma's BOS) added by the native core; a refused text far into the
     # batch raises encode()'s error while other threads are still encoding
-    tok, hf = load("gemma-v1"), hf_tokenizer("gemma-v1")
-    added = added_contents("gemma-v1")[:4]
+    tok, hf = load(name), hf_tokenizer(name)
+    added = added_contents(name)[:4]
     texts = [t * 3 for t in corpus_chunks(120, seed=5)] + ["", added[0] + "\n\n x " + added[-1]] * 3
     for special in (False, True):
         theirs = [e.ids for e in hf.encode_batch(texts, add_special_tokens=special)]

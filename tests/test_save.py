@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, slow_for
+from conftest import TOKENIZER_NAMES, corpus_chunks, fixture_path, hf_tokenizer, ours, slow_for
 
 import pymtok
 from pymtok import legacy
@@ -87,9 +87,11 @@ def test_meta_changes_after_load_come_along(tmp_path: Path) -> None:
     assert len(again.encode("<|end|>", add_special_tokens=False)) > 1
 
 
-def test_a_mtok_pickles_as_its_path_while_the_file_holds_its_bytes(exported_mtok: Any, tmp_path: Path) -> None:
+# the tests naming a model below run with its group (conftest.py), which has exported or loaded it
+@pytest.mark.parametrize("name", ["all-minilm-l6-v2"])
+def test_a_mtok_pickles_as_its_path_while_the_file_holds_its_bytes(name: str, exported_mtok: Any, tmp_path: Path) -> None:
     path = tmp_path / "tokenizer.mtok"
-    shutil.copyfile(exported_mtok("all-minilm-l6-v2"), path)
+    shutil.copyfile(exported_mtok(name), path)
     size = path.stat().st_size
     tok = pymtok.load(path)
     ids = ids_of(tok, chunks()[:30])
@@ -112,8 +114,9 @@ def test_a_mtok_pickles_as_its_path_while_the_file_holds_its_bytes(exported_mtok
         pickle.loads(by_path)
 
 
-def test_loads_mtok_pickles_as_its_bytes(exported_mtok: Any) -> None:
-    data = exported_mtok("all-minilm-l6-v2").read_bytes()
+@pytest.mark.parametrize("name", ["all-minilm-l6-v2"])
+def test_loads_mtok_pickles_as_its_bytes(name: str, exported_mtok: Any) -> None:
+    data = exported_mtok(name).read_bytes()
     tok = pymtok.mtok.loads_mtok(data)
     blob = pickle.dumps(tok)
     assert len(data) <= len(blob) < len(data) + 20_000
@@ -130,8 +133,9 @@ def test_spawned_workers_get_the_same_ids(exported_mtok: Any) -> None:
         assert got == tok.encode_batch(texts)
 
 
-def test_components_only_tokenizer_refuses_to_pickle() -> None:
-    tok = pymtok.load(fixture_path("tokenizers", "qwen3"))
+@pytest.mark.parametrize("name", ["qwen3"])
+def test_components_only_tokenizer_refuses_to_pickle(name: str) -> None:
+    tok = ours(name)
     bare = pymtok.Tokenizer(model=tok.model, pre_tokenizer=tok.pre_tokenizer, decoder=tok.decoder)
     with pytest.raises(TypeError, match="built from components"):
         pickle.dumps(bare)
@@ -163,8 +167,9 @@ def test_save_mtok_round_trips(name: str, exported_mtok: Any, tmp_path: Path) ->
     assert again.meta == tok.meta
 
 
-def test_save_refuses_what_it_cannot_write(tmp_path: Path) -> None:
-    tok = pymtok.load(fixture_path("tokenizers", "qwen3"))
+@pytest.mark.parametrize("name", ["qwen3"])
+def test_save_refuses_what_it_cannot_write(name: str, tmp_path: Path) -> None:
+    tok = ours(name)
     with pytest.raises(ValueError, match="legacy"):
         tok.save(tmp_path / "tokenizer.txt")
     with pytest.raises(ValueError, match="suffix"):
@@ -212,10 +217,11 @@ def render(hf: Any, messages: list[dict[str, str]], add_generation_prompt: bool)
     return prompt
 
 
-def test_cli_convert_to_json(exported_mtok: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["convert", str(exported_mtok("qwen3")), "-o", str(tmp_path), "--to", "json"]) == 0
+@pytest.mark.parametrize("name", ["qwen3"])
+def test_cli_convert_to_json(name: str, exported_mtok: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["convert", str(exported_mtok(name)), "-o", str(tmp_path), "--to", "json"]) == 0
     assert "tokenizer_config.json" in capsys.readouterr().out
     saved = transformers_from(tmp_path)
-    oracle = hf_tokenizer("qwen3")
+    oracle = hf_tokenizer(name)
     for text in chunks()[:50]:
         assert saved.encode(text) == oracle.encode(text).ids

@@ -85,11 +85,11 @@ def test_split_special_tokens_matches_hf(name: str) -> None:
     assert tok.encode_batch(texts) == default
 
 
-def test_encode_answers_every_call_shape_as_hf() -> None:
+@pytest.mark.parametrize("name", ["qwen3"])  # with qwen3's tests, which load its oracle
+def test_encode_answers_every_call_shape_as_hf(name: str) -> None:
     """tok.encode is a C callable on the native path for its common call; every other shape of
     call, a meta replaced after load, wrong types and a subclass's own encode still get the
     method's answers, which are HF's."""
-    name = "qwen3"
     hf = hf_tokenizer(name)
     tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
     texts = [*special_texts(tok, 4), *chunks()[:8]]
@@ -215,7 +215,8 @@ def cl100k(tmp: str) -> tuple[pymtok.Tokenizer, Any]:
     return tok, enc
 
 
-@pytest.fixture(scope="module")
+# a session's: the tests using it are spread over the workers, between other modules' tests
+@pytest.fixture(scope="session")
 def cl100k_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[pymtok.Tokenizer, Any]:
     return cl100k(str(tmp_path_factory.mktemp("cl100k")))
 
@@ -354,11 +355,6 @@ def test_decode_takes_integer_likes_like_transformers(name: str) -> None:
         tok.decode(np.array([[1, 2]], dtype=object))
 
 
-@pytest.fixture(scope="module")
-def qwen3_mtok(tmp_path_factory: pytest.TempPathFactory) -> pymtok.Tokenizer:
-    return pymtok.load(pymtok.export(fixture_path("tokenizers", "qwen3"), tmp_path_factory.mktemp("qwen3")))
-
-
 # Issue 11: the answers HF's bindings give, on both paths
 @pytest.mark.parametrize(
     "call",
@@ -379,9 +375,10 @@ def qwen3_mtok(tmp_path_factory: pytest.TempPathFactory) -> pymtok.Tokenizer:
     ],
 )
 @pytest.mark.parametrize("kind", ["json", "mtok"])
-def test_edge_answers_are_hf_answers(call: Any, kind: str, qwen3_mtok: pymtok.Tokenizer) -> None:
-    hf = hf_tokenizer("qwen3")
-    tok = ours("qwen3") if kind == "json" else qwen3_mtok
+@pytest.mark.parametrize("name", ["qwen3"])  # with qwen3's other tests, and its export
+def test_edge_answers_are_hf_answers(call: Any, kind: str, name: str, exported_tokenizer: Any) -> None:
+    hf = hf_tokenizer(name)
+    tok = ours(name) if kind == "json" else exported_tokenizer(name)
 
     def outcome(t: Any) -> Any:
         try:
