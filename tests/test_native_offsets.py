@@ -66,7 +66,7 @@ def _check(name: str, text: str) -> bool:
 
 
 def _native_answers(tok: pymtok.Tokenizer, text: str) -> bool:
-    fast = native.accelerate_offsets(tok)
+    fast = encoding._native_offsets(tok)  # the call's own, made once per tokenizer
     trim = encoding._trim_mode(encoding._call_post_processor(tok)) or 0
     return fast is not None and fast(text, trim, (), ()) is not None
 
