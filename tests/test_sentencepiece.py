@@ -13,6 +13,7 @@ import io
 import os
 import random
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,27 @@ def test_native_core_runs_sentencepiece_models() -> None:
         assert type(tok.normalizer).__name__ == "SentencePieceNormalizer"
         assert getattr(tok._native_segment, "__self__", None).__class__.__name__ == "SentencePieceModel"
 
+
+@pytest.mark.skipif(os.environ.get("PYMTOK_PURE", "") not in ("", "0"), reason="PYMTOK_PURE disables the native core")
+@pytest.mark.parametrize("name", MODELS)
+def test_native_sentencepiece_keeps_no_utf8_on_the_callers_str(name: str) -> None:
+    """Every native entry (the whole text, a segment, the normalizer alone) reads the caller's
+    str without leaving a UTF-8 copy on it, which would double a long text's memory for as long
+    as the caller keeps it."""
+    if native._core() is None:
+        pytest.skip("the native core is not built")
+    tok, sp = pymtok.load(model_path(name)), oracle(name)
+    # the library's wrapper caches UTF-8 on what it is given: it gets equal strs of its own
+    text, its_text = "".join(chunks(40)), "".join(chunks(40))
+    assert not text.isascii()
+    size = sys.getsizeof(text)
+    ids, normalized = tok.encode(text, add_special_tokens=False), tok.normalizer(text)
+    assert sys.getsizeof(text) == size
+    size = sys.getsizeof(normalized)
+    segment_ids = tok._native_segment(normalized, 0)
+    assert sys.getsizeof(normalized) == size
+    assert ids == segment_ids == sp.encode(its_text)
+    assert normalized == sp.normalize(its_text)
 
 def test_txt_export_lists_its_losses(tmp_path: Path) -> None:
     path, lost = export_report(model_path("botchan_en_bpe_1000.model"), tmp_path, format="txt")

@@ -30,6 +30,28 @@ enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define SPAN_WIDTHS 16u
 #define BATCH_CHUNK_CHARS (1u << 13)
 
+/* A vocabulary's ints: the Python int of each id below n, made on first use, so that a list of
+ * ids holds pointers to them rather than an int object of its own per id. Only ids below a
+ * bound have one: a legal sparse id such as 2^31 - 1 must not size the table. */
+typedef struct {
+    PyObject **v;
+    size_t n;
+} Ints;
+
+static int ints_init(Ints *t, size_t ids) {
+    t->n = ids < INTS_MAX ? ids : INTS_MAX;
+    t->v = calloc(t->n ? t->n : 1, sizeof *t->v);
+    return t->v ? 0 : -1;
+}
+
+static void ints_free(Ints *t) {
+    for (size_t i = 0; t->v && i < t->n; i++)
+        Py_XDECREF(t->v[i]);
+    free(t->v);
+    t->v = NULL;
+    t->n = 0;
+}
+
 typedef struct {
     PyObject_HEAD
     int model;
@@ -39,8 +61,7 @@ typedef struct {
     Step steps[MAX_STEPS];
     size_t nsteps;
     Cache cache;
-    PyObject **ints; /* a Python int for every id the model can produce: lists are built fast */
-    size_t nints;
+    Ints ints;
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
     /* per trie: the pairs of characters side by side in a token, and (CUT_RSTRIP | c) for the
      * last character c of an rstrip token, sorted: what a cut between two characters must not be */
@@ -388,11 +409,7 @@ static void Encoder_dealloc(Encoder *self) {
         free(self->spans);
     }
     Py_XDECREF(self->tables);
-    if (self->ints) {
-        for (size_t i = 0; i < self->nints; i++)
-            Py_XDECREF(self->ints[i]);
-        free(self->ints);
-    }
+    ints_free(&self->ints);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -404,7 +421,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
     int byte_level = 0, ignore_merges = 0, byte_fallback = 0, fuse_unk = 0, unk_id = -1;
     Py_ssize_t max_chars = 100;
     double unk_score = 0.0;
-    if (self->ints) {
+    if (self->ints.v) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialised");
         return -1;
     }
@@ -456,11 +473,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         PyErr_NoMemory();
         return -1;
     }
-    /* ints are made on first use (id_list) and only below a bound: a legal sparse id such as
-     * 2^31 - 1 must not size the table, nor a large vocabulary cost its ints up front */
-    self->nints = max_id < (int32_t)INTS_MAX ? (size_t)(max_id + 1) : INTS_MAX;
-    self->ints = calloc(self->nints ? self->nints : 1, sizeof *self->ints);
-    if (!self->ints) {
+    if (ints_init(&self->ints, max_id < 0 ? 0 : (size_t)max_id + 1) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -776,24 +789,24 @@ static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const
     return encode_part(self, &po, cps, n, 0, &open, w, out);
 }
 
-/* The Python int of an id: model ids from the ints table, added token ids may lie beyond. */
-static PyObject *id_int(Encoder *self, size_t id) {
-    PyObject *o = id < self->nints ? self->ints[id] : NULL;
+/* The Python int of an id: model ids from the table, added token ids may lie beyond. */
+static PyObject *ints_get(Ints t, size_t id) {
+    PyObject *o = id < t.n ? t.v[id] : NULL;
     if (o)
         return Py_NewRef(o);
-    if ((o = PyLong_FromSize_t(id)) && id < self->nints)
-        self->ints[id] = Py_NewRef(o);
+    if ((o = PyLong_FromSize_t(id)) && id < t.n)
+        t.v[id] = Py_NewRef(o);
     return o;
 }
 
-static int set_ids(Encoder *self, PyObject *list, Py_ssize_t at, const IdBuf *ids) {
+static int set_ids(Ints t, PyObject *list, Py_ssize_t at, const IdBuf *ids) {
     for (size_t i = 0; i < ids->n; i++) {
         /* the table slots and int objects of a large vocabulary miss the caches: fetch ahead */
-        if (i + 16 < ids->n && (size_t)ids->v[i + 16] < self->nints)
-            __builtin_prefetch(&self->ints[ids->v[i + 16]]);
-        if (i + 8 < ids->n && (size_t)ids->v[i + 8] < self->nints && self->ints[ids->v[i + 8]])
-            __builtin_prefetch(self->ints[ids->v[i + 8]], 1);
-        PyObject *o = id_int(self, (size_t)ids->v[i]);
+        if (i + 16 < ids->n && (size_t)ids->v[i + 16] < t.n)
+            __builtin_prefetch(&t.v[ids->v[i + 16]]);
+        if (i + 8 < ids->n && (size_t)ids->v[i + 8] < t.n && t.v[ids->v[i + 8]])
+            __builtin_prefetch(t.v[ids->v[i + 8]], 1);
+        PyObject *o = ints_get(t, (size_t)ids->v[i]);
         if (!o)
             return -1;
         PyList_SET_ITEM(list, at + (Py_ssize_t)i, o);
@@ -802,18 +815,34 @@ static int set_ids(Encoder *self, PyObject *list, Py_ssize_t at, const IdBuf *id
 }
 
 /* The ids as a Python list within pre and suf. */
-static PyObject *ids_within(Encoder *self, const IdBuf *pre, const IdBuf *ids, const IdBuf *suf) {
+static PyObject *ids_within(Ints t, const IdBuf *pre, const IdBuf *ids, const IdBuf *suf) {
     PyObject *list = PyList_New((Py_ssize_t)(pre->n + ids->n + suf->n));
-    if (list && (set_ids(self, list, 0, pre) < 0 || set_ids(self, list, (Py_ssize_t)pre->n, ids) < 0 ||
-                 set_ids(self, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0))
+    if (list && (set_ids(t, list, 0, pre) < 0 || set_ids(t, list, (Py_ssize_t)pre->n, ids) < 0 ||
+                 set_ids(t, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0))
         Py_CLEAR(list); /* PyList_New's NULL slots are skipped by its dealloc */
     return list;
 }
 
+static const IdBuf no_ids = {0};
+
+/* ids appended to list, which a long text's parts grow as they come (as CPython's lists grow,
+ * by an eighth). */
+static int list_extend(Ints t, PyObject *list, const IdBuf *ids) {
+    if (!ids->n)
+        return 0;
+    PyObject *tail = ids_within(t, &no_ids, ids, &no_ids);
+    if (!tail)
+        return -1;
+    Py_ssize_t at = PyList_GET_SIZE(list);
+    int err = PyList_SetSlice(list, at, at, tail);
+    Py_DECREF(tail);
+    return err;
+}
+
 /* The ids as a Python list, within the post-processor's prefix and suffix when `special`. */
 static PyObject *id_list(Encoder *self, const IdBuf *ids, int special) {
-    static const IdBuf none = {0};
-    return special ? ids_within(self, &self->prefix, ids, &self->suffix) : ids_within(self, &none, ids, &none);
+    return special ? ids_within(self->ints, &self->prefix, ids, &self->suffix)
+                   : ids_within(self->ints, &no_ids, ids, &no_ids);
 }
 
 static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -821,7 +850,7 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "encode(text: str, offset: int)");
         return NULL;
     }
-    if (!self->ints) {
+    if (!self->ints.v) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
         return NULL;
     }
@@ -1065,19 +1094,6 @@ static size_t part_end(const Encoder *self, const NormOp *ops, size_t nops, size
     return n;
 }
 
-/* ids appended to list. */
-static int list_extend(Encoder *self, PyObject *list, const IdBuf *ids) {
-    if (!ids->n)
-        return 0;
-    PyObject *tail = id_list(self, ids, 0);
-    if (!tail)
-        return -1;
-    Py_ssize_t at = PyList_GET_SIZE(list);
-    int err = PyList_SetSlice(list, at, at, tail);
-    Py_DECREF(tail);
-    return err;
-}
-
 /* encode_text's list for a long text with native normalizer steps, a part at a time (each part's
  * ids added to the list as they come, the list growing as CPython's lists do, by an eighth);
  * NULL with an error, or with none and *redo set when a step needs the pure path. */
@@ -1094,7 +1110,7 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
     for (size_t k = 0; k < nops; k++)
         if (ops[k].kind != NORM_PREPEND)
             po.rest[po.nrest++] = ops[k];
-    if (special && list_extend(self, list, &self->prefix) < 0)
+    if (special && list_extend(self->ints, list, &self->prefix) < 0)
         goto fail;
     int open = 0, err = 0;
     for (size_t a = 0, b; a < n; a = b) {
@@ -1111,10 +1127,10 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
             PyErr_NoMemory();
             goto fail;
         }
-        if (list_extend(self, list, &out) < 0)
+        if (list_extend(self->ints, list, &out) < 0)
             goto fail;
     }
-    if (special && list_extend(self, list, &self->suffix) < 0)
+    if (special && list_extend(self->ints, list, &self->suffix) < 0)
         goto fail;
     free(po.rest);
     free(out.v);
@@ -1168,7 +1184,7 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
                         "encode_text(normalizer: callable | None, text: str, add_special_tokens: bool)");
         return NULL;
     }
-    if (!self->ints) {
+    if (!self->ints.v) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
         return NULL;
     }
@@ -1492,7 +1508,7 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
 
 /* An offset's int: the ids' table holds most (it is as large as the vocabulary). */
 static PyObject *offset_int(Encoder *self, long v) {
-    return (size_t)v < self->nints ? id_int(self, (size_t)v) : PyLong_FromLong(v);
+    return (size_t)v < self->ints.n ? ints_get(self->ints, (size_t)v) : PyLong_FromLong(v);
 }
 
 static PyObject *span_new(Encoder *self, long a, long b) {
@@ -1577,7 +1593,7 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
         PyErr_SetString(PyExc_ValueError, "encode_offsets: trim is -1 (none), 0 or 1 (add_prefix_space)");
         return NULL;
     }
-    if (!self->ints || !self->offl.first) {
+    if (!self->ints.v || !self->offl.first) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder has no token lengths (set_offsets)");
         return NULL;
     }
@@ -1613,7 +1629,7 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
         /* the tuples first: the collections their allocations set off then find the ids' list
          * not made yet, instead of walking it each time */
         PyObject *spans = offsets_list(self, &offs, before.n, after.n),
-                 *list = spans ? ids_within(self, &before, &ids, &after) : NULL;
+                 *list = spans ? ids_within(self->ints, &before, &ids, &after) : NULL;
         result = list ? PyTuple_Pack(2, list, spans) : NULL;
         Py_XDECREF(list);
         Py_XDECREF(spans);
@@ -1866,7 +1882,7 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
                                          "add_special_tokens: bool, num_threads: int[, mode: 0 | 1 | 2])");
         return NULL;
     }
-    if (!self->ints) {
+    if (!self->ints.v) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
         return NULL;
     }
@@ -2695,29 +2711,47 @@ static PyObject *grapheme_ends(PyObject *module, PyObject *text) {
 
 /* ---- SentencePieceModel ---------------------------------------------------------------- */
 
+/* text[a, b) as UTF-8, appended (a str without lone surrogates) */
+static int utf8_of_str(int kind, const void *data, size_t a, size_t b, SpBytes *o) {
+    if (o->cap - o->n < 4 * (b - a)) {
+        size_t c = o->n + 4 * (b - a) + 64;
+        uint8_t *v = realloc(o->v, c);
+        if (!v)
+            return -1;
+        o->v = v;
+        o->cap = c;
+    }
+    for (size_t i = a; i < b; i++)
+        o->n += utf8_put(PyUnicode_READ(kind, data, i), o->v + o->n);
+    return 0;
+}
+
+/* A whole str's UTF-8 (no lone surrogates): an ASCII str's own bytes, else converted into *o;
+ * PyUnicode_AsUTF8AndSize would keep a copy on the caller's str for as long as it lives. */
+static const uint8_t *str_utf8(PyObject *text, SpBytes *o, size_t *len) {
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
+    *len = n;
+    if (PyUnicode_IS_ASCII(text))
+        return PyUnicode_DATA(text);
+    if (utf8_of_str(PyUnicode_KIND(text), PyUnicode_DATA(text), 0, n, o) < 0)
+        return NULL;
+    *len = o->n;
+    return o->v;
+}
+
+
 typedef struct {
     PyObject_HEAD
     SpModel model;
     int ready;
-    /* the Python int of each id below nints, made on first use: a long text's list then holds
-     * pointers to a vocabulary's ints, not an int object of its own for every id */
-    PyObject **ints;
-    size_t nints;
+    Ints ints;
     IdBuf prefix, suffix; /* encode_text's special tokens (set_post) */
 } SentencePieceModel;
-
-static void sp_ints_free(SentencePieceModel *self) {
-    for (size_t i = 0; i < self->nints; i++)
-        Py_XDECREF(self->ints[i]);
-    free(self->ints);
-    self->ints = NULL;
-    self->nints = 0;
-}
 
 static void SentencePieceModel_dealloc(SentencePieceModel *self) {
     if (self->ready)
         sp_model_free(&self->model);
-    sp_ints_free(self);
+    ints_free(&self->ints);
     free(self->prefix.v);
     free(self->suffix.v);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -2763,9 +2797,8 @@ static int SentencePieceModel_init(SentencePieceModel *self, PyObject *args, PyO
     if (self->ready)
         sp_model_free(&self->model);
     self->ready = 0;
-    sp_ints_free(self);
-    self->nints = (size_t)n < INTS_MAX ? (size_t)n : INTS_MAX;
-    if (!(self->ints = calloc(self->nints ? self->nints : 1, sizeof *self->ints)) ||
+    ints_free(&self->ints);
+    if (ints_init(&self->ints, (size_t)n) < 0 ||
         sp_model_init(&self->model, k, keys, lens, types.buf, f32, (size_t)n, unk_id, byte_fallback) < 0) {
         PyErr_NoMemory();
         goto done;
@@ -2778,37 +2811,6 @@ done:
     PyMem_Free(lens);
     PyMem_Free(f32);
     return rc;
-}
-
-/* ids as a list of the vocabulary's ints (made on first use) */
-static PyObject *sp_id_list(SentencePieceModel *self, const IdBuf *ids) {
-    PyObject *list = PyList_New((Py_ssize_t)ids->n);
-    for (size_t i = 0; list && i < ids->n; i++) {
-        size_t k = (size_t)ids->v[i];
-        PyObject *id = k < self->nints ? self->ints[k] : NULL;
-        if (id)
-            Py_INCREF(id);
-        else if ((id = PyLong_FromLong(ids->v[i])) && k < self->nints)
-            self->ints[k] = Py_NewRef(id);
-        if (!id) {
-            Py_CLEAR(list);
-            break;
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, id);
-    }
-    return list;
-}
-
-static int sp_list_extend(SentencePieceModel *self, PyObject *list, const IdBuf *ids) {
-    if (!ids->n)
-        return 0;
-    PyObject *tail = sp_id_list(self, ids);
-    if (!tail)
-        return -1;
-    Py_ssize_t at = PyList_GET_SIZE(list);
-    int err = PyList_SetSlice(list, at, at, tail);
-    Py_DECREF(tail);
-    return err;
 }
 
 static PyObject *SentencePieceModel_encode(SentencePieceModel *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -2824,16 +2826,18 @@ static PyObject *SentencePieceModel_encode(SentencePieceModel *self, PyObject *c
     size_t n;
     if (encodable_length(text, &n) < 0)
         return NULL;
-    Py_ssize_t len;
-    const uint8_t *utf8 = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &len);
+    SpBytes own = {0};
+    size_t len;
+    const uint8_t *utf8 = str_utf8(text, &own, &len);
     if (!utf8)
-        return NULL;
+        return PyErr_NoMemory();
     IdBuf out = {0};
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = sp_model_encode(&self->model, utf8, (size_t)len, &out);
+    err = sp_model_encode(&self->model, utf8, len, &out);
     Py_END_ALLOW_THREADS
-    PyObject *list = err ? PyErr_NoMemory() : sp_id_list(self, &out);
+    free(own.v);
+    PyObject *list = err ? PyErr_NoMemory() : ids_within(self->ints, &no_ids, &out, &no_ids);
     free(out.v);
     return list;
 }
@@ -2960,16 +2964,18 @@ static PyObject *SentencePieceNormalizer_call(SentencePieceNormalizer *self, PyO
     size_t n = (size_t)PyUnicode_GET_LENGTH(text);
     if (find_surrogate(PyUnicode_KIND(text), PyUnicode_DATA(text), n) < n)
         return PyObject_CallOneArg(self->pure, text); /* the pure normalizer's own error */
-    Py_ssize_t len;
-    const uint8_t *utf8 = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &len);
+    SpBytes own = {0};
+    size_t len;
+    const uint8_t *utf8 = str_utf8(text, &own, &len);
     if (!utf8)
-        return NULL;
+        return PyErr_NoMemory();
     uint8_t *out = NULL;
     size_t out_n = 0;
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = sp_normalize(&self->norm, utf8, (size_t)len, &out, &out_n);
+    err = sp_normalize(&self->norm, utf8, len, &out, &out_n);
     Py_END_ALLOW_THREADS
+    free(own.v);
     if (err == -1)
         return PyErr_NoMemory();
     PyObject *result = err ? NULL : PyUnicode_DecodeUTF8((const char *)out, (Py_ssize_t)out_n, "strict");
@@ -3004,21 +3010,6 @@ static PyTypeObject SentencePieceNormalizerType = {
  * and what the model has not taken yet, not the whole text's */
 #define SP_PART (1u << 16)
 
-/* text[a, b) as UTF-8, appended (a str without lone surrogates) */
-static int utf8_of_str(int kind, const void *data, size_t a, size_t b, SpBytes *o) {
-    if (o->cap - o->n < 4 * (b - a)) {
-        size_t c = o->n + 4 * (b - a) + 64;
-        uint8_t *v = realloc(o->v, c);
-        if (!v)
-            return -1;
-        o->v = v;
-        o->cap = c;
-    }
-    for (size_t i = a; i < b; i++)
-        o->n += utf8_put(PyUnicode_READ(kind, data, i), o->v + o->n);
-    return 0;
-}
-
 static PyObject *SentencePieceModel_encode_text(SentencePieceModel *self, PyObject *const *args, Py_ssize_t nargs) {
     int special;
     if (nargs != 3 || (args[0] != Py_None && !PyObject_TypeCheck(args[0], &SentencePieceNormalizerType)) ||
@@ -3045,7 +3036,7 @@ static PyObject *SentencePieceModel_encode_text(SentencePieceModel *self, PyObje
     IdBuf ids = {0};
     int err = 0;
     PyObject *list = PyList_New(0);
-    if (!list || (special && sp_list_extend(self, list, &self->prefix) < 0))
+    if (!list || (special && list_extend(self->ints, list, &self->prefix) < 0))
         goto fail;
     for (size_t a = 0, b; a < n || !a; a = b) {
         b = n - a > SP_PART ? a + SP_PART : n;
@@ -3085,12 +3076,12 @@ static PyObject *SentencePieceModel_encode_text(SentencePieceModel *self, PyObje
             PyErr_NoMemory();
             goto fail;
         }
-        if (sp_list_extend(self, list, &ids) < 0)
+        if (list_extend(self->ints, list, &ids) < 0)
             goto fail;
         if (last)
             break;
     }
-    if (special && sp_list_extend(self, list, &self->suffix) < 0)
+    if (special && list_extend(self->ints, list, &self->suffix) < 0)
         goto fail;
     free(in.v);
     free(mid.v);
