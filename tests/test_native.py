@@ -49,6 +49,7 @@ ACCELERATED = [
     "t5-small",          # Unigram + WhitespaceSplit + Metaspace, native Precompiled
     "albert-base-v2",
     "chatglm3-6b",       # char-level BPE behind a Split on the literal its normalizer replaces
+    "clip-vit",          # CLIP's split, \s+ runs replaced, byte-level BPE with end_of_word_suffix
 ]
 
 # Pre-tokenizers the native core has no program for: the pure pre-tokenizer, then the native model
@@ -75,7 +76,7 @@ def test_native_is_used(name: str) -> None:
     tok = load(name)
     assert tok._native_segment is not None
     assert tok._native_text is not None
-    if name in ("qwen3", "all-minilm-l6-v2", "bert-base-chinese", "t5-small"):
+    if name in ("qwen3", "all-minilm-l6-v2", "bert-base-chinese", "t5-small", "clip-vit"):
         assert type(tok.normalizer).__module__ == "pymtok._native"
 
 
@@ -258,6 +259,72 @@ def test_bpe_parts_as_whole_pieces(byte_fallback: bool, via: str, pieces: list[s
         assert ours.encode(t, add_special_tokens=False) == expected
 
 
+# end_of_word_suffix: a piece's last character starts as its token + "</w>" (unknown when there
+# is none: "x", "😀" at the end). Char-level with no pre-tokenizer, the whole text is one piece,
+# which the native core must then neither cut where no token joins two characters nor before
+# U+2581; byte-level behind ByteLevel's regex.
+_SUFFIX_CHARS = ["\u2581", "a", "b", "c", "d", "x", "中", "文", "😀"]
+_SUFFIX_ENDS = ["\u2581", "a", "b", "c", "d", "中", "文"]
+_SUFFIX_MERGES = [("a", "b"), ("ab", "c</w>"), ("b", "c</w>"), ("a", "b</w>"), ("c", "d</w>"), ("\u2581", "a"),
+                  ("\u2581a", "b</w>"), ("中", "文</w>"), ("d", "😀"), ("c", "d"), ("x", "x")]
+_SUFFIX_BYTE_MERGES = [("h", "e"), ("he", "l"), ("l", "o</w>"), ("hel", "lo</w>"), ("Ġ", "w"), ("Ġw", "o"),
+                       ("r", "d</w>"), ("Ġwo", "rd</w>"), ("ä", "¸"), ("ä¸", "Ń</w>"), ("1", "2</w>")]
+
+
+def suffix_config(byte_level: bool, fuse_unk: bool) -> dict:
+    from pymtok.byte_level import BYTE_TO_CHAR
+
+    chars = [BYTE_TO_CHAR[b] for b in range(256)] if byte_level else _SUFFIX_CHARS
+    ends = [c for c in chars if c not in "xyz"] if byte_level else _SUFFIX_ENDS
+    merges = _SUFFIX_BYTE_MERGES if byte_level else _SUFFIX_MERGES
+    vocab = {"<unk>": 0}
+    for token in chars + [c + "</w>" for c in ends] + ["".join(merge) for merge in merges]:
+        vocab.setdefault(token, len(vocab))
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+        "normalizer": None if byte_level else {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+        if byte_level else None,
+        "post_processor": None, "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": "</w>", "fuse_unk": fuse_unk, "byte_fallback": False,
+                  "ignore_merges": False, "vocab": vocab, "merges": [list(m) for m in merges]},
+    }
+
+
+@functools.lru_cache(maxsize=None)
+def suffix_tokenizers(byte_level: bool, fuse_unk: bool, via: str) -> tuple[pymtok.Tokenizer, object]:
+    from tokenizers import Tokenizer
+
+    from pymtok.mtok import dumps_mtok, loads_mtok
+
+    config = suffix_config(byte_level, fuse_unk)
+    ours = pymtok.Tokenizer.from_config(config)
+    if via == "mtok":
+        ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
+    return ours, Tokenizer.from_str(json.dumps(config))
+
+
+_SUFFIX_PIECES = [*_SUFFIX_CHARS, " ", "abc", "ab", "cd", "中文", "xx", "hello", " world", " word", "12", "中", "é",
+                  "x😀", "d😀"]
+
+
+@pytest.mark.parametrize("via", ["json", "mtok"])
+@pytest.mark.parametrize("fuse_unk", [True, False])
+@pytest.mark.parametrize("byte_level", [True, False])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(_SUFFIX_PIECES), max_size=40))
+def test_bpe_end_of_word_suffix(byte_level: bool, fuse_unk: bool, via: str, pieces: list[str]) -> None:
+    ours, theirs = suffix_tokenizers(byte_level, fuse_unk, via)
+    assert ours._native_text is not None
+    text = "".join(pieces)
+    for t in (text, text.replace(" ", "") * 12, text[-1:]):
+        expected = theirs.encode(t, add_special_tokens=False).ids
+        # twice: first merged, then from the cache
+        assert ours.encode(t, add_special_tokens=False) == expected
+        assert ours.encode(t, add_special_tokens=False) == expected
+
+
 _CJK_RUNS = st.lists(
     st.sampled_from(["中文", "日本語", "ひらがな", "カタカナ", "한국어", "吾輩", "は", "猫", "である", "。", "《", "》", "｜",
                      "𠀀", "𪚥", "😀", "\ue000", "ǅ", "x", "1"]),
@@ -316,6 +383,10 @@ TEXT_CONFIGS = [
     {"type": "Lowercase"},
     {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
     {"type": "Replace", "pattern": {"Regex": " {3,}"}, "content": "\u2581\u2581"},
+    {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+    # CLIP's
+    {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"Regex": "\\s+"},
+                                                           "content": " "}, {"type": "Lowercase"}]},
     # ALBERT's
     {"type": "Sequence", "normalizers": [
         {"type": "Replace", "pattern": {"String": "``"}, "content": "\""},
@@ -324,7 +395,7 @@ TEXT_CONFIGS = [
         {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
 ]
 TRIO_IDS = [*BERT_IDS, "NFC", "replace-space", "replace-aa", "replace-mark", "prepend", "prepend-replace",
-            "nfc-replace", "NFKD", "strip-accents", "lowercase", "space-runs", "space-runs-3", "albert",
+            "nfc-replace", "NFKD", "strip-accents", "lowercase", "space-runs", "space-runs-3", "whitespace-runs", "clip", "albert",
             "t5-precompiled"]
 
 

@@ -76,6 +76,8 @@ SCANNERS: dict[str, str] = {
     "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+": "deepseek_cjk",
     _DEEPSEEK_MAIN.replace("CRLF", "\r\n"): "deepseek_main",
     _DEEPSEEK_MAIN.replace("CRLF", r"\r\n"): "deepseek_main",
+    # CLIP (after its normalizer's lower-casing and whitespace runs to one space)
+    r"<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+": "clip",
 }
 
 _NATIVE_BEHAVIORS = ("Isolated", "Removed")
@@ -134,13 +136,25 @@ def _pieces_encoder(tokenizer: Tokenizer) -> SegmentEncoder | None:
 _PIECES_MODELS: weakref.WeakKeyDictionary[Callable[..., Any], Any] = weakref.WeakKeyDictionary()
 
 
+def _native_suffix(_native: Any, suffix: str, model: Any, byte_level: bool) -> bool:
+    """Whether the native BPE takes this end_of_word_suffix: one that fits its key buffer, with no
+    byte fallback (which HF applies to the suffixed character), of byte-level characters when
+    the vocabulary is byte-level."""
+    return (
+        len(suffix.encode("utf-8")) <= _native.BPE_SUFFIX_MAX
+        and not model.byte_fallback
+        and (not byte_level or all(c in _byte_level.CHAR_TO_BYTE for c in suffix))
+    )
+
+
 def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool) -> Any:
     """The native Encoder running ``steps`` and then ``model``, or None where it has no exact one."""
     if type(model) in (models.BPE, models.WordPiece) and not _ids_fit(model.vocab):
         return None
     encoder: Any
     if type(model) is models.BPE:
-        if model.continuing_subword_prefix or model.end_of_word_suffix:
+        suffix = model.end_of_word_suffix or ""
+        if model.continuing_subword_prefix or (suffix and not _native_suffix(_native, suffix, model, byte_level)):
             return None
         if byte_level and model.byte_fallback:
             return None
@@ -154,7 +168,7 @@ def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool
         encoder = _native.Encoder(
             "BPE", tuple(steps), vocab, merges=merges,
             byte_level=byte_level, ignore_merges=model.ignore_merges,
-            byte_fallback=model.byte_fallback, fuse_unk=model.fuse_unk, unk_id=unk_id,
+            byte_fallback=model.byte_fallback, fuse_unk=model.fuse_unk, unk_id=unk_id, suffix=suffix,
         )
     elif type(model) is models.WordPiece:
         if byte_level:
@@ -520,6 +534,10 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
         if runs is not None and 1 <= int(runs[1]) < 2**31:
             # ALBERT's " {2,}": each run of at least that many spaces becomes the content
             native = _native.Normalizer(normalizer, "runs", pattern=" ", content=rp.content, flags=int(runs[1]))
+            return native
+        if rp._regex is not None and rp.pattern.get("Regex") in _WHITESPACE_RUNS:
+            # CLIP's "\s+" -> " ": each run of \s characters becomes the content
+            native = _native.Normalizer(normalizer, "space_runs", content=rp.content)
             return native
         if rp._regex is not None or not rp._literal:
             return normalizer

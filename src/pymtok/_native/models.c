@@ -160,16 +160,27 @@ static inline int32_t char_token(const BPE *m, uint32_t cp) {
     return m->mtok ? mtok_token_id(m->mtok, u, k) : strmap_get(&m->vocab, u, k);
 }
 
+/* The token of a char-level piece's last character + end_of_word_suffix, or -1. */
+static int32_t end_char_token(const BPE *m, uint32_t cp) {
+    uint8_t key[4 + BPE_SUFFIX_MAX];
+    size_t k = utf8_encode(&cp, 1, key);
+    memcpy(key + k, m->suffix, m->suffix_len);
+    k += m->suffix_len;
+    return m->mtok ? mtok_token_id(m->mtok, key, k) : strmap_get(&m->vocab, key, k);
+}
+
 /* HF's BPE::merge_word initial symbols: one per character (per byte for byte-level
- * vocabularies); an unknown one becomes its <0xXX> byte tokens with byte_fallback, else the
- * unk token, consecutive unknowns fused with fuse_unk. A pending unk survives byte-fallback
- * characters, as in HF. */
+ * vocabularies), the last one with end_of_word_suffix; an unknown one becomes its <0xXX> byte
+ * tokens with byte_fallback, else the unk token, consecutive unknowns fused with fuse_unk. A
+ * pending unk survives byte-fallback characters, as in HF. */
 static int bpe_symbols(const BPE *m, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
                        IdBuf *out) {
     int pending = 0;
     size_t units = m->byte_level ? nb : n;
     for (size_t i = 0; i < units; i++) {
-        int32_t id = m->byte_level ? m->byte_unit[b[i]] : char_token(m, cps[i]);
+        int32_t id = m->suffix_len && i + 1 == units ? (m->byte_level ? m->end_unit[b[i]] : end_char_token(m, cps[i]))
+                     : m->byte_level                 ? m->byte_unit[b[i]]
+                                                     : char_token(m, cps[i]);
         if (id >= 0) {
             if (pending && ids_push(out, m->unk_id) < 0)
                 return -1;
@@ -286,7 +297,7 @@ static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
 static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
                     uint64_t h, Scratch *sc, IdBuf *out) {
     /* one character with a token is that token, whatever the merges: no cache lookup */
-    int32_t tok = n == 1 && !m->byte_level ? char_token(m, cps[0]) : -1;
+    int32_t tok = n == 1 && !m->byte_level && !m->suffix_len ? char_token(m, cps[0]) : -1;
     if (tok >= 0)
         return ids_push(out, tok);
     if (!m->ignore_merges)

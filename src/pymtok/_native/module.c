@@ -218,6 +218,45 @@ nomem:
     return -1;
 }
 
+/* end_of_word_suffix for a built BPE: its UTF-8, and for byte-level vocabularies the token of each
+ * byte + the suffix. */
+static int bpe_set_suffix(BPE *m, PyObject *suffix) {
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(suffix, &len);
+    if (!s)
+        return -1;
+    if (!len)
+        return 0;
+    if ((size_t)len > BPE_SUFFIX_MAX || m->byte_fallback) {
+        PyErr_SetString(PyExc_ValueError, "no native BPE for this end_of_word_suffix (too long, or with byte_fallback)");
+        return -1;
+    }
+    memcpy(m->suffix, s, (size_t)len);
+    m->suffix_len = (size_t)len;
+    /* a suffix changes which token a piece's last character starts as: no cut inside a piece
+     * keeps its ids */
+    free(m->joins);
+    m->joins = NULL;
+    m->split_metaspace = 0;
+    if (!m->byte_level)
+        return 0;
+    Bytes key = {0};
+    Py_ssize_t n = key_bytes(suffix, 1, &key);
+    if (n == -1)
+        PyErr_SetString(PyExc_ValueError, "a byte-level end_of_word_suffix must be of byte-level characters");
+    if (n < 0) {
+        free(key.v);
+        return -1;
+    }
+    memmove(key.v + 1, key.v, (size_t)n);
+    for (int b = 0; b < 256; b++) {
+        key.v[0] = (uint8_t)b;
+        m->end_unit[b] = m->mtok ? mtok_byte_level_id(m->mtok, key.v, (size_t)n + 1) : strmap_get(&m->vocab, key.v, (size_t)n + 1);
+    }
+    free(key.v);
+    return 0;
+}
+
 static int build_wordpiece(Encoder *self, PyObject *vocab, PyObject *prefix, int32_t *max_id) {
     WordPiece *m = &self->wp;
     if (mtok_tables_check(vocab))
@@ -335,7 +374,8 @@ static int lookup(const char *name, const char *const *names, int n) {
 static int parse_steps(Encoder *self, PyObject *steps) {
     static const char *const scanners[] = {
         [SC_GPT2] = "gpt2", [SC_CL100K] = "cl100k", [SC_QWEN2] = "qwen2", [SC_O200K] = "o200k",
-        [SC_DS_DIGITS] = "deepseek_digits", [SC_DS_CJK] = "deepseek_cjk", [SC_DS_MAIN] = "deepseek_main"};
+        [SC_DS_DIGITS] = "deepseek_digits", [SC_DS_CJK] = "deepseek_cjk", [SC_DS_MAIN] = "deepseek_main",
+        [SC_CLIP] = "clip"};
     static const char *const behaviors[] = {[BH_ISOLATED] = "Isolated", [BH_REMOVED] = "Removed"};
     static const char *const schemes[] = {[PS_ALWAYS] = "always", [PS_FIRST] = "first", [PS_NEVER] = "never"};
     if (!PyTuple_Check(steps) || PyTuple_GET_SIZE(steps) > MAX_STEPS) {
@@ -415,9 +455,10 @@ static void Encoder_dealloc(Encoder *self) {
 
 static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"model", "steps", "vocab", "merges", "scores", "byte_level", "ignore_merges",
-                             "byte_fallback", "fuse_unk", "unk_id", "prefix", "max_chars", "unk_score", NULL};
+                             "byte_fallback", "fuse_unk", "unk_id", "prefix", "max_chars", "unk_score", "suffix",
+                             NULL};
     const char *model;
-    PyObject *steps, *vocab, *merges = Py_None, *scores = Py_None, *prefix = NULL;
+    PyObject *steps, *vocab, *merges = Py_None, *scores = Py_None, *prefix = NULL, *suffix = NULL;
     int byte_level = 0, ignore_merges = 0, byte_fallback = 0, fuse_unk = 0, unk_id = -1;
     Py_ssize_t max_chars = 100;
     double unk_score = 0.0;
@@ -425,9 +466,9 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialised");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|$OOppppiUnd", kwlist, &model, &steps, &vocab, &merges,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|$OOppppiUndU", kwlist, &model, &steps, &vocab, &merges,
                                      &scores, &byte_level, &ignore_merges, &byte_fallback, &fuse_unk, &unk_id,
-                                     &prefix, &max_chars, &unk_score))
+                                     &prefix, &max_chars, &unk_score, &suffix))
         return -1;
     if (parse_steps(self, steps) < 0)
         return -1;
@@ -440,7 +481,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         self->bpe.fuse_unk = fuse_unk;
         self->bpe.unk_id = unk_id;
         self->bpe.serial = atomic_fetch_add(&bpe_serials, 1) + 1;
-        if (build_bpe(self, vocab, merges, &max_id) < 0)
+        if (build_bpe(self, vocab, merges, &max_id) < 0 || (suffix && bpe_set_suffix(&self->bpe, suffix) < 0))
             return -1;
     } else if (strcmp(model, "WordPiece") == 0) {
         self->model = MODEL_WORDPIECE;
@@ -685,7 +726,7 @@ static int windowed(const Encoder *self) {
         return st->use_regex;
     case ST_METASPACE:
         return st->split;
-    default: /* ST_BERT, ST_WHITESPACE_SPLIT: a space always ends a piece */
+    default: /* ST_BERT, ST_WHITESPACE_SPLIT, and any other Split: a space always ends a piece */
         return 1;
     }
 }
@@ -2186,7 +2227,8 @@ static uint32_t *ucs4(PyObject *s, size_t *n) {
  * Normalizer(pure, "precompiled", units=<little-endian u32 bytes>, replacements=<bytes>),
  * Normalizer(pure, "replace", pattern=<non-empty literal>, content=<str>),
  * Normalizer(pure, "prepend", content=<str>), Normalizer(pure, "nfkd" | "strip_accents" | "lowercase"),
- * Normalizer(pure, "runs", pattern=<one character>, content=<str>, flags=<shortest run>) or
+ * Normalizer(pure, "runs", pattern=<one character>, content=<str>, flags=<shortest run>),
+ * Normalizer(pure, "space_runs", content=<str>) (each run of \s characters) or
  * Normalizer(pure, "sequence", members=<Normalizers>) */
 static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"pure", "kind", "flags", "units", "replacements", "pattern", "content", "members", NULL};
@@ -2225,6 +2267,12 @@ static int Normalizer_init(Normalizer *self, PyObject *args, PyObject *kw) {
             err = -1;
         }
         self->op.pat = self->pat;
+        self->op.rep = self->rep;
+    } else if (strcmp(kind, "space_runs") == 0) {
+        self->op.kind = NORM_RUNS;
+        self->op.flags = 1;
+        if (!(self->rep = ucs4(content, &self->op.nrep)))
+            err = -1;
         self->op.rep = self->rep;
     } else if (strcmp(kind, "precompiled") == 0) {
         self->op.kind = NORM_PRECOMPILED;
@@ -3144,6 +3192,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddIntConstant(m, "DEC_CONTROL", DEC_CONTROL) < 0 || PyModule_AddIntConstant(m, "DEC_UNK", DEC_UNK) < 0 ||
         PyModule_AddIntConstant(m, "DEC_BYTE_PIECE", DEC_BYTE_PIECE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CLEAN", BERT_CLEAN) < 0 ||
+        PyModule_AddIntConstant(m, "BPE_SUFFIX_MAX", BPE_SUFFIX_MAX) < 0 ||
         PyModule_AddIntConstant(m, "BERT_CHINESE", BERT_CHINESE) < 0 ||
         PyModule_AddIntConstant(m, "BERT_STRIP", BERT_STRIP) < 0 ||
         PyModule_AddIntConstant(m, "BERT_LOWER", BERT_LOWER) < 0 ||

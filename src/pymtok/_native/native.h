@@ -333,7 +333,7 @@ typedef struct {
 } Spans;
 
 enum StepKind { ST_SPLIT, ST_BYTE_LEVEL, ST_BERT, ST_WHITESPACE_SPLIT, ST_METASPACE };
-enum Scanner { SC_GPT2, SC_CL100K, SC_QWEN2, SC_O200K, SC_DS_DIGITS, SC_DS_CJK, SC_DS_MAIN };
+enum Scanner { SC_GPT2, SC_CL100K, SC_QWEN2, SC_O200K, SC_DS_DIGITS, SC_DS_CJK, SC_DS_MAIN, SC_CLIP };
 enum Behavior { BH_ISOLATED, BH_REMOVED };
 enum Prepend { PS_ALWAYS, PS_FIRST, PS_NEVER };
 
@@ -404,6 +404,10 @@ size_t utf8_encode(const uint32_t *s, size_t n, uint8_t *out);
 
 /* ---- models ----------------------------------------------------------------------------- */
 
+/* The longest end_of_word_suffix in UTF-8 bytes the native BPE takes (native.py leaves a longer
+ * one to the pure path): a key of a character and the suffix fits on the stack. */
+#define BPE_SUFFIX_MAX 32
+
 #define JOIN_BITS 20 /* 128 KB: a few percent of collisions for the largest vocabularies */
 
 static inline size_t join_bit(uint32_t a, uint32_t b) {
@@ -423,6 +427,12 @@ typedef struct {
      * set for each (build_bpe); NULL when not built. No merge can join two characters whose bit
      * is clear, so pieces are cut there (models.c part_end); a collision only loses a cut. */
     uint64_t *joins;
+    /* end_of_word_suffix: a piece's last unit is the token of that unit + the suffix. No
+     * shortcut that takes a unit's own token (one-character pieces, parts, cuts before U+2581)
+     * runs with one. */
+    uint8_t suffix[BPE_SUFFIX_MAX]; /* UTF-8 */
+    size_t suffix_len;              /* 0: none */
+    int32_t end_unit[256];          /* byte-level: the token of each single byte + the suffix */
     const struct MtokIndex *mtok; /* when set, vocab and merges are a .mtok's tables (mtok_tables.h) */
     uint64_t serial;      /* this model among all made in the process: whose pairs a PairMemo holds */
 } BPE;
@@ -626,6 +636,8 @@ void added_trie_free(AddedTrie *t);
 int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out);
 /* Rust's char::is_whitespace (the White_Space property), from unicode_data.h. */
 int rust_white_space(uint32_t c);
+/* The regex \s of the pure pre-tokenizers and normalizers, from unicode_data.h. */
+int regex_white_space(uint32_t c);
 
 /* ---- SentencePiece's own models (sentencepiece.c) ------------------------------------------- */
 

@@ -575,11 +575,16 @@ static int strip_mark(uint32_t c) {
     return lo < N_MARK_COUNT && c >= n_mark_ranges[2 * lo];
 }
 
+/* Whether NORM_RUNS replaces runs of c: c is pat[0], or with no pattern any \s character. */
+static inline int runs_member(const NormOp *op, uint32_t c) {
+    return op->npat ? c == op->pat[0] : regex_white_space(c);
+}
+
 /* Lowercase (each character's full lowercase mapping), StripAccents (marks dropped) and
  * NORM_RUNS (each run of at least flags characters pat[0] replaced by rep, as HF's Replace of
- * the regex "c{m,}") into out; with align, each output character's input character through
- * in_align (HF: a lowercase mapping's characters all its character's, a run's replacement its
- * last character's). */
+ * the regex "c{m,}"; without a pattern, each run of \s characters, as HF's "\s+") into out;
+ * with align, each output character's input character through in_align (HF: a lowercase
+ * mapping's characters all its character's, a run's replacement its last character's). */
 static int per_char(const NormOp *op, const uint32_t *in, size_t n, const uint32_t *in_align, CpBuf *out,
                     CpBuf *align) {
     out->n = 0;
@@ -593,13 +598,13 @@ static int per_char(const NormOp *op, const uint32_t *in, size_t n, const uint32
             err = nprops(c) & N_LOWER ? PUSH_LOWER(out, c) : cps_push(out, c);
         } else if (op->kind == NORM_STRIP_ACCENTS) {
             err = strip_mark(c) ? 0 : cps_push(out, c);
-        } else if (c == op->pat[0]) {
-            while (i + used < n && in[i + used] == c)
+        } else if (runs_member(op, c)) {
+            while (i + used < n && runs_member(op, in[i + used]))
                 used++;
             if (used < (size_t)op->flags) {
                 /* too short a run to match: its characters stay, each on its own */
                 for (size_t k = i; k < i + used; k++)
-                    if (cps_push(out, c) < 0 || (align && cps_push(align, in_align ? in_align[k] : (uint32_t)k) < 0))
+                    if (cps_push(out, in[k]) < 0 || (align && cps_push(align, in_align ? in_align[k] : (uint32_t)k) < 0))
                         return -1;
                 i += used;
                 continue;

@@ -32,6 +32,8 @@ static inline uint32_t ucls(uint32_t c) {
 
 int rust_white_space(uint32_t c) { return IS(c, U_RUST_WS); }
 
+int regex_white_space(uint32_t c) { return IS(c, WS_); }
+
 static inline size_t run(const uint32_t *s, size_t n, size_t i, uint32_t mask) {
     while (i < n && IS(s[i], mask))
         i++;
@@ -302,11 +304,43 @@ static size_t m_ds_main(const uint32_t *s, size_t n, size_t i) {
     return i;
 }
 
+/* CLIP: <\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+
+ * (no alternative holds a space) */
+static size_t literal_at(const uint32_t *s, size_t n, size_t i, const char *lit) {
+    size_t k = 0;
+    for (; lit[k]; k++)
+        if (i + k >= n || s[i + k] != (uint8_t)lit[k])
+            return 0;
+    return i + k;
+}
+
+static size_t m_clip(const uint32_t *s, size_t n, size_t i) {
+    uint32_t c = s[i];
+    size_t e;
+    if (c == '<' && ((e = literal_at(s, n, i, "<|startoftext|>")) || (e = literal_at(s, n, i, "<|endoftext|>"))))
+        return e;
+    if (c == '\'' && i + 1 < n) {
+        uint32_t a = s[i + 1];
+        if (a == 's' || a == 't' || a == 'm' || a == 'd')
+            return i + 2;
+        if (i + 2 < n && (((a == 'r' || a == 'v') && s[i + 2] == 'e') || (a == 'l' && s[i + 2] == 'l')))
+            return i + 3;
+    }
+    uint32_t cls = ucls(c);
+    if (cls & L_)
+        return run_letters(s, n, i);
+    if (cls & N_)
+        return i + 1;
+    if (IS_OTHER(c))
+        return run_other(s, n, i);
+    return i;
+}
+
 typedef size_t (*Matcher)(const uint32_t *, size_t, size_t);
 
 static const Matcher MATCHERS[] = {
     [SC_GPT2] = m_gpt2, [SC_CL100K] = m_cl100k, [SC_QWEN2] = m_qwen2, [SC_O200K] = m_o200k,
-    [SC_DS_DIGITS] = m_ds_digits, [SC_DS_CJK] = m_ds_cjk, [SC_DS_MAIN] = m_ds_main,
+    [SC_DS_DIGITS] = m_ds_digits, [SC_DS_CJK] = m_ds_cjk, [SC_DS_MAIN] = m_ds_main, [SC_CLIP] = m_clip,
 };
 
 /* ---- the steps -------------------------------------------------------------------------- */
