@@ -27,9 +27,11 @@ PURE = os.environ.get("PYMTOK_PURE", "") not in ("", "0")
 # BPE with byte fallback behind Prepend and Replace (ChatGLM3 replacing a multi-character prefix
 # its Split then never meets), Unigram behind Metaspace and Precompiled (T5) or NFKD,
 # StripAccents, Lowercase and runs of spaces (ALBERT), and the native BPE on the pieces of a
-# pre-tokenizer only the pure path runs (Falcon's Punctuation and Digits around ByteLevel)
+# pre-tokenizer only the pure path runs (Falcon's Punctuation and Digits around ByteLevel); CLIP's
+# NFC, whitespace runs and lower-casing before a byte-level BPE with an end-of-word suffix
 COVERED = ["llama3", "qwen3", "gpt-4o", "deepseek-v3", "roberta-base", "all-minilm-l6-v2", "bert-base-chinese",
-           "gemma-v1", "mistral-7b-v0.1", "phi-3-mini", "t5-small", "chatglm3-6b", "albert-base-v2", "falcon"]
+           "gemma-v1", "mistral-7b-v0.1", "phi-3-mini", "t5-small", "chatglm3-6b", "albert-base-v2", "falcon",
+           "clip-vit"]
 
 _PIECES = list("aAbZ\u0327\u0323\u0301\u0308é \t\n\r\u3000\u00a0\u2028ﬁ①½ΣİǅДж日本語のテ한\u200b\u00ad\x00\ufffd"
                "🤗👩\u200d👧'\",.!?-_0123456789") + [
@@ -171,6 +173,27 @@ def test_encode_offsets_arguments() -> None:
         encoder.encode_offsets("text", None, -1, [-1], [])
     with pytest.raises(ValueError):
         encoder.set_offsets(b"\0" * 8, None, -1, b"\0" * 4)  # tables of different sizes
+
+
+def test_a_token_spelling_the_end_of_word_suffix_inside_a_piece() -> None:
+    """Tokens are measured less their end-of-word suffix, which a piece's own characters may
+    spell too: a token "</w>" made of them before the piece's end is not of length 0; HF's
+    offsets all the same."""
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = {t: i for i, t in enumerate(["<unk>", "<", "/", "w", ">", "a", "a</w>", ">a</w>", "</", "</w", "</w>"])}
+    config = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "post_processor": None, "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": "</w>", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": [["<", "/"], ["</", "w"], ["</w", ">"], [">", "a</w>"]]},
+    }
+    tok, hf = pymtok.Tokenizer.from_config(config), tokenizers.Tokenizer.from_str(json.dumps(config))
+    for text in ["</w>a", "a</w>a", "</w>", "a"]:
+        want = hf.encode(text, add_special_tokens=False)
+        got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert (got["input_ids"], got["offset_mapping"]) == (want.ids, want.offsets), text
 
 
 @pytest.mark.parametrize("name", COVERED)

@@ -293,7 +293,8 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         return None
     if type(model) is models.BPE:
         byte_level = bool(steps) and steps[-1][0] == "byte_level"
-        first = _token_lengths(model.vocab, bound, _byte_length if byte_level else _utf8_length)
+        unsuffixed = _unsuffixed(model.end_of_word_suffix)
+        first = _token_lengths(model.vocab, bound, unsuffixed(_byte_length if byte_level else _utf8_length))
         unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
         byte_ids = set()
         if model.byte_fallback:
@@ -312,7 +313,7 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
                     first[id] = -1 if made else 1
         if unknown is not None:
             first[unknown] = -1
-        chars = _token_lengths(model.vocab, bound, _byte_level_chars if byte_level else len)
+        chars = _token_lengths(model.vocab, bound, unsuffixed(_byte_level_chars if byte_level else len))
         for id, length in enumerate(first):
             if length == -1 or (model.byte_fallback and id in byte_ids):
                 chars[id] = -1  # not known, or one byte of a character
@@ -422,6 +423,20 @@ def _token_lengths(vocab: Mapping[str, int], bound: int, length: Callable[[str],
         have = out[id]
         out[id] = n if have in (0, n) else -1
     return out
+
+
+def _unsuffixed(suffix: str | None) -> Callable[[Callable[[str], int | None]], Callable[[str], int | None]]:
+    """``length`` of a token less its end_of_word_suffix, which no character of the text holds.
+    A token holding the suffix's characters themselves before a piece's end is then measured
+    short, and the pieces' lengths no longer add up to the text: the native core gives None for
+    such a text (the pure path's), never a wrong span."""
+
+    def wrap(length: Callable[[str], int | None]) -> Callable[[str], int | None]:
+        if not suffix:
+            return length
+        return lambda token: length(token[: -len(suffix)] if token.endswith(suffix) else token)
+
+    return wrap
 
 
 def _utf8_length(token: str) -> int:

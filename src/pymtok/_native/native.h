@@ -597,11 +597,11 @@ int normalize_cut(const NormOp *ops, size_t nops, uint32_t *t, size_t margin);
 int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align);
 
 /* normalize_ops for steps whose every output character HF aligns to one input character
- * (all but BertNormalizer and NFC, which have their own; Replace by one or more characters), with *res_align the input
- * character of each output character (NULL when no step ran). Returns -1 when out of memory, -2
- * where HF's alignment is not an input character, -3 when a step is none of those. Runs without
- * the GIL. */
-int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
+ * (all but BertNormalizer, which has its own; NFC as nfc_aligned; Replace by one or more
+ * characters), with *res_align the input character of each output character (NULL when no step
+ * ran). Returns -1 when out of memory, -2 where HF's alignment is not an input character, -3 when
+ * a step is none of those. Runs without the GIL. */
+int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align);
 
 /* ---- added tokens (added.c) ----------------------------------------------------------------- */

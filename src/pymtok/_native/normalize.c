@@ -802,11 +802,10 @@ static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf
     return cps_extend(out, in + done, n - done);
 }
 
-int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[2], CpBuf aligns[2],
+int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align) {
     for (size_t k = 0; k < nops; k++)
-        if (ops[k].kind == NORM_BERT || ops[k].kind == NORM_NFC ||
-            ((ops[k].kind == NORM_REPLACE || ops[k].kind == NORM_RUNS) && !ops[k].nrep))
+        if (ops[k].kind == NORM_BERT || ((ops[k].kind == NORM_REPLACE || ops[k].kind == NORM_RUNS) && !ops[k].nrep))
             return -3;
     const uint32_t *cur = in, *cur_align = NULL; /* NULL: each character is its own */
     for (size_t k = 0; k < nops; k++) {
@@ -816,6 +815,20 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
         if (n == 0) /* as normalize_ops: both leave empty text alone */
             continue;
         dst->n = dal->n = 0;
+        if (op->kind == NORM_NFC) {
+            int err = nfc_aligned(cur, n, &bufs[2], dst, dal);
+            if (err == 1)
+                continue; /* the text as it is */
+            if (err)
+                return err;
+            /* each output character's input character, through the steps before */
+            for (size_t i = 0; cur_align && i < dal->n; i++)
+                dal->v[i] = cur_align[dal->v[i]];
+            cur = dst->v;
+            cur_align = dal->v;
+            n = dst->n;
+            continue;
+        }
         if (op->kind == NORM_PRECOMPILED || op->kind == NORM_NFKD) {
             size_t used = n;
             int err = op->kind == NORM_NFKD ? nfkd_run(cur, n, dst, dal) : precompiled_run(op->map, cur, n, dst, dal);
