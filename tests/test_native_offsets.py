@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ import pytest
 import pymtok
 from pymtok import encoding, native
 
-from conftest import TOKENIZER_NAMES, corpus_chunks, examples, hf_tokenizer, ours
+from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, hf_tokenizer, ours
 
 PURE = os.environ.get("PYMTOK_PURE", "") not in ("", "0")
 # the tokenizers the native offsets are built for: byte-level BPE with no normalizer or NFC
@@ -173,6 +174,30 @@ def test_encode_offsets_arguments() -> None:
         encoder.encode_offsets("text", None, -1, [-1], [])
     with pytest.raises(ValueError):
         encoder.set_offsets(b"\0" * 8, None, -1, b"\0" * 4)  # tables of different sizes
+
+
+def test_nfkc_ids_native_and_offsets_as_hf() -> None:
+    """NFKC runs natively (NFKD, then NFC) and gives HF's ids; HF aligns a composite of a
+    compatibility decomposition its own way, which the pure path follows: the offsets equal HF's
+    whichever path gives them."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    tokenizers = pytest.importorskip("tokenizers")
+    config = json.loads(Path(fixture_path("tokenizers", "qwen3", "tokenizer.json")).read_text(encoding="utf-8"))
+    config["normalizer"] = {"type": "NFKC"}
+    tok, hf = pymtok.Tokenizer.from_config(config), tokenizers.Tokenizer.from_str(json.dumps(config))
+    assert PURE or type(tok.normalizer).__module__ == "pymtok._native"
+    compat = [*_MARKED, "①", "½", "Ａ", "㍿", "ﷺ", "ǅ", "\u2474", "\uff76\uff9e", "\u0f77", "\u1e9b\u0323"]
+
+    @settings(max_examples=examples(200), deadline=None, database=None)
+    @given(st.lists(st.sampled_from(compat), max_size=14).map("".join))
+    def prop(text: str) -> None:
+        want = hf.encode(text, add_special_tokens=False)
+        got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert (got["input_ids"], got["offset_mapping"]) == (want.ids, want.offsets), text
+
+    prop()
 
 
 def test_a_token_spelling_the_end_of_word_suffix_inside_a_piece() -> None:

@@ -280,7 +280,9 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     if _native is None or tokenizer._native_text is None or not isinstance(encoder, _native.Encoder):
         return None
     normalizer = tokenizer.normalizer
-    if normalizer is not None and not isinstance(normalizer, _native.Normalizer):
+    if normalizer is not None and not isinstance(normalizer, _native.Normalizer) or _holds_nfkc(
+        tokenizer._pure_normalizer
+    ):
         return None
     config = tokenizer.config
     steps = _steps(tokenizer.pre_tokenizer, config.get("pre_tokenizer") if "model" in config else None,
@@ -425,6 +427,15 @@ def _token_lengths(vocab: Mapping[str, int], bound: int, length: Callable[[str],
     return out
 
 
+def _holds_nfkc(normalizer: object) -> bool:
+    """Whether NFKC is among the normalizer's steps: the native core runs it as NFKD then NFC,
+    the same text, but HF aligns a composite of a compatibility decomposition its own way, which
+    the pure path follows."""
+    if type(normalizer) is normalizers.Sequence:
+        return any(_holds_nfkc(member) for member in normalizer.normalizers)  # type: ignore[attr-defined]
+    return type(normalizer) is normalizers.NFKC
+
+
 def _unsuffixed(suffix: str | None) -> Callable[[Callable[[str], int | None]], Callable[[str], int | None]]:
     """``length`` of a token less its end_of_word_suffix, which no character of the text holds.
     A token holding the suffix's characters themselves before a piece's end is then measured
@@ -525,6 +536,11 @@ def accelerate_normalizer(normalizer: normalizers.Normalizer | None) -> normaliz
         return native
     if kind is normalizers.NFC:
         native = _native.Normalizer(normalizer, "nfc")
+        return native
+    if kind is normalizers.NFKC:
+        # NFKC is NFC of NFKD: a compatibility-decomposed text is its own canonical decomposition
+        steps = (_native.Normalizer(normalizers.NFKD(), "nfkd"), _native.Normalizer(normalizers.NFC(), "nfc"))
+        native = _native.Normalizer(normalizer, "sequence", members=steps)
         return native
     if kind is normalizers.Precompiled:
         pc: Any = normalizer
