@@ -107,6 +107,18 @@ static inline size_t contraction_ci(const uint32_t *s, size_t n, size_t i) {
     return 0;
 }
 
+/* `'s|'t|'re|'ve|'m|'ll|'d` after the apostrophe at i-1 (case-sensitive); returns the end or 0. */
+static inline size_t contraction(const uint32_t *s, size_t n, size_t i) {
+    if (i >= n)
+        return 0;
+    uint32_t a = s[i];
+    if (a == 's' || a == 't' || a == 'm' || a == 'd')
+        return i + 1;
+    if (i + 1 < n && (((a == 'r' || a == 'v') && s[i + 1] == 'e') || (a == 'l' && s[i + 1] == 'l')))
+        return i + 2;
+    return 0;
+}
+
 /* The whitespace alternatives shared by the GPT-style patterns, at a whitespace character:
  * `\s*[\r\n]+|\s+(?!\S)|\s+` (with_crlf) or `\s+(?!\S)|\s+` (GPT-2). */
 static inline size_t whitespace_tail(const uint32_t *s, size_t n, size_t i, int with_crlf) {
@@ -125,13 +137,9 @@ static inline size_t whitespace_tail(const uint32_t *s, size_t n, size_t i, int 
 /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
 static size_t m_gpt2(const uint32_t *s, size_t n, size_t i) {
     uint32_t c = s[i];
-    if (c == '\'' && i + 1 < n) {
-        uint32_t a = s[i + 1];
-        if (a == 's' || a == 't' || a == 'm' || a == 'd')
-            return i + 2;
-        if (i + 2 < n && (((a == 'r' || a == 'v') && s[i + 2] == 'e') || (a == 'l' && s[i + 2] == 'l')))
-            return i + 3;
-    }
+    size_t e;
+    if (c == '\'' && (e = contraction(s, n, i + 1)))
+        return e;
     size_t j = (c == ' ' && i + 1 < n) ? i + 1 : i;
     uint32_t d = s[j];
     if (IS(d, L_))
@@ -319,13 +327,8 @@ static size_t m_clip(const uint32_t *s, size_t n, size_t i) {
     size_t e;
     if (c == '<' && ((e = literal_at(s, n, i, "<|startoftext|>")) || (e = literal_at(s, n, i, "<|endoftext|>"))))
         return e;
-    if (c == '\'' && i + 1 < n) {
-        uint32_t a = s[i + 1];
-        if (a == 's' || a == 't' || a == 'm' || a == 'd')
-            return i + 2;
-        if (i + 2 < n && (((a == 'r' || a == 'v') && s[i + 2] == 'e') || (a == 'l' && s[i + 2] == 'l')))
-            return i + 3;
-    }
+    if (c == '\'' && (e = contraction(s, n, i + 1)))
+        return e;
     uint32_t cls = ucls(c);
     if (cls & L_)
         return run_letters(s, n, i);
