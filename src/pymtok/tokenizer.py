@@ -1330,7 +1330,7 @@ def _arrow_texts(chunks: list[Any]) -> list[str]:
         for value in raw.to_pylist():
             row = len(texts)
             if value is None:
-                raise TypeError(f"encode_arrow(): row {row} is null, not a str")
+                raise TypeError(f"encode_arrow(): row {row} is null (encode() takes a str)")
             try:
                 texts.append(value.decode("utf-8"))
             except UnicodeDecodeError as e:

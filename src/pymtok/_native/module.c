@@ -1784,7 +1784,7 @@ static void batch_refused(const Batch *b, const Chunk *ch, Py_ssize_t k) {
         return;
     }
     if (b->utf8[k].n < 0) {
-        PyErr_Format(PyExc_TypeError, "encode_arrow(): row %zd is null, not a str", k);
+        PyErr_Format(PyExc_TypeError, "encode_arrow(): row %zd is null (encode() takes a str)", k);
         return;
     }
     PyObject *errors = PyImport_ImportModule("pymtok.errors"), *cls = NULL;
