@@ -106,7 +106,9 @@ class Measured(Tokenize):
                 # once per worker process, as pymtok's tokenizer is: Dask unpickles the function per task
                 key = (self.lib, self.source)
                 self._encode = _ENCODERS[key] if key in _ENCODERS else _ENCODERS.setdefault(key, encoder(*key))
-            out = {"input_ids": self._encode(texts.to_pylist() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts)}
+            # the peers take lists of str
+            listed = texts.to_pylist() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts
+            out = {"input_ids": self._encode(listed)}
         out["pid"] = pa.repeat(pa.scalar(os.getpid(), pa.int64()), len(texts))
         out["rss_mb"] = pa.repeat(pa.scalar(_rss_mb(), pa.float64()), len(texts))
         return out

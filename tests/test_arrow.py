@@ -72,7 +72,8 @@ def test_arrow_layouts_equal_hf(name: str, special: bool) -> None:
 
 
 @settings(max_examples=examples(80), deadline=None)
-@given(st.lists(st.binary(max_size=24) | st.text(max_size=24).map(lambda t: t.encode("utf-8", "surrogatepass")), max_size=10))
+@given(st.lists(st.binary(max_size=24) | st.text(max_size=24).map(lambda t: t.encode("utf-8", "surrogatepass")),
+                max_size=10))
 def test_arrow_bytes_are_decoded_as_python_does(values: list[bytes]) -> None:
     """Any bytes in a binary array viewed as string: the ids of the text Python's strict UTF-8
     decoding gives, or a TextError naming the first row and byte that it refuses."""

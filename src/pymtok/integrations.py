@@ -75,7 +75,9 @@ class Tokenize:
         import pyarrow.compute as pc
 
         if isinstance(texts, (pa.Array, pa.ChunkedArray)):
-            flat = self.tokenizer.encode_arrow(texts, add_special_tokens=self.add_special_tokens, num_threads=self.num_threads)
+            flat = self.tokenizer.encode_arrow(
+                texts, add_special_tokens=self.add_special_tokens, num_threads=self.num_threads
+            )
         else:
             flat = self.tokenizer.encode_batch(
                 texts, add_special_tokens=self.add_special_tokens, num_threads=self.num_threads, return_flat=True

@@ -531,7 +531,8 @@ class Tokenizer:
             buffers = tuple(
                 (*chunk.buffers()[:3], len(chunk), chunk.offset, chunk.type == _pa().large_string()) for chunk in chunks
             )
-            ids, offsets = self._native_arrow(buffers, self.normalizer, add_special_tokens, self._threads(num_threads), _FLAT)
+            threads = self._threads(num_threads)
+            ids, offsets = self._native_arrow(buffers, self.normalizer, add_special_tokens, threads, _FLAT)
             return FlatIds(array(_U32_CODE, ids), array("q", offsets))
         flat: FlatIds = self._encode_flat(_arrow_texts(chunks), add_special_tokens, num_threads, {}, _FLAT)
         return flat
