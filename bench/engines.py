@@ -19,11 +19,14 @@ library and writes the ids (with ``id``, without the text) to Parquet:
   ``map_partitions``, ``to_parquet``;
 - ``pymtok tokenize --workers N`` over the text parts (pymtok only).
 
-The batch functions are pymtok's ``integrations.Tokenize``; HF's ``encode_batch`` (one thread) with
+The batch functions are pymtok's ``integrations.Tokenize`` (given the Arrow batches, or the
+pyarrow-backed ``str`` column of Dask's pandas partitions, it reads the texts from the column's
+buffers with ``encode_arrow``, as a user following the README gets it); HF's ``encode_batch`` (one thread) with
 its ids made an Arrow list column; tiktoken's ``encode_ordinary_batch`` (one thread) on an
 ``Encoding`` built from the same tokenizer.json (its ranks are the model's ids, its pattern the
-pre-tokenizer's); and "identity", the texts taken out of the batch and nothing tokenized: the
-engine's own cost, the floor under every library's row. The tokenizer is llama3's (any byte-level
+pre-tokenizer's) — both given the texts as a list (``to_pylist``), which their APIs take; and
+"identity", the text column taken out of the batch (as Arrow) and nothing tokenized: the engine's
+own cost, the floor under every library's row. The tokenizer is llama3's (any byte-level
 BPE model with a Split pre-tokenizer works: ``--model gpt-4o``).
 
 Every run is a fresh process. Its engine is started first (``ray.init``, the ``LocalCluster``:
@@ -91,7 +94,7 @@ class Measured(Tokenize):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_encode": None}
 
-    def columns(self, texts: list[str]) -> dict[str, Any]:
+    def columns(self, texts: Any) -> dict[str, Any]:
         import pyarrow as pa
 
         if self.lib == "pymtok":
@@ -103,7 +106,9 @@ class Measured(Tokenize):
                 # once per worker process, as pymtok's tokenizer is: Dask unpickles the function per task
                 key = (self.lib, self.source)
                 self._encode = _ENCODERS[key] if key in _ENCODERS else _ENCODERS.setdefault(key, encoder(*key))
-            out = {"input_ids": self._encode(texts)}
+            # the peers take lists of str
+            listed = texts.to_pylist() if isinstance(texts, (pa.Array, pa.ChunkedArray)) else texts
+            out = {"input_ids": self._encode(listed)}
         out["pid"] = pa.repeat(pa.scalar(os.getpid(), pa.int64()), len(texts))
         out["rss_mb"] = pa.repeat(pa.scalar(_rss_mb(), pa.float64()), len(texts))
         return out

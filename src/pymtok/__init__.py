@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import FormatError, PymtokError, TemplateError
+from .errors import FormatError, PymtokError, TemplateError, TextError
 from .export import export
 from .paths import regular_file
 from .tokenizer import DecodeStream, Tokenizer, TokenizerMeta
@@ -21,7 +21,7 @@ from .tokenizer import DecodeStream, Tokenizer, TokenizerMeta
 __version__ = "0.1.0"
 
 __all__ = [
-    "DecodeStream", "FormatError", "PymtokError", "TemplateError", "Tokenizer", "TokenizerMeta",
+    "DecodeStream", "FormatError", "PymtokError", "TemplateError", "TextError", "Tokenizer", "TokenizerMeta",
     "__version__", "export", "load",
 ]
 

@@ -11,3 +11,7 @@ class FormatError(PymtokError, ValueError):
 
 class TemplateError(PymtokError):
     """A chat template failed to render, raised on purpose, or exceeded its resource bounds."""
+
+
+class TextError(PymtokError, ValueError):
+    """A text to encode is not one: bytes of an Arrow string column that are not UTF-8."""

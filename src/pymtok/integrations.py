@@ -2,8 +2,10 @@
 ``map_batches`` and Dask's ``map_partitions``.
 
 The engines are not dependencies of pymtok: pyarrow (and pandas for a DataFrame batch) is imported
-only when a batch is tokenized. The ids leave as Arrow list arrays built from
-``encode_batch(return_flat=True)``, without a Python list per text. A tokenizer read from a
+only when a batch is tokenized. A text column that is Arrow (a ``pyarrow.Table`` or
+``RecordBatch``, a pyarrow-backed pandas column) is read from its buffers
+(``Tokenizer.encode_arrow``), without a Python str per text; the ids leave as Arrow list arrays
+built from the flat ids, without a Python list per text. A tokenizer read from a
 ``.mtok`` file reaches each worker as the file's path (or bytes) and is loaded once per worker
 process (see ``Tokenizer.__reduce__``).
 """
@@ -20,11 +22,16 @@ class Tokenize:
     """A batch function: the texts of ``column`` in, ``input_ids`` (and optionally
     ``attention_mask`` and ``length``) out, as Arrow ``large_list<uint32>`` / ``int64`` columns.
 
-    A ``pyarrow.Table`` or ``pandas.DataFrame`` batch comes back with the new columns appended (Ray
+    A ``pyarrow.Table``, ``pyarrow.RecordBatch`` or ``pandas.DataFrame`` batch comes back with
+    the new columns appended (``datasets``' ``with_format("arrow").map(batched=True)``, Ray
     Data's ``batch_format="pyarrow"`` / ``"pandas"``, Dask partitions); a mapping of columns
-    (``datasets``' ``map(batched=True)``) gets the new columns only, which ``datasets`` adds to
-    its rows. Ids are ``tokenizer.encode_batch(texts, add_special_tokens=...)``'s; a text that
-    is not a str is ``encode``'s TypeError.
+    (``datasets``' ``map(batched=True)`` without a format) gets the new columns only, which
+    ``datasets`` adds to its rows. Ids are ``tokenizer.encode_batch(texts,
+    add_special_tokens=...)``'s; a text that is not a str (a null) is a TypeError.
+
+    An Arrow text column (of a table, a record batch, a mapping, or a pandas column with
+    ``string[pyarrow]``, ``str`` or ``pd.ArrowDtype``) goes through ``encode_arrow``: no Python
+    str per text. It must be ``string`` or ``large_string`` (``string_view`` is a TypeError).
 
     ``num_threads`` is the native core's threads per call: engines give each worker a core, so 1.
 
@@ -62,14 +69,19 @@ class Tokenize:
         self.length = length
         self.num_threads = num_threads
 
-    def columns(self, texts: list[Any]) -> dict[str, Any]:
-        """The new columns for ``texts``, as pyarrow arrays."""
+    def columns(self, texts: Any) -> dict[str, Any]:
+        """The new columns for ``texts`` (a pyarrow string column, or a list of texts), as pyarrow arrays."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        flat = self.tokenizer.encode_batch(
-            texts, add_special_tokens=self.add_special_tokens, num_threads=self.num_threads, return_flat=True
-        )
+        if isinstance(texts, (pa.Array, pa.ChunkedArray)):
+            flat = self.tokenizer.encode_arrow(
+                texts, add_special_tokens=self.add_special_tokens, num_threads=self.num_threads
+            )
+        else:
+            flat = self.tokenizer.encode_batch(
+                texts, add_special_tokens=self.add_special_tokens, num_threads=self.num_threads, return_flat=True
+            )
         ids = flat.to_arrow()
         out: dict[str, Any] = {"input_ids": ids}
         if self.attention_mask:
@@ -82,8 +94,8 @@ class Tokenize:
     def __call__(self, batch: Any) -> Any:
         import pyarrow as pa
 
-        if isinstance(batch, pa.Table):
-            new = self.columns(self._column(batch).to_pylist())
+        if isinstance(batch, (pa.Table, pa.RecordBatch)):
+            new = self.columns(self._column(batch))
             for name, values in new.items():
                 batch = batch.append_column(name, values)
             return batch
@@ -97,12 +109,14 @@ class Tokenize:
         if isinstance(batch, Mapping):
             import pandas as pd
 
-            new = self.columns(_texts(self._column(batch)))
+            column = self._column(batch)
+            new = self.columns(column if isinstance(column, (pa.Array, pa.ChunkedArray)) else _texts(column))
             # datasets takes lists, numpy arrays or pandas Series as a batch's columns; a Series
             # over the Arrow array reaches its writer without a Python list per text
             return {name: pd.Series(pd.arrays.ArrowExtensionArray(values)) for name, values in new.items()}
         raise TypeError(
-            f"Tokenize: a batch is a pyarrow.Table, a pandas.DataFrame or a mapping of columns, got {type(batch).__name__}"
+            "Tokenize: a batch is a pyarrow.Table or RecordBatch, a pandas.DataFrame or a mapping of columns, "
+            f"got {type(batch).__name__}"
         )
 
     def _column(self, batch: Any) -> Any:
@@ -112,13 +126,13 @@ class Tokenize:
         return batch[self.column]
 
 
-def _texts(column: Any) -> list[Any]:
-    """A column's values as a list: a ``pd.ArrowDtype`` column (pandas read with
-    ``dtype_backend="pyarrow"``) through Arrow, five times faster than its ``tolist``."""
-    if type(getattr(column, "dtype", None)).__name__ == "ArrowDtype":
+def _texts(column: Any) -> Any:
+    """A column's texts: the Arrow array under a pyarrow-backed pandas column (``pd.ArrowDtype``,
+    ``string[pyarrow]``, pandas 3's ``str``), which ``pa.array`` takes without a copy; else a list."""
+    if getattr(getattr(column, "dtype", None), "storage", None) == "pyarrow":
         import pyarrow as pa
 
-        return pa.array(column).to_pylist()
+        return pa.array(column)
     return column.tolist() if hasattr(column, "tolist") else list(column)
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, overload
 from . import decoders, encoding, models, native, normalizers, pre_tokenizers, processors
 from .added_tokens import AddedToken, AddedVocabulary
 from .byte_level import CHAR_TO_BYTE
-from .errors import FormatError
+from .errors import FormatError, TextError
 
 if TYPE_CHECKING:
     from .encoding import BatchEncoding
@@ -190,6 +190,7 @@ class Tokenizer:
         encoder = getattr(self._native_segment, "__self__", None)
         batched = self._native_text is not None and native.is_encoder(encoder)
         self._native_batch = encoder.encode_batch if batched else None
+        self._native_arrow = encoder.encode_arrow if batched else None
         if batched and type(self).encode is Tokenizer.encode:
             # the common call, encode(text[, add_special_tokens=flag]), in C without this method's
             # Python frame (which costs more than encoding a word); every other call is the method's
@@ -511,6 +512,30 @@ class Tokenizer:
         """
         counts: array[int] = self._encode_flat(texts, add_special_tokens, num_threads, special, _COUNT)
         return counts
+
+    def encode_arrow(
+        self, column: Any, *, add_special_tokens: bool = True, num_threads: int | None = None
+    ) -> FlatIds:
+        """``encode_batch(column.to_pylist(), return_flat=True)`` for a pyarrow ``string`` or
+        ``large_string`` column (an ``Array``, sliced or not, or a ``ChunkedArray``), read by the
+        native core from the column's buffers: no Python str per text.
+
+        A null is a TypeError and bytes that are not UTF-8 a :class:`pymtok.TextError`, each
+        naming its row; an array whose offsets leave its data buffer is a ValueError.
+
+        >>> tok.encode_arrow(pa.array(["Hello world", "Hi"])).to_arrow()   # doctest: +SKIP
+        """
+        _check_flag("encode_arrow", "add_special_tokens", add_special_tokens)
+        chunks = _arrow_chunks(column)
+        if self._native_arrow is not None and not self.meta.split_special_tokens:
+            buffers = tuple(
+                (*chunk.buffers()[:3], len(chunk), chunk.offset, chunk.type == _pa().large_string()) for chunk in chunks
+            )
+            threads = self._threads(num_threads)
+            ids, offsets = self._native_arrow(buffers, self.normalizer, add_special_tokens, threads, _FLAT)
+            return FlatIds(array(_U32_CODE, ids), array("q", offsets))
+        flat: FlatIds = self._encode_flat(_arrow_texts(chunks), add_special_tokens, num_threads, {}, _FLAT)
+        return flat
 
     def _encode_flat(
         self, texts: Sequence[str | tuple[str, str]], add_special_tokens: bool, num_threads: int | None,
@@ -1273,6 +1298,45 @@ class FlatIds(NamedTuple):
         values = pa.Array.from_buffers(pa.uint32(), len(self.ids), [None, pa.py_buffer(self.ids)])
         offsets = pa.Array.from_buffers(pa.int64(), len(self.offsets), [None, pa.py_buffer(self.offsets)])
         return pa.LargeListArray.from_arrays(offsets, values)
+
+
+def _pa() -> Any:
+    import pyarrow
+
+    return pyarrow
+
+
+def _arrow_chunks(column: Any) -> list[Any]:
+    """The arrays of a pyarrow string column; TypeError for anything else."""
+    pa = _pa()
+    if not isinstance(column, (pa.Array, pa.ChunkedArray)):
+        raise TypeError(f"encode_arrow() takes a pyarrow Array or ChunkedArray, got {type(column).__name__}")
+    if column.type not in (pa.string(), pa.large_string()):
+        raise TypeError(f"encode_arrow() takes a string or large_string column, got {column.type}")
+    return column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+
+
+def _arrow_texts(chunks: list[Any]) -> list[str]:
+    """The chunks' texts as str (the pure path), with encode_arrow's native errors."""
+    pa = _pa()
+    # bytes, so that text that is not UTF-8 is ours to report, with its row
+    raws = [chunk.view(pa.large_binary() if chunk.type == pa.large_string() else pa.binary()) for chunk in chunks]
+    for raw in raws:
+        try:
+            raw.validate(full=True)
+        except pa.ArrowInvalid as e:
+            raise ValueError(f"encode_arrow(): the Arrow array is malformed: {e}") from None
+    texts: list[str] = []
+    for raw in raws:
+        for value in raw.to_pylist():
+            row = len(texts)
+            if value is None:
+                raise TypeError(f"encode_arrow(): row {row} is null (encode() takes a str)")
+            try:
+                texts.append(value.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise TextError(f"encode_arrow(): row {row} is not UTF-8 (byte {e.start})") from None
+    return texts
 
 
 _BYTE_TOKEN = re.compile("<0x[0-9A-F]{2}>")

@@ -652,6 +652,28 @@ static int read_text_at(Work *w, int kind, const void *data, size_t from, size_t
 
 static int read_text(Work *w, int kind, const void *data, size_t n) { return read_text_at(w, kind, data, 0, n); }
 
+/* The code points of UTF-8 s[0, nb) into w->text, *n of them: 0, -1 on out of memory, or 1 when
+ * s is not UTF-8 (Python's strict decoding), *bad the first byte of the sequence at fault. */
+static int read_utf8(Work *w, const uint8_t *s, size_t nb, size_t *n, size_t *bad) {
+    if (grow_cps(&w->text, &w->text_cap, nb) < 0)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0, sub; i < nb; k++) {
+        if (s[i] < 0x80) {
+            w->text[k] = s[i++];
+            continue;
+        }
+        size_t len = utf8_sequence(s + i, nb - i, &sub);
+        if (!len) {
+            *bad = i;
+            return 1;
+        }
+        i += utf8_get(s + i, len, &w->text[k]);
+    }
+    *n = k;
+    return 0;
+}
+
 /* The pieces' buffers, grown by a pre-tokenizer, kept for the call's next segment. */
 static void work_keep(Work *w, const Pieces *p) {
     /* a rebuilding step (ByteLevel's prefix space, Metaspace) freed w->buf for a new one */
@@ -1712,18 +1734,25 @@ enum { CHUNK_PENDING, CHUNK_DONE, CHUNK_NOMEM };
 /* Contiguous texts one thread encodes; the caller builds their lists once state is DONE. */
 typedef struct {
     Py_ssize_t first, last;
-    Py_ssize_t bad;   /* the first text encode() would refuse (not a str, lone surrogate), or -1 */
-    size_t bad_at;    /* where its surrogate is */
+    Py_ssize_t bad;   /* the first text encode() would refuse (not a str, lone surrogate, null, not UTF-8), or -1 */
+    size_t bad_at;    /* where its surrogate (its first byte that is not UTF-8) is */
     IdBuf out;        /* the ids of the chunk's texts, one after the other */
     atomic_int state;
 } Chunk;
+
+/* One text of an Arrow string array: its UTF-8 bytes, or n < 0 for a null. */
+typedef struct {
+    const uint8_t *p;
+    int64_t n;
+} Utf8Text;
 
 typedef struct {
     Encoder *self;
     const NormOp *ops;
     size_t nops;
     int native;              /* the normalizer runs without the GIL; else every text is redone */
-    PyObject **items;
+    PyObject **items;        /* the texts as str, or NULL and they are utf8's */
+    const Utf8Text *utf8;
     Py_ssize_t *ends;        /* per text: where its ids end in its chunk's out, -2 to redo with the GIL */
     Chunk *chunks;
     size_t nchunks;
@@ -1741,24 +1770,43 @@ static int batch_step(Batch *b, Work *w) {
     Chunk *ch = &b->chunks[c];
     int state = CHUNK_DONE;
     for (Py_ssize_t i = ch->first; i < ch->last; i++) {
-        PyObject *t = b->items[i];
-        if (!PyUnicode_Check(t)) {
-            ch->bad = i;
-            break;
-        }
-        int kind = PyUnicode_KIND(t);
-        const void *data = PyUnicode_DATA(t);
-        size_t n = (size_t)PyUnicode_GET_LENGTH(t), at = find_surrogate(kind, data, n);
-        if (at < n) {
-            ch->bad = i;
-            ch->bad_at = at;
-            break;
+        size_t n;
+        if (b->utf8) {
+            /* read (and checked) whatever the normalizer: a text to redo is made from it */
+            const Utf8Text *u = &b->utf8[i];
+            int r = u->n < 0 ? 1 : read_utf8(w, u->p, (size_t)u->n, &n, &ch->bad_at);
+            if (r) {
+                if (r < 0)
+                    state = CHUNK_NOMEM;
+                else
+                    ch->bad = i;
+                break;
+            }
+        } else {
+            PyObject *t = b->items[i];
+            if (!PyUnicode_Check(t)) {
+                ch->bad = i;
+                break;
+            }
+            int kind = PyUnicode_KIND(t);
+            const void *data = PyUnicode_DATA(t);
+            size_t at;
+            n = (size_t)PyUnicode_GET_LENGTH(t);
+            if ((at = find_surrogate(kind, data, n)) < n) {
+                ch->bad = i;
+                ch->bad_at = at;
+                break;
+            }
+            if (b->native && read_text(w, kind, data, n) < 0) {
+                state = CHUNK_NOMEM;
+                break;
+            }
         }
         b->ends[i] = -2;
         if (!b->native)
             continue;
         size_t mark = ch->out.n;
-        int r = read_text(w, kind, data, n) < 0 ? -1 : encode_text_core(b->self, b->ops, b->nops, w->text, n, w, &ch->out);
+        int r = encode_text_core(b->self, b->ops, b->nops, w->text, n, w, &ch->out);
         if (r == -2) {
             ch->out.n = mark;
         } else if (r < 0) {
@@ -1782,6 +1830,38 @@ static void batch_helper(void *arg) {
         PyThread_release_lock(b->finished);
 }
 
+/* The error for text k, which batch_step refused. */
+static void batch_refused(const Batch *b, const Chunk *ch, Py_ssize_t k) {
+    if (!b->utf8) {
+        PyObject *t = b->items[k];
+        if (!PyUnicode_Check(t))
+            PyErr_Format(PyExc_TypeError, "encode() takes a str, got %s", Py_TYPE(t)->tp_name);
+        else
+            raise_surrogate(t, ch->bad_at);
+        return;
+    }
+    if (b->utf8[k].n < 0) {
+        PyErr_Format(PyExc_TypeError, "encode_arrow(): row %zd is null (encode() takes a str)", k);
+        return;
+    }
+    PyObject *errors = PyImport_ImportModule("pymtok.errors"), *cls = NULL;
+    if (errors && (cls = PyObject_GetAttrString(errors, "TextError")))
+        PyErr_Format(cls, "encode_arrow(): row %zd is not UTF-8 (byte %zu)", k, ch->bad_at);
+    Py_XDECREF(cls);
+    Py_XDECREF(errors);
+}
+
+/* text k's ids into out with the GIL (batch_step left it, ends[k] == -2). */
+static int batch_redo(const Batch *b, Py_ssize_t k, PyObject *normalizer, Work *w, IdBuf *out) {
+    out->n = 0;
+    if (!b->utf8)
+        return encode_text_into(b->self, b->items[k], normalizer, w, out);
+    PyObject *t = PyUnicode_DecodeUTF8((const char *)b->utf8[k].p, (Py_ssize_t)b->utf8[k].n, NULL);
+    int err = t ? encode_text_into(b->self, t, normalizer, w, out) : -1;
+    Py_XDECREF(t);
+    return err;
+}
+
 /* The lists of a DONE chunk's texts into result; -1 with the Python error set (encode()'s for
  * its first refused text). */
 static int batch_lists(Batch *b, Chunk *ch, PyObject *normalizer, int special, PyObject *result, Work *w) {
@@ -1793,19 +1873,15 @@ static int batch_lists(Batch *b, Chunk *ch, PyObject *normalizer, int special, P
     IdBuf redo = {0};
     int err = 0;
     for (Py_ssize_t k = ch->first; !err && k < ch->last; k++) {
-        PyObject *list = NULL, *t = b->items[k];
+        PyObject *list = NULL;
         if (k == ch->bad) {
-            if (!PyUnicode_Check(t))
-                PyErr_Format(PyExc_TypeError, "encode() takes a str, got %s", Py_TYPE(t)->tp_name);
-            else
-                raise_surrogate(t, ch->bad_at);
+            batch_refused(b, ch, k);
         } else if (b->ends[k] >= 0) {
             IdBuf slice = {ch->out.v + start, (size_t)(b->ends[k] - start), 0};
             list = id_list(b->self, &slice, special);
             start = b->ends[k];
         } else {
-            redo.n = 0;
-            list = encode_text_into(b->self, t, normalizer, w, &redo) < 0 ? NULL : id_list(b->self, &redo, special);
+            list = batch_redo(b, k, normalizer, w, &redo) < 0 ? NULL : id_list(b->self, &redo, special);
         }
         if (list)
             PyList_SET_ITEM(result, k, list);
@@ -1854,20 +1930,15 @@ static int batch_flat(Batch *b, Chunk *ch, PyObject *normalizer, int special, Fl
     IdBuf redo = {0};
     int err = 0;
     for (Py_ssize_t k = ch->first; !err && k < ch->last; k++) {
-        PyObject *t = b->items[k];
         if (k == ch->bad) {
-            if (!PyUnicode_Check(t))
-                PyErr_Format(PyExc_TypeError, "encode() takes a str, got %s", Py_TYPE(t)->tp_name);
-            else
-                raise_surrogate(t, ch->bad_at);
+            batch_refused(b, ch, k);
             err = -1;
         } else if (b->ends[k] >= 0) {
             IdBuf slice = {ch->out.v + start, (size_t)(b->ends[k] - start), 0};
             err = flat_put(f, b->self, k, &slice, special);
             start = b->ends[k];
         } else {
-            redo.n = 0;
-            err = encode_text_into(b->self, t, normalizer, w, &redo) < 0 ? -1 : flat_put(f, b->self, k, &redo, special);
+            err = batch_redo(b, k, normalizer, w, &redo) < 0 ? -1 : flat_put(f, b->self, k, &redo, special);
         }
     }
     free(redo.v);
@@ -1888,7 +1959,7 @@ static PyObject *flat_result(Flat *f, Py_ssize_t count) {
     return pair;
 }
 
-/* Contiguous chunks of about BATCH_CHUNK_CHARS code points, claimed by threads in turn: texts
+/* Contiguous chunks of about BATCH_CHUNK_CHARS code points (UTF-8 bytes), claimed by threads in turn: texts
  * sorted by kind (a language, code) cost alike, and any thread done early takes the next. */
 static int batch_chunks(Batch *b, Py_ssize_t count) {
     if (!(b->chunks = calloc((size_t)(count ? count : 1), sizeof *b->chunks)))
@@ -1900,16 +1971,94 @@ static int batch_chunks(Batch *b, Py_ssize_t count) {
             chars = 0;
         }
         b->chunks[b->nchunks - 1].last = i + 1;
-        if (PyUnicode_Check(b->items[i]))
+        if (b->utf8)
+            chars += b->utf8[i].n > 0 ? (size_t)b->utf8[i].n : 0;
+        else if (PyUnicode_Check(b->items[i]))
             chars += (size_t)PyUnicode_GET_LENGTH(b->items[i]);
     }
     return 0;
 }
 
+/* The texts of b (b->items or b->utf8, count of them) encoded as encode_text does each:
+ * num_threads - 1 helper threads and the caller encode chunks of texts without the GIL; between
+ * its chunks the caller builds the lists of those done so far (or appends their ids to the flat
+ * result, mode BATCH_FLAT / BATCH_COUNT: see flat_result). */
+static PyObject *batch_run(Batch *b, Py_ssize_t count, PyObject *normalizer, int special, Py_ssize_t threads,
+                           long mode) {
+    b->native = native_ops(normalizer, &b->ops, &b->nops);
+    atomic_init(&b->left, 1);
+    b->ends = PyMem_Malloc((size_t)(count ? count : 1) * sizeof *b->ends);
+    Flat flat = {.mode = (int)mode};
+    PyObject *result = mode == BATCH_LISTS ? PyList_New(count) : Py_NewRef(Py_None);
+    if (result && mode != BATCH_LISTS && (flat.ends = calloc((size_t)count + 1, sizeof *flat.ends)) == NULL) {
+        PyErr_NoMemory();
+        Py_CLEAR(result);
+    }
+    if (!result || !b->ends || batch_chunks(b, count) < 0) {
+        if (result)
+            PyErr_NoMemory();
+        Py_CLEAR(result);
+        goto out;
+    }
+    /* with a Python normalizer every text is redone with the GIL: helpers would only wait */
+    if (b->native && threads > 1 && b->nchunks > 1 && (b->finished = PyThread_allocate_lock())) {
+        PyThread_acquire_lock(b->finished, WAIT_LOCK);
+        for (Py_ssize_t k = 1; k < threads && (size_t)k < b->nchunks; k++) {
+            atomic_fetch_add(&b->left, 1);
+            if (PyThread_start_new_thread(batch_helper, b) == PYTHREAD_INVALID_THREAD_ID) {
+                atomic_fetch_sub(&b->left, 1);
+                break; /* fewer threads: the work is only slower */
+            }
+        }
+    }
+    Work own, *w = work_take(&own);
+    size_t built = 0;
+    int more = 1, err = 0;
+    while (!err && built < b->nchunks) {
+        if (more) {
+            Py_BEGIN_ALLOW_THREADS
+            more = batch_step(b, w);
+            Py_END_ALLOW_THREADS
+        } else if (atomic_load_explicit(&b->chunks[built].state, memory_order_acquire) == CHUNK_PENDING) {
+            break; /* the rest is the helpers' */
+        }
+        for (; !err && built < b->nchunks &&
+               atomic_load_explicit(&b->chunks[built].state, memory_order_acquire) != CHUNK_PENDING;
+             built++)
+            err = mode == BATCH_LISTS ? batch_lists(b, &b->chunks[built], normalizer, special, result, w)
+                                      : batch_flat(b, &b->chunks[built], normalizer, special, &flat, w);
+    }
+    if (err)
+        atomic_store(&b->stop, 1);
+    if (atomic_fetch_sub(&b->left, 1) != 1) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(b->finished, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    if (b->finished) {
+        PyThread_release_lock(b->finished);
+        PyThread_free_lock(b->finished);
+    }
+    for (; !err && built < b->nchunks; built++)
+        err = mode == BATCH_LISTS ? batch_lists(b, &b->chunks[built], normalizer, special, result, w)
+                                  : batch_flat(b, &b->chunks[built], normalizer, special, &flat, w);
+    if (err)
+        Py_CLEAR(result);
+    else if (mode != BATCH_LISTS)
+        Py_SETREF(result, flat_result(&flat, count));
+    work_give(w, &own);
+    for (size_t c = built; c < b->nchunks; c++)
+        free(b->chunks[c].out.v);
+out:
+    free(flat.ids.v);
+    free(flat.ends);
+    free(b->chunks);
+    PyMem_Free(b->ends);
+    return result;
+}
+
 /* encode_batch(texts, normalizer, add_special_tokens, num_threads[, mode]) -> list[list[int]]:
- * encode_text of each text. num_threads - 1 helper threads and the caller encode chunks of texts
- * without the GIL; between its chunks the caller builds the lists of those done so far (or
- * appends their ids to the flat result, mode BATCH_FLAT / BATCH_COUNT: see flat_result). */
+ * encode_text of each text (batch_run). */
 static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_ssize_t threads;
     long mode = BATCH_LISTS;
@@ -1931,79 +2080,130 @@ static PyObject *Encoder_encode_batch(Encoder *self, PyObject *const *args, Py_s
     PyObject *seq = PySequence_Tuple(args[0]);
     if (!seq)
         return NULL;
-    PyObject *normalizer = args[1];
-    Py_ssize_t count = PyTuple_GET_SIZE(seq);
     Batch b = {.self = self, .items = &PyTuple_GET_ITEM(seq, 0)};
-    b.native = native_ops(normalizer, &b.ops, &b.nops);
-    atomic_init(&b.left, 1);
-    b.ends = PyMem_Malloc((size_t)(count ? count : 1) * sizeof *b.ends);
-    Flat flat = {.mode = (int)mode};
-    PyObject *result = mode == BATCH_LISTS ? PyList_New(count) : Py_NewRef(Py_None);
-    if (result && mode != BATCH_LISTS && (flat.ends = calloc((size_t)count + 1, sizeof *flat.ends)) == NULL) {
-        PyErr_NoMemory();
-        Py_CLEAR(result);
+    PyObject *result = batch_run(&b, PyTuple_GET_SIZE(seq), args[1], special, threads, mode);
+    Py_DECREF(seq);
+    return result;
+}
+
+/* ---- encode_arrow: Arrow string arrays read from their buffers ---------------------------- */
+
+/* An Arrow offset (int32 or int64, wide: 8 bytes) at index i, read unaligned. */
+static int64_t arrow_offset(const uint8_t *offsets, int wide, size_t i) {
+    if (wide) {
+        int64_t v;
+        memcpy(&v, offsets + i * 8, 8);
+        return v;
     }
-    if (!result || !b.ends || batch_chunks(&b, count) < 0) {
-        if (result)
-            PyErr_NoMemory();
-        Py_CLEAR(result);
+    int32_t v;
+    memcpy(&v, offsets + i * 4, 4);
+    return v;
+}
+
+/* A buffer of an Arrow array (or None: no buffer) into *view; -1 with the error set. */
+static int arrow_buffer(PyObject *o, Py_buffer *view) {
+    if (o == Py_None) {
+        *view = (Py_buffer){.buf = NULL, .len = 0};
+        return 0;
+    }
+    return PyObject_GetBuffer(o, view, PyBUF_SIMPLE);
+}
+
+/* The texts of one Arrow string array, (validity, offsets, data, length, offset, wide), into
+ * texts[0, length): every offset checked within the buffers, so that a hostile array reads
+ * nothing outside them. -1 with the error set. */
+static int arrow_texts(PyObject *chunk, Py_ssize_t first, Utf8Text *texts, Py_ssize_t *length, Py_buffer *views) {
+    Py_ssize_t offset;
+    int wide;
+    if (!PyTuple_Check(chunk) || PyTuple_GET_SIZE(chunk) != 6 ||
+        ((*length = PyLong_AsSsize_t(PyTuple_GET_ITEM(chunk, 3))) == -1 && PyErr_Occurred()) ||
+        ((offset = PyLong_AsSsize_t(PyTuple_GET_ITEM(chunk, 4))) == -1 && PyErr_Occurred()) ||
+        (wide = PyObject_IsTrue(PyTuple_GET_ITEM(chunk, 5))) < 0 || *length < 0 || offset < 0) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "encode_arrow(): a chunk is (validity, offsets, data, length: int >= 0, "
+                                         "offset: int >= 0, wide: bool)");
+        return -1;
+    }
+    if (texts == NULL) /* counting only */
+        return 0;
+    for (int k = 0; k < 3; k++)
+        if (arrow_buffer(PyTuple_GET_ITEM(chunk, k), &views[k]) < 0)
+            return -1; /* the caller releases the views taken */
+    const uint8_t *valid = views[0].buf, *offs = views[1].buf, *data = views[2].buf;
+    size_t n = (size_t)*length, at = (size_t)offset, width = wide ? 8 : 4, nd = (size_t)views[2].len;
+    const char *fault = NULL;
+    if (n && (size_t)views[1].len / width < at + n + 1)
+        fault = "its offsets buffer is too short";
+    else if (n && valid && (size_t)views[0].len < (at + n + 7) / 8)
+        fault = "its validity bitmap is too short";
+    for (size_t i = 0; !fault && i < n; i++) {
+        int64_t a = arrow_offset(offs, wide, at + i), z = arrow_offset(offs, wide, at + i + 1);
+        if (a < 0 || z < a || (uint64_t)z > nd) {
+            PyErr_Format(PyExc_ValueError,
+                         "encode_arrow(): row %zd's offsets %lld..%lld are not within the data buffer's %zu bytes",
+                         first + (Py_ssize_t)i, (long long)a, (long long)z, nd);
+            return -1;
+        }
+        int null = valid && !(valid[(at + i) >> 3] >> ((at + i) & 7) & 1);
+        texts[i] = (Utf8Text){data + a, null ? -1 : z - a};
+    }
+    if (fault) {
+        PyErr_Format(PyExc_ValueError, "encode_arrow(): the Arrow array of %zd rows at offset %zd is malformed: %s",
+                     *length, offset, fault);
+        return -1;
+    }
+    return 0;
+}
+
+/* encode_arrow(chunks, normalizer, add_special_tokens, num_threads, mode) -> encode_batch's flat
+ * result (mode BATCH_FLAT or BATCH_COUNT) for the texts of Arrow string arrays, each chunk
+ * (validity bitmap or None, offsets, data or None, length, offset, wide): buffers read through
+ * the buffer protocol, each text's UTF-8 decoded as it is encoded, no str made unless a text
+ * needs the normalizer's pure path. */
+static PyObject *Encoder_encode_arrow(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    Py_ssize_t threads;
+    long mode;
+    int special;
+    if (nargs != 5 || !PyTuple_Check(args[0]) || (special = PyObject_IsTrue(args[2])) < 0 ||
+        ((threads = PyLong_AsSsize_t(args[3])) == -1 && PyErr_Occurred()) ||
+        ((mode = PyLong_AsLong(args[4])) == -1 && PyErr_Occurred()) || mode < BATCH_FLAT || mode > BATCH_COUNT) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "encode_arrow(chunks: tuple, normalizer: callable | None, "
+                                         "add_special_tokens: bool, num_threads: int, mode: 1 | 2)");
+        return NULL;
+    }
+    if (!self->ints) {
+        PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
+        return NULL;
+    }
+    Py_ssize_t nchunks = PyTuple_GET_SIZE(args[0]), count = 0, length;
+    for (Py_ssize_t c = 0; c < nchunks; c++) {
+        if (arrow_texts(PyTuple_GET_ITEM(args[0], c), 0, NULL, &length, NULL) < 0)
+            return NULL;
+        if (length > PY_SSIZE_T_MAX / (Py_ssize_t)(2 * sizeof(Utf8Text)) - count)
+            return PyErr_NoMemory();
+        count += length;
+    }
+    Utf8Text *texts = PyMem_Malloc((size_t)(count ? count : 1) * sizeof *texts);
+    Py_buffer *views = PyMem_Calloc((size_t)(nchunks ? nchunks : 1) * 3, sizeof *views);
+    PyObject *result = NULL;
+    Py_ssize_t read = 0, c = 0;
+    if (!texts || !views) {
+        PyErr_NoMemory();
         goto out;
     }
-    /* with a Python normalizer every text is redone with the GIL: helpers would only wait */
-    if (b.native && threads > 1 && b.nchunks > 1 && (b.finished = PyThread_allocate_lock())) {
-        PyThread_acquire_lock(b.finished, WAIT_LOCK);
-        for (Py_ssize_t k = 1; k < threads && (size_t)k < b.nchunks; k++) {
-            atomic_fetch_add(&b.left, 1);
-            if (PyThread_start_new_thread(batch_helper, &b) == PYTHREAD_INVALID_THREAD_ID) {
-                atomic_fetch_sub(&b.left, 1);
-                break; /* fewer threads: the work is only slower */
-            }
-        }
-    }
-    Work own, *w = work_take(&own);
-    size_t built = 0;
-    int more = 1, err = 0;
-    while (!err && built < b.nchunks) {
-        if (more) {
-            Py_BEGIN_ALLOW_THREADS
-            more = batch_step(&b, w);
-            Py_END_ALLOW_THREADS
-        } else if (atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) == CHUNK_PENDING) {
-            break; /* the rest is the helpers' */
-        }
-        for (; !err && built < b.nchunks &&
-               atomic_load_explicit(&b.chunks[built].state, memory_order_acquire) != CHUNK_PENDING;
-             built++)
-            err = mode == BATCH_LISTS ? batch_lists(&b, &b.chunks[built], normalizer, special, result, w)
-                                      : batch_flat(&b, &b.chunks[built], normalizer, special, &flat, w);
-    }
-    if (err)
-        atomic_store(&b.stop, 1);
-    if (atomic_fetch_sub(&b.left, 1) != 1) {
-        Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(b.finished, WAIT_LOCK);
-        Py_END_ALLOW_THREADS
-    }
-    if (b.finished) {
-        PyThread_release_lock(b.finished);
-        PyThread_free_lock(b.finished);
-    }
-    for (; !err && built < b.nchunks; built++)
-        err = mode == BATCH_LISTS ? batch_lists(&b, &b.chunks[built], normalizer, special, result, w)
-                                  : batch_flat(&b, &b.chunks[built], normalizer, special, &flat, w);
-    if (err)
-        Py_CLEAR(result);
-    else if (mode != BATCH_LISTS)
-        Py_SETREF(result, flat_result(&flat, count));
-    work_give(w, &own);
-    for (size_t c = built; c < b.nchunks; c++)
-        free(b.chunks[c].out.v);
+    for (; c < nchunks; c++, read += length)
+        if (arrow_texts(PyTuple_GET_ITEM(args[0], c), read, texts + read, &length, views + 3 * c) < 0)
+            goto out;
+    /* the views keep the buffers alive (and unmoved) while the GIL is released */
+    Batch b = {.self = self, .utf8 = texts};
+    result = batch_run(&b, count, args[1], special, threads, mode);
 out:
-    free(flat.ids.v);
-    free(flat.ends);
-    free(b.chunks);
-    PyMem_Free(b.ends);
-    Py_DECREF(seq);
+    for (Py_ssize_t k = 0; views && k < 3 * nchunks; k++)
+        if (views[k].obj)
+            PyBuffer_Release(&views[k]);
+    PyMem_Free(views);
+    PyMem_Free(texts);
     return result;
 }
 
@@ -2026,6 +2226,9 @@ static PyMethodDef Encoder_methods[] = {
     {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_FASTCALL,
      "encode_text(normalizer, text, add_special_tokens) -> list[int]: added tokens, normalization and\n"
      "segments in one call; ValueError for a lone surrogate, as Tokenizer.encode."},
+    {"encode_arrow", (PyCFunction)(void (*)(void))Encoder_encode_arrow, METH_FASTCALL,
+     "encode_arrow(chunks, normalizer, add_special_tokens, num_threads, mode) -> encode_batch's flat result\n"
+     "for Arrow string arrays, each chunk (validity or None, offsets, data or None, length, offset, wide)"},
     {"encode_batch", (PyCFunction)(void (*)(void))Encoder_encode_batch, METH_FASTCALL,
      "encode_batch(texts, normalizer, add_special_tokens, num_threads[, mode]) -> list[list[int]]: encode_text\n"
      "of each, on num_threads threads without the GIL. mode 1: (uint32 ids, int64 offsets) as bytes;\n"

@@ -402,6 +402,41 @@ static inline size_t utf8_get(const uint8_t *s, size_t n, uint32_t *cp) {
 
 size_t utf8_encode(const uint32_t *s, size_t n, uint8_t *out);
 
+/* The length of the well-formed UTF-8 sequence at s[0, n), or 0 when it is not one; *sub gets
+ * the length of its maximal subpart (what Rust's from_utf8_lossy and Python's "replace" turn
+ * into one U+FFFD, at least one byte). */
+static inline size_t utf8_sequence(const uint8_t *s, size_t n, size_t *sub) {
+    uint8_t c = s[0], lo = 0x80, hi = 0xBF;
+    size_t need;
+    *sub = 1;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 1;
+    else if (c == 0xE0)
+        need = 2, lo = 0xA0;
+    else if (c == 0xED)
+        need = 2, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF)
+        need = 2;
+    else if (c == 0xF0)
+        need = 3, lo = 0x90;
+    else if (c == 0xF4)
+        need = 3, hi = 0x8F;
+    else if (c >= 0xF1 && c <= 0xF3)
+        need = 3;
+    else
+        return 0;
+    size_t k = 1;
+    for (; k <= need && k < n; k++) {
+        uint8_t b = s[k];
+        if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF))
+            break;
+    }
+    *sub = k;
+    return k == need + 1 ? k : 0;
+}
+
 /* ---- models ----------------------------------------------------------------------------- */
 
 /* The longest end_of_word_suffix in UTF-8 bytes the native BPE takes (native.py leaves a longer
