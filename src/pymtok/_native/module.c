@@ -2172,7 +2172,7 @@ static PyObject *Encoder_encode_arrow(Encoder *self, PyObject *const *args, Py_s
                                          "add_special_tokens: bool, num_threads: int, mode: 1 | 2)");
         return NULL;
     }
-    if (!self->ints) {
+    if (!self->ints.v) {
         PyErr_SetString(PyExc_RuntimeError, "Encoder is not initialised");
         return NULL;
     }
