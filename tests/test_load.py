@@ -254,8 +254,8 @@ def test_pair_listed_twice_out_of_rank_order(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("name", slow_for(["qwen3", "gpt-4o", "gemma-v1", "llama3"], "gemma-v1"))
 def test_large_tables_give_hf_ids(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # large vocabularies are indexed by two builders at once (mtok_tables.c): merges in the
-    # file's order (Qwen3, GPT-4o: results follow the ranks) and in HF's (Llama 3, Gemma)
+    # large vocabularies' tables (mtok_tables.c): merges in the file's order (Qwen3, GPT-4o:
+    # results follow the ranks) and in HF's (Llama 3, Gemma)
     from conftest import corpus_chunks, hf_tokenizer
 
     monkeypatch.delenv("PYMTOK_PURE", raising=False)
@@ -297,9 +297,9 @@ def _table_size(n: int) -> int:
 
 
 def test_keys_crowding_one_half_of_a_table_give_hf_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Two builders fill a table's halves (banks) each; a file whose tokens or pairs nearly all
-    # fall in one half (hostile, or freak chance) overfills it, and the tables are then built as
-    # one bank: the ids must not change.
+    # A file whose tokens or pairs nearly all fall in one half of a table (hostile, or freak
+    # chance) makes long probe runs (and overfilled one half when two builders shared the
+    # table): the ids must not change.
     import json
     import random
 

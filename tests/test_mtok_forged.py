@@ -49,9 +49,8 @@ print(json.dumps(report))
 
 
 def _wide_bpe() -> dict:
-    """A byte-level BPE of 12,000 tokens and merges, ids shuffled: large enough that the native
-    reader builds its tables on two threads, and with results no guess finds, so that both look
-    them up in the token table."""
+    """A byte-level BPE of 12,000 tokens and merges, ids shuffled: with results no guess finds,
+    so that both readers look them up in the token table."""
     import random
 
     from pymtok.byte_level import bytes_to_chars
@@ -102,9 +101,8 @@ def _differential(tmp_path: Path, name: str, kind: str, n: int, seed: int) -> di
     return report
 
 
-# (source, mutations per kind): MNN's toys are small, so many (one builder); the wide BPE and
-# Mistral (a real 32k char-level model, whose pure reading takes most of a second) are built on
-# two threads.
+# (source, mutations per kind): MNN's toys are small, so many; fewer for the wide BPE and
+# Mistral (a real 32k char-level model, whose pure reading takes most of a second).
 SOURCES = [("mnn-toy/llama.mtok", 150), ("mnn-toy/bytebpe.mtok", 150), ("wide-bpe", 40), ("mistral-7b-v0.1", 8)]
 
 

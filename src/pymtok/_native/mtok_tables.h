@@ -23,7 +23,6 @@ typedef struct MtokIndex {
      * cache miss far away) when the tags agree. Offset bits 0 is an empty slot (mtok_slot_ref). */
     uint32_t *slots;      /* token hash -> tag | record offset + 1 */
     size_t mask;
-    size_t bank;          /* the slots' bank mask (mtok_next_slot) */
     uint32_t off_mask;    /* the offset bits of a slot */
     uint32_t *by_id;      /* dense ids: id -> record offset + 1 */
     size_t nby_id;
@@ -31,7 +30,7 @@ typedef struct MtokIndex {
     const uint8_t *merges; /* BPE: merge_count × (u32 left, u32 right, u32 rank) */
     uint32_t nmerges;
     uint32_t *mslots;     /* (left, right) hash -> tag | merge index + 1 */
-    size_t mmask, mbank;
+    size_t mmask;
     uint32_t moff_mask;   /* the merge-index bits of an mslot */
     int32_t *merged;      /* per merge: the token it makes */
     uint32_t *rank;       /* per merge: its rank in HF's order, NULL when the file's ranks are */
@@ -51,10 +50,8 @@ static inline uint32_t mtok_low_mask(uint64_t top) {
     return m;
 }
 
-/* The slot a probe reads after slot i. A table is one bank (bank = its mask) or two, its halves
- * (bank = mask >> 1), which two builders fill without sharing a cache line: a key's first slot
- * chooses its bank, and its probe wraps within it. */
-static inline size_t mtok_next_slot(size_t i, size_t bank) { return (i & ~bank) | ((i + 1) & bank); }
+/* The slot a probe reads after slot i of a table of mask + 1 slots: probes wrap. */
+static inline size_t mtok_next_slot(size_t i, size_t mask) { return (i + 1) & mask; }
 
 /* A slot's offset bits: the record offset + 1 (merge index + 1), 0 for an empty slot. The one
  * definition of empty and used, shared by the lookups and the builders (mtok_tables.c): a slot
@@ -62,12 +59,12 @@ static inline size_t mtok_next_slot(size_t i, size_t bank) { return (i & ~bank) 
 static inline uint32_t mtok_slot_ref(uint32_t s, uint32_t off_mask) { return s & off_mask; }
 
 /* The record (offset + 1) of the token key with hash h, or 0. The probe ends at an empty slot
- * and in any case after one pass over its bank, and reads a record only where one would fit
+ * and in any case after one pass over the table, and reads a record only where one would fit
  * in the vocabulary section: bounds that hold whatever the table holds. */
 static inline uint32_t mtok_token_ref(const MtokIndex *x, const uint8_t *key, size_t len, uint64_t h) {
     uint32_t tag = (uint32_t)h & ~x->off_mask;
     size_t i = (size_t)(h >> 32) & x->mask;
-    for (size_t probes = 0; probes <= x->bank; probes++, i = mtok_next_slot(i, x->bank)) {
+    for (size_t probes = 0; probes <= x->mask; probes++, i = mtok_next_slot(i, x->mask)) {
         uint32_t s = x->slots[i], o = mtok_slot_ref(s, x->off_mask);
         if (!o)
             return 0;
@@ -103,7 +100,7 @@ static inline uint32_t mtok_pair_ref(const MtokIndex *x, uint32_t left, uint32_t
     uint64_t h = mtok_pair_hash(left, right);
     uint32_t tag = (uint32_t)h & ~x->moff_mask;
     size_t i = (size_t)(h >> 32) & x->mmask;
-    for (size_t probes = 0; probes <= x->mbank; probes++, i = mtok_next_slot(i, x->mbank)) {
+    for (size_t probes = 0; probes <= x->mmask; probes++, i = mtok_next_slot(i, x->mmask)) {
         uint32_t s = x->mslots[i], k = mtok_slot_ref(s, x->moff_mask);
         if (!k)
             return 0;
