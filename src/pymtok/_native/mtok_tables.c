@@ -197,9 +197,19 @@ static void utf8_dfa_init(void) {
 
 static inline int utf8_valid(const uint8_t *s, size_t n) {
     uint64_t state = 6 * U_OK;
-    for (size_t i = 0; i < n; i++)
-        state = utf8_dfa[s[i]] >> state & 63;
-    return state == 6 * U_OK;
+    /* only the low 6 bits of state are the state: a 64-bit shift reads no more of its count,
+     * so they need no mask inside the loop, and a byte costs one shift on the chain; four
+     * bytes a round, for fewer loop branches per byte */
+    size_t i = 0;
+    for (; n - i >= 4; i += 4) {
+        state = utf8_dfa[s[i]] >> (state & 63);
+        state = utf8_dfa[s[i + 1]] >> (state & 63);
+        state = utf8_dfa[s[i + 2]] >> (state & 63);
+        state = utf8_dfa[s[i + 3]] >> (state & 63);
+    }
+    for (; i < n; i++)
+        state = utf8_dfa[s[i]] >> (state & 63);
+    return (state & 63) == 6 * U_OK;
 }
 
 /* Slot tables stay below 4/5 full: with tagged slots a longer probe run costs reads of one or
@@ -271,44 +281,60 @@ static int insert_token(MtokIndex *x, uint64_t entry) {
     }
 }
 
+/* A record between the two stages of scan_vocab: its slot entry (first slot << 32 | slot value)
+ * and its id. */
+typedef struct {
+    uint64_t entry;
+    uint32_t id;
+} PendingRecord;
+
 /* The records in file order: each one's UTF-8 checked, its id given its record, its token put in
- * the slots (AHEAD records after its slot was prefetched). The error is the pure reader's: the
- * first bad UTF-8 or id given twice in the file, else the first token listed a second time. */
+ * the slots. Exporters write records in no order of id (MNN's in hash order), so both the id's
+ * cell and the token's slot are random accesses: a record is read, and the two prefetched,
+ * AHEAD records before it is given and put. The error is the pure reader's: the first bad
+ * UTF-8 or id given twice in the file, else the first token listed a second time. */
 static void scan_vocab(Tables *t, size_t *nsparse, Found *f) {
     MtokIndex *x = &t->x;
     size_t pos = 0;
-    uint64_t ring[AHEAD];
-    Found twice = {FOUND_NOTHING, 0, 0};
-    for (uint32_t k = 0; k < x->count + AHEAD; k++) {
-        if (k >= AHEAD && insert_token(x, ring[k % AHEAD]) && !twice.found) {
-            twice.found = FOUND_TWICE;
-            twice.at = ((uint32_t)ring[k % AHEAD] & x->off_mask) - 1;
+    PendingRecord ring[AHEAD];
+    Found bad = {FOUND_NOTHING, 0, 0}, twice = bad;
+    /* after a bad record, only the ones before it are given and put */
+    uint32_t end = x->count;
+    for (uint32_t k = 0; k < end + AHEAD; k++) {
+        if (k >= AHEAD) {
+            const PendingRecord *r = &ring[k % AHEAD];
+            uint32_t value = (uint32_t)r->entry, at = (value & x->off_mask) - 1;
+            if (r->id < x->nby_id) {
+                if (x->by_id[r->id]) {
+                    bad = (Found){FOUND_ID_TWICE, at, r->id};
+                    break;
+                }
+                x->by_id[r->id] = at + 1;
+            } else {
+                x->sparse[(*nsparse)++] = (uint64_t)r->id << 32 | at;
+            }
+            if (insert_token(x, r->entry) && !twice.found)
+                twice = (Found){FOUND_TWICE, at, 0};
         }
-        if (k >= x->count)
+        if (k >= end)
             continue;
         size_t len = mtok_u16(x->vocab + pos);
         const uint8_t *token = x->vocab + pos + 2;
         if (!utf8_valid(token, len)) {
-            *f = (Found){FOUND_BAD_UTF8, pos + 2 + utf8_invalid_at(token, len), 0};
-            return;
+            bad = (Found){FOUND_BAD_UTF8, pos + 2 + utf8_invalid_at(token, len), 0};
+            end = k;
+            continue;
         }
         uint64_t h = hash_bytes(token, len);
         size_t first = (size_t)(h >> 32) & x->mask;
-        __builtin_prefetch(&x->slots[first], 1);
-        ring[k % AHEAD] = (uint64_t)first << 32 | ((uint32_t)h & ~x->off_mask) | (uint32_t)(pos + 1);
         uint32_t id = mtok_u32(token + len);
-        if (id < x->nby_id) {
-            if (x->by_id[id]) {
-                *f = (Found){FOUND_ID_TWICE, pos, id};
-                return;
-            }
-            x->by_id[id] = (uint32_t)pos + 1;
-        } else {
-            x->sparse[(*nsparse)++] = (uint64_t)id << 32 | pos;
-        }
+        __builtin_prefetch(&x->slots[first], 1);
+        if (id < x->nby_id)
+            __builtin_prefetch(&x->by_id[id], 1);
+        ring[k % AHEAD] = (PendingRecord){(uint64_t)first << 32 | ((uint32_t)h & ~x->off_mask) | (uint32_t)(pos + 1), id};
         pos += 2 + len + x->tail;
     }
-    *f = twice;
+    *f = bad.found ? bad : twice;
 }
 
 /* Every record's extent and id are checked, and the section's measures taken, before anything
@@ -437,24 +463,51 @@ static int32_t merge_result(const MtokIndex *x, const uint8_t *a, const uint8_t 
     return mtok_token_id(x, key, la + lb - from);
 }
 
+static uint64_t load64(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static uint32_t load32(const uint8_t *p) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* a[0..n) == b[0..n), reading nothing outside them: tokens are a few bytes long, and a loop by
+ * the byte mispredicts its exit at nearly every compare, so the last bytes are compared as
+ * words that overlap the ones before. */
+static inline int span_eq(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load64(a + i) != load64(b + i))
+                return 0;
+        return load64(a + n - 8) == load64(b + n - 8);
+    }
+    if (n >= 4)
+        return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
+    return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
+}
+
 /* Whether token r is a followed by b. */
-static int is_concat(const uint8_t *r, const uint8_t *a, const uint8_t *b) {
+static inline int is_concat(const uint8_t *r, const uint8_t *a, const uint8_t *b) {
     size_t la = mtok_u16(a), lb = mtok_u16(b);
-    return mtok_u16(r) == la + lb && bytes_eq(r + 2, a + 2, la) && bytes_eq(r + 2 + la, b + 2, lb);
+    return mtok_u16(r) == la + lb && span_eq(r + 2, a + 2, la) && span_eq(r + 2 + la, b + 2, lb);
 }
 
 typedef struct {
     uint64_t h;
     const uint8_t *ra, *rb;
-    uint32_t k, a, b;
+    uint32_t k, a, b, rank;
 } PendingMerge;
 
 /* index_merges' pipeline: the ring holding the merges between its first and its last stage */
 enum { RING = 64 };
 
-/* Merge k into the merge slots, its pair's hash h. A pair listed twice: the later merge in HF's
- * order wins, as in HF's map, in whichever order the merges come. */
-static void insert_pair(MtokIndex *x, uint32_t k, uint64_t h) {
+/* Merge k of the given rank into the merge slots, its pair's hash h. A pair listed twice: the
+ * later merge in HF's order wins, as in HF's map, in whichever order the merges come. */
+static inline void insert_pair(MtokIndex *x, uint32_t k, uint32_t rank, uint64_t h) {
     uint32_t value = ((uint32_t)h & ~x->moff_mask) | (k + 1), tag = value & ~x->moff_mask;
     const uint8_t *m = x->merges + 12 * (size_t)k;
     for (size_t i = (size_t)(h >> 32) & x->mmask;; i = mtok_next_slot(i, x->mmask)) {
@@ -465,7 +518,7 @@ static void insert_pair(MtokIndex *x, uint32_t k, uint64_t h) {
         }
         const uint8_t *other = x->merges + 12 * (size_t)(o - 1);
         if ((s & ~x->moff_mask) == tag && mtok_u32(other) == mtok_u32(m) && mtok_u32(other + 4) == mtok_u32(m + 4)) {
-            if (rank_of(x, o - 1) < rank_of(x, k))
+            if (rank_of(x, o - 1) < rank)
                 x->mslots[i] = value;
             return;
         }
@@ -519,33 +572,40 @@ typedef struct {
  * fetch the ids' cells and the pair's slot; fetch the tokens' records and the guessed result's;
  * put the pair in its slot and resolve the result. */
 static void merge_pass(MtokIndex *x, MergePass *pass) {
-    const uint32_t *order = pass->order;
+    /* the tables in locals: stores to the slots and results (32-bit) could otherwise alias x's
+     * 32-bit fields, which the compiler would then load again at every merge */
+    const uint32_t *order = pass->order, *by_id = x->by_id, *rank = x->rank;
+    const uint8_t *merges = x->merges;
+    uint32_t *mslots = x->mslots;
+    int32_t *merged = x->merged;
+    const size_t nby_id = x->nby_id, mmask = x->mmask, n = x->nmerges;
     int by_file = !order;
     int64_t delta = pass->delta;
     int64_t prev = -1; /* in HF's order: the previous merge's result */
     PendingMerge ring[RING];
-    size_t n = x->nmerges;
     for (size_t i = 0, q; i < n + 3 * AHEAD; i++) {
         if (i < n && !by_file)
-            __builtin_prefetch(x->merges + 12 * (size_t)order[i]);
+            __builtin_prefetch(merges + 12 * (size_t)order[i]);
         if (i >= AHEAD && (q = i - AHEAD) < n) {
             PendingMerge *p = &ring[q % RING];
             p->k = by_file ? (uint32_t)q : order[q];
-            const uint8_t *m = x->merges + 12 * (size_t)p->k;
+            const uint8_t *m = merges + 12 * (size_t)p->k;
             p->a = mtok_u32(m);
             p->b = mtok_u32(m + 4);
+            p->rank = rank ? rank[p->k] : mtok_u32(m + 8);
             p->h = mtok_pair_hash(p->a, p->b);
-            __builtin_prefetch(&x->mslots[(size_t)(p->h >> 32) & x->mmask], 1);
-            if (p->a < x->nby_id && p->b < x->nby_id) {
-                __builtin_prefetch(&x->by_id[p->a]);
-                __builtin_prefetch(&x->by_id[p->b]);
+            __builtin_prefetch(&mslots[(size_t)(p->h >> 32) & mmask], 1);
+            if (p->a < nby_id && p->b < nby_id) {
+                __builtin_prefetch(&by_id[p->a]);
+                __builtin_prefetch(&by_id[p->b]);
             }
-            if (by_file && (size_t)(rank_of(x, p->k) + delta) < x->nby_id)
-                __builtin_prefetch(&x->by_id[rank_of(x, p->k) + delta]);
+            if (by_file && (size_t)(p->rank + delta) < nby_id)
+                __builtin_prefetch(&by_id[p->rank + delta]);
         }
         if (i >= 2 * AHEAD && (q = i - 2 * AHEAD) < n) {
             PendingMerge *p = &ring[q % RING];
-            uint32_t sa = record_of(x, p->a), sb = record_of(x, p->b);
+            uint32_t sa = p->a < nby_id ? by_id[p->a] : record_of(x, p->a);
+            uint32_t sb = p->b < nby_id ? by_id[p->b] : record_of(x, p->b);
             if (!sa || !sb) {
                 pass->missing = 1;
                 return;
@@ -556,17 +616,18 @@ static void merge_pass(MtokIndex *x, MergePass *pass) {
             __builtin_prefetch(p->rb);
             /* in HF's order results step by at most one per merge: this one's is at most
              * prev + 1 + AHEAD, and in most files it is that */
-            size_t guess = by_file ? (size_t)(rank_of(x, p->k) + delta) : (size_t)(prev + 1 + AHEAD);
-            if (guess < x->nby_id && x->by_id[guess])
-                __builtin_prefetch(record(x, x->by_id[guess]));
+            size_t guess = by_file ? (size_t)(p->rank + delta) : (size_t)(prev + 1 + AHEAD);
+            if (guess < nby_id && by_id[guess])
+                __builtin_prefetch(record(x, by_id[guess]));
         }
         if (i >= 3 * AHEAD && (q = i - 3 * AHEAD) < n) {
             PendingMerge *p = &ring[q % RING];
-            insert_pair(x, p->k, p->h);
+            insert_pair(x, p->k, p->rank, p->h);
             int32_t id = -1;
-            int64_t first = by_file ? (int64_t)rank_of(x, p->k) + delta : prev;
+            int64_t first = by_file ? (int64_t)p->rank + delta : prev;
             for (int64_t guess = first; guess <= first + 1 && id < 0; guess++) {
-                uint32_t s = guess >= 0 && guess <= INT32_MAX ? record_of(x, (uint32_t)guess) : 0;
+                uint32_t s = guess < 0 || guess > INT32_MAX ? 0
+                           : (size_t)guess < nby_id ? by_id[guess] : record_of(x, (uint32_t)guess);
                 if (s && is_concat(record(x, s), p->ra, p->rb))
                     id = (int32_t)guess;
             }
@@ -577,9 +638,9 @@ static void merge_pass(MtokIndex *x, MergePass *pass) {
                     pass->unresolved = p->k;
                 continue;
             }
-            x->merged[p->k] = id;
+            merged[p->k] = id;
             prev = id;
-            delta = (int64_t)id - rank_of(x, p->k);
+            delta = (int64_t)id - p->rank;
         }
     }
 }
