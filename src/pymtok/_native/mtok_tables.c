@@ -36,7 +36,7 @@ enum { HUGE_PAGE = 2 << 20, PAGE = 4096 };
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 static int arena_alloc(Arena *a, size_t hot, size_t size) {
-    a->size = round_up(size, PAGE);
+    a->size = round_up(size ? size : 1, PAGE);
 #if defined(__linux__) && defined(MAP_ANONYMOUS)
     /* over-allocate by a huge page and trim, for a start on a huge page boundary */
     size_t span = a->size + HUGE_PAGE;
@@ -651,6 +651,9 @@ static int index_merges(Tables *t) {
     uint8_t *seen = calloc(n / 8 + 1, 1);
     uint8_t *key = malloc(2 * 0xFFFF + 1);
     uint32_t *order = NULL;
+    /* order's own mapping, given back when the build ends: from malloc it could stay in the
+     * heap, in RSS, after it is freed */
+    Arena scratch = {NULL, 0};
     x->moff_mask = mtok_low_mask(n);
     int ok = -1;
     if (!seen || !key) {
@@ -674,10 +677,11 @@ static int index_merges(Tables *t) {
      * one in Llama 3 and Gemma). */
     int64_t delta = 0;
     if (!(permutation && results_follow_ranks(x, key, &delta))) {
-        if (!(order = malloc((n ? n : 1) * sizeof *order))) {
+        if (arena_alloc(&scratch, n * sizeof *order, n * sizeof *order) < 0) {
             PyErr_NoMemory();
             goto done;
         }
+        order = (uint32_t *)scratch.at;
         if (permutation) {
             for (uint32_t k = 0; k < n; k++)
                 order[mtok_u32(x->merges + 12 * (size_t)k + 8)] = k;
@@ -706,7 +710,7 @@ static int index_merges(Tables *t) {
 done:
     free(seen);
     free(key);
-    free(order);
+    arena_free(&scratch);
     return ok;
 }
 
