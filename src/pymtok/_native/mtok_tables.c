@@ -214,12 +214,7 @@ static inline int utf8_valid(const uint8_t *s, size_t n) {
 
 /* Slot tables stay below 4/5 full: with tagged slots a longer probe run costs reads of one or
  * two cache lines, not of the records, and the tables stay small (RSS is part of the budget). */
-static size_t pow2_for(size_t n) {
-    size_t p = 16;
-    while (p < n + n / 4 + 1)
-        p *= 2;
-    return p;
-}
+static size_t slots_for(size_t n) { return n + n / 4 + 16; }
 
 /* The record of an id: its offset + 1 in the vocabulary, or 0. */
 static uint32_t record_of(const MtokIndex *x, uint32_t id) {
@@ -268,7 +263,7 @@ typedef struct {
 static int insert_token(MtokIndex *x, uint64_t entry) {
     uint32_t value = (uint32_t)entry, tag = value & ~x->off_mask;
     const uint8_t *mine = x->vocab + (value & x->off_mask) - 1;
-    for (size_t i = (size_t)(entry >> 32);; i = mtok_next_slot(i, x->mask)) {
+    for (size_t i = (size_t)(entry >> 32);; i = mtok_next_slot(i, x->size)) {
         uint32_t s = x->slots[i], o = mtok_slot_ref(s, x->off_mask);
         if (!o) {
             x->slots[i] = value;
@@ -326,7 +321,7 @@ static void scan_vocab(Tables *t, size_t *nsparse, Found *f) {
             continue;
         }
         uint64_t h = hash_bytes(token, len);
-        size_t first = (size_t)(h >> 32) & x->mask;
+        size_t first = mtok_first_slot(h, x->size);
         uint32_t id = mtok_u32(token + len);
         __builtin_prefetch(&x->slots[first], 1);
         if (id < x->nby_id)
@@ -510,7 +505,7 @@ enum { RING = 64 };
 static inline void insert_pair(MtokIndex *x, uint32_t k, uint32_t rank, uint64_t h) {
     uint32_t value = ((uint32_t)h & ~x->moff_mask) | (k + 1), tag = value & ~x->moff_mask;
     const uint8_t *m = x->merges + 12 * (size_t)k;
-    for (size_t i = (size_t)(h >> 32) & x->mmask;; i = mtok_next_slot(i, x->mmask)) {
+    for (size_t i = mtok_first_slot(h, x->msize);; i = mtok_next_slot(i, x->msize)) {
         uint32_t s = x->mslots[i], o = mtok_slot_ref(s, x->moff_mask);
         if (!o) {
             x->mslots[i] = value;
@@ -578,7 +573,7 @@ static void merge_pass(MtokIndex *x, MergePass *pass) {
     const uint8_t *merges = x->merges;
     uint32_t *mslots = x->mslots;
     int32_t *merged = x->merged;
-    const size_t nby_id = x->nby_id, mmask = x->mmask, n = x->nmerges;
+    const size_t nby_id = x->nby_id, msize = x->msize, n = x->nmerges;
     int by_file = !order;
     int64_t delta = pass->delta;
     int64_t prev = -1; /* in HF's order: the previous merge's result */
@@ -594,7 +589,7 @@ static void merge_pass(MtokIndex *x, MergePass *pass) {
             p->b = mtok_u32(m + 4);
             p->rank = rank ? rank[p->k] : mtok_u32(m + 8);
             p->h = mtok_pair_hash(p->a, p->b);
-            __builtin_prefetch(&mslots[(size_t)(p->h >> 32) & mmask], 1);
+            __builtin_prefetch(&mslots[mtok_first_slot(p->h, msize)], 1);
             if (p->a < nby_id && p->b < nby_id) {
                 __builtin_prefetch(&by_id[p->a]);
                 __builtin_prefetch(&by_id[p->b]);
@@ -793,19 +788,19 @@ static int alloc_tables(Tables *t) {
     size_t n = x->nmerges;
     int bpe = t->kind == KIND_BPE;
     x->nby_id = dense_bound(x->count);
-    x->mask = pow2_for(x->count) - 1;
-    x->mmask = bpe ? pow2_for(n) - 1 : 0;
-    size_t slots = arena_room((x->mask + 1) * sizeof *x->slots);
-    size_t merge_tables = bpe ? arena_room((x->mmask + 1) * sizeof *x->mslots) + arena_room(n * sizeof *x->merged) : 0;
+    x->size = slots_for(x->count);
+    x->msize = bpe ? slots_for(n) : 0;
+    size_t slots = arena_room(x->size * sizeof *x->slots);
+    size_t merge_tables = bpe ? arena_room(x->msize * sizeof *x->mslots) + arena_room(n * sizeof *x->merged) : 0;
     /* ids are nearly always 0 .. count - 1: the rest of by_id, last, is there for gaps */
     size_t hot = slots + merge_tables + x->count * sizeof *x->by_id;
     arena_free(&t->arena); /* a build that failed before */
     if (arena_alloc(&t->arena, hot, slots + merge_tables + arena_room(x->nby_id * sizeof *x->by_id)) < 0)
         return -1;
     size_t at = 0;
-    x->slots = arena_take(&t->arena, &at, (x->mask + 1) * sizeof *x->slots);
+    x->slots = arena_take(&t->arena, &at, x->size * sizeof *x->slots);
     if (bpe) {
-        x->mslots = arena_take(&t->arena, &at, (x->mmask + 1) * sizeof *x->mslots);
+        x->mslots = arena_take(&t->arena, &at, x->msize * sizeof *x->mslots);
         x->merged = arena_take(&t->arena, &at, n * sizeof *x->merged);
     }
     x->by_id = arena_take(&t->arena, &at, x->nby_id * sizeof *x->by_id);
