@@ -291,7 +291,7 @@ def _pair_slot_bits(left: int, right: int) -> int:
 
 
 def _table_size(n: int) -> int:
-    return n + n // 4 + 16
+    return n + 2 * n // 3 + 16
 
 
 def _in_upper_half(bits: int, size: int) -> bool:
@@ -330,7 +330,7 @@ def test_keys_crowding_one_half_of_a_table_give_hf_ids(monkeypatch: pytest.Monke
         merges.append([a, b])
         if len(made) < 10:
             lefts.append(made)
-    # the premise: more keys in the upper half than it holds (4/5 of it), in both tables
+    # the premise: more keys in the upper half than 4/5 of its slots, in both tables
     upper = sum(_in_upper_half(_hash_bytes(t.encode()) >> 32, vocab_slots) for t in tokens)
     half, merge_half = vocab_slots // 2, merge_slots // 2
     assert upper > half - half // 5 and goal > merge_half - merge_half // 5

@@ -51,7 +51,7 @@ static inline uint32_t mtok_low_mask(uint64_t top) {
 }
 
 /* A key's first slot in a table of size slots, from the 32 bits above its tag: a multiply, not
- * a mask, so that a table need not be a power of two (mtok_tables.c sizes them to 5/4 of their
+ * a mask, so that a table need not be a power of two (mtok_tables.c sizes them to 5/3 of their
  * keys: fewer pages to fault in and keep than the next power of two). */
 static inline size_t mtok_first_slot(uint64_t h, size_t size) { return (size_t)((h >> 32) * (uint64_t)size >> 32); }
 
