@@ -254,8 +254,8 @@ def test_pair_listed_twice_out_of_rank_order(monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.mark.parametrize("name", slow_for(["qwen3", "gpt-4o", "gemma-v1", "llama3"], "gemma-v1"))
 def test_large_tables_give_hf_ids(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # large vocabularies are indexed by two builders at once (mtok_tables.c): merges in the
-    # file's order (Qwen3, GPT-4o: results follow the ranks) and in HF's (Llama 3, Gemma)
+    # large vocabularies' tables (mtok_tables.c): merges in the file's order (Qwen3, GPT-4o:
+    # results follow the ranks) and in HF's (Llama 3, Gemma)
     from conftest import corpus_chunks, hf_tokenizer
 
     monkeypatch.delenv("PYMTOK_PURE", raising=False)
@@ -268,8 +268,9 @@ def test_large_tables_give_hf_ids(name: str, monkeypatch: pytest.MonkeyPatch) ->
     assert read.model.merges == tok.model.merges
 
 
-# A replica of the native tables' hashes (native.h hash_bytes, mtok_tables.h mtok_pair_hash):
-# the test below needs keys that all land in one half of a table, which no real file has.
+# A replica of the native tables' hashes and slots (native.h hash_bytes, mtok_tables.h
+# mtok_pair_hash, mtok_first_slot, mtok_tables.c slots_for): the test below needs keys that all
+# land in one half of a table, which no real file has.
 _M64 = 2**64 - 1
 
 
@@ -286,20 +287,21 @@ def _hash_bytes(data: bytes) -> int:
 
 
 def _pair_slot_bits(left: int, right: int) -> int:
-    return ((left << 32 | right) * 0x9E3779B97F4A7C15 & _M64) >> 24
+    return ((left << 32 | right) * 0x9E3779B97F4A7C15 & _M64) >> 24 & 0xFFFFFFFF
 
 
 def _table_size(n: int) -> int:
-    size = 16
-    while size < n + n // 4 + 1:
-        size *= 2
-    return size
+    return n + 2 * n // 3 + 16
+
+
+def _in_upper_half(bits: int, size: int) -> bool:
+    return bits * size >> 32 >= size // 2
 
 
 def test_keys_crowding_one_half_of_a_table_give_hf_ids(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Two builders fill a table's halves (banks) each; a file whose tokens or pairs nearly all
-    # fall in one half (hostile, or freak chance) overfills it, and the tables are then built as
-    # one bank: the ids must not change.
+    # A file whose tokens or pairs nearly all fall in the upper half of a table (hostile, or
+    # freak chance) makes long probe runs, which wrap past the table's end (and overfilled one
+    # half when two builders shared the table): the ids must not change.
     import json
     import random
 
@@ -312,24 +314,26 @@ def test_keys_crowding_one_half_of_a_table_give_hf_ids(monkeypatch: pytest.Monke
     letters = [bytes_to_chars(bytes([b])) for b in range(256)]
     tokens, merges, lefts = list(letters), [], letters[0x61:0x7B]
     goal = 16_000
-    vocab_half, merges_half = _table_size(256 + goal) // 2, _table_size(goal) // 2
+    vocab_slots, merge_slots = _table_size(256 + goal), _table_size(goal)
     ids = {t: i for i, t in enumerate(tokens)}
     while len(merges) < goal:
         a, b = rng.choice(lefts), rng.choice(letters[0x61:0x7B])
         made = a + b
         if made in ids:
             continue
-        in_upper_half = (_hash_bytes(made.encode()) >> 32) & (2 * vocab_half - 1) >= vocab_half
-        if not in_upper_half or _pair_slot_bits(ids[a], ids[b]) & (2 * merges_half - 1) < merges_half:
+        if not _in_upper_half(_hash_bytes(made.encode()) >> 32, vocab_slots) or not _in_upper_half(
+            _pair_slot_bits(ids[a], ids[b]), merge_slots
+        ):
             continue
         ids[made] = len(tokens)
         tokens.append(made)
         merges.append([a, b])
         if len(made) < 10:
             lefts.append(made)
-    # the premise: more keys in the upper half than it holds (4/5 of it), in both tables
-    upper = sum((_hash_bytes(t.encode()) >> 32) & (2 * vocab_half - 1) >= vocab_half for t in tokens)
-    assert upper > vocab_half - vocab_half // 5 and goal > merges_half - merges_half // 5
+    # the premise: more keys in the upper half than 4/5 of its slots, in both tables
+    upper = sum(_in_upper_half(_hash_bytes(t.encode()) >> 32, vocab_slots) for t in tokens)
+    half, merge_half = vocab_slots // 2, merge_slots // 2
+    assert upper > half - half // 5 and goal > merge_half - merge_half // 5
     step = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     config = {"normalizer": None, "pre_tokenizer": step, "decoder": step, "post_processor": None,
               "added_tokens": [], "model": {"type": "BPE", "vocab": ids, "merges": merges}}

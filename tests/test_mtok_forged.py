@@ -49,9 +49,8 @@ print(json.dumps(report))
 
 
 def _wide_bpe() -> dict:
-    """A byte-level BPE of 12,000 tokens and merges, ids shuffled: large enough that the native
-    reader builds its tables on two threads, and with results no guess finds, so that both look
-    them up in the token table."""
+    """A byte-level BPE of 12,000 tokens and merges, ids shuffled: with results no guess finds,
+    so that both readers look them up in the token table."""
     import random
 
     from pymtok.byte_level import bytes_to_chars
@@ -102,9 +101,8 @@ def _differential(tmp_path: Path, name: str, kind: str, n: int, seed: int) -> di
     return report
 
 
-# (source, mutations per kind): MNN's toys are small, so many (one builder); the wide BPE and
-# Mistral (a real 32k char-level model, whose pure reading takes most of a second) are built on
-# two threads.
+# (source, mutations per kind): MNN's toys are small, so many; fewer for the wide BPE and
+# Mistral (a real 32k char-level model, whose pure reading takes most of a second).
 SOURCES = [("mnn-toy/llama.mtok", 150), ("mnn-toy/bytebpe.mtok", 150), ("wide-bpe", 40), ("mistral-7b-v0.1", 8)]
 
 
@@ -147,3 +145,51 @@ def test_fuzz_regressions_get_one_verdict() -> None:
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
     assert json.loads(proc.stdout) == []
+
+
+def test_two_faults_close_together_report_the_reader_order() -> None:
+    # The native reader reads a record and gives its id and token AHEAD (16) records later
+    # (mtok_tables.c scan_vocab): faults in one window must still be reported as a record by
+    # record reading reports them, the first bad UTF-8 or id given twice in the file, and a
+    # token listed twice only when there is neither. The pure reader refuses each file too.
+    import struct
+
+    import mtok_mutations as mm
+
+    source = _source("mnn-toy/bytebpe.mtok")
+    lay = mm.layout(source)
+    recs = [r for r in lay.records if r[1] >= 2]
+    same = next((a, b) for a in range(len(recs)) for b in range(a + 1, len(recs)) if recs[a][1] == recs[b][1])
+
+    def give_id(data: bytearray, k: int, of: int) -> str:
+        struct.pack_into("<I", data, recs[k][0] + 2 + recs[k][1], recs[of][2])
+        return f"model vocabulary at byte {recs[k][0]}: vocabulary id {recs[of][2]} is given to two tokens"
+
+    def break_utf8(data: bytearray, k: int) -> str:
+        data[recs[k][0] + 2] = 0xFF
+        return f"model vocabulary at byte {recs[k][0] + 2}: vocabulary token is not valid UTF-8"
+
+    def copy_token(data: bytearray) -> str:
+        a, b = recs[same[0]], recs[same[1]]
+        data[b[0] + 2 : b[0] + 2 + b[1]] = source[a[0] + 2 : a[0] + 2 + a[1]]
+        return f"model vocabulary at byte {b[0]}: the vocabulary lists a token twice"
+
+    cases = []
+    for near in (1, 2, 15, 16, 17, 40):
+        data = bytearray(source)
+        first = give_id(data, 10, 3)
+        break_utf8(data, 10 + near)
+        cases.append((data, first))
+        data = bytearray(source)
+        first = break_utf8(data, 10)
+        give_id(data, 10 + near, 3)
+        cases.append((data, first))
+    data = bytearray(source)
+    copy_token(data)
+    cases.append((data, break_utf8(data, min(same[1] + 3, len(recs) - 1))))
+    data = bytearray(source)
+    cases.append((data, copy_token(data)))
+    for data, message in cases:
+        native, pure = mm.verdict(bytes(data), pure=False), mm.verdict(bytes(data), pure=True)
+        assert native == ("FormatError", f"mutated.mtok: {message}")
+        assert pure[0] == "FormatError"

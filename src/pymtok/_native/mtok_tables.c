@@ -12,59 +12,91 @@
 
 #include "mtok_tables.h"
 
-#ifdef _WIN32
-#include <process.h>
-#define getpid _getpid
-#else
-#include <unistd.h>
-#endif
-
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
 
 enum { KIND_BPE, KIND_WORDPIECE };
 
-/* Zeroed memory for an index table, its first `hot` bytes faulted in by one system call where
- * the system has one: the index writes every page of its tables at random, and taking those
- * page faults one at a time (over a thousand for a 150k vocabulary) costs a first load
- * milliseconds. */
-static void *table_alloc(size_t bytes, size_t hot) {
+/* The index's tables, all in one zeroed mapping, of which the first `hot` bytes are written and
+ * the rest (cells of ids no record has) stay untouched. The build writes every page of its tables
+ * at random; in a fresh process each page is a fault (over a thousand for a 150k vocabulary),
+ * and on a virtual machine faulting a page in costs over a microsecond even when one system call
+ * faults them all. So the hot part is faulted in at once and, where the system has transparent
+ * huge pages, in 2 MB pages: one fault and one zeroing each, and fewer TLB misses for the
+ * build's random reads. Only whole 2 MB ranges of the hot part get them, so that RSS stays the
+ * bytes written. */
+typedef struct {
+    uint8_t *at;
+    size_t size;
+} Arena;
+
+enum { HUGE_PAGE = 2 << 20, PAGE = 4096 };
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+static int arena_alloc(Arena *a, size_t hot, size_t size) {
+    a->size = round_up(size ? size : 1, PAGE);
 #if defined(__linux__) && defined(MAP_ANONYMOUS)
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
+    /* over-allocate by a huge page and trim, for a start on a huge page boundary */
+    size_t span = a->size + HUGE_PAGE;
+    uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        a->at = NULL;
+        return -1;
+    }
+    size_t lead = round_up((uintptr_t)p, HUGE_PAGE) - (uintptr_t)p;
+    if (lead)
+        munmap(p, lead);
+    munmap(p + lead + a->size, span - lead - a->size);
+    a->at = p + lead;
+    /* both only hints: where they fail, pages are faulted in one at a time */
+#ifdef MADV_HUGEPAGE
+    if (hot >= HUGE_PAGE)
+        madvise(a->at, hot / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);
+#endif
 #ifdef MADV_POPULATE_WRITE
     if (hot)
-        madvise(p, hot < bytes ? hot : bytes, MADV_POPULATE_WRITE); /* only a hint: faults still work */
+        madvise(a->at, round_up(hot, PAGE), MADV_POPULATE_WRITE);
 #endif
-    return p;
+    return 0;
 #else
     (void)hot;
-    return calloc(bytes, 1);
+    a->at = calloc(a->size, 1);
+    return a->at ? 0 : -1;
 #endif
 }
 
-static void table_free(void *p, size_t bytes) {
+/* The room n bytes take in an arena: a cache line each, at least one. */
+static size_t arena_room(size_t n) { return round_up(n ? n : 1, 64); }
+
+/* n bytes at offset *at of the arena */
+static void *arena_take(const Arena *a, size_t *at, size_t n) {
+    void *p = a->at + *at;
+    *at += arena_room(n);
+    return p;
+}
+
+static void arena_free(Arena *a) {
+    if (!a->at)
+        return;
 #if defined(__linux__) && defined(MAP_ANONYMOUS)
-    if (p)
-        munmap(p, bytes);
+    munmap(a->at, a->size);
 #else
-    (void)bytes;
-    free(p);
+    free(a->at);
 #endif
+    a->at = NULL;
 }
 
 typedef struct {
     PyObject_HEAD
     Py_buffer buf;   /* keeps the file's bytes alive while the index points into them */
     MtokIndex x;
+    Arena arena;     /* x's tables but sparse and rank */
     size_t vocab_pos, merges_pos; /* absolute offsets, for error messages */
     Py_ssize_t end;  /* the offset after the model's records */
     int kind;
     int built;       /* indexed, and the merges' result tokens known */
-    uint32_t half;   /* the record where the second of two builders starts, and its offset */
-    size_t half_pos;
     uint32_t unresolved; /* the first merge whose result is not a token, UINT32_MAX when none */
 } Tables;
 
@@ -165,19 +197,25 @@ static void utf8_dfa_init(void) {
 
 static inline int utf8_valid(const uint8_t *s, size_t n) {
     uint64_t state = 6 * U_OK;
-    for (size_t i = 0; i < n; i++)
-        state = utf8_dfa[s[i]] >> state & 63;
-    return state == 6 * U_OK;
+    /* only the low 6 bits of state are the state: a 64-bit shift reads no more of its count,
+     * so they need no mask inside the loop, and a byte costs one shift on the chain; four
+     * bytes a round, for fewer loop branches per byte */
+    size_t i = 0;
+    for (; n - i >= 4; i += 4) {
+        state = utf8_dfa[s[i]] >> (state & 63);
+        state = utf8_dfa[s[i + 1]] >> (state & 63);
+        state = utf8_dfa[s[i + 2]] >> (state & 63);
+        state = utf8_dfa[s[i + 3]] >> (state & 63);
+    }
+    for (; i < n; i++)
+        state = utf8_dfa[s[i]] >> (state & 63);
+    return (state & 63) == 6 * U_OK;
 }
 
-/* Slot tables stay below 4/5 full: with tagged slots a longer probe run costs reads of one or
- * two cache lines, not of the records, and the tables stay small (RSS is part of the budget). */
-static size_t pow2_for(size_t n) {
-    size_t p = 16;
-    while (p < n + n / 4 + 1)
-        p *= 2;
-    return p;
-}
+/* Slot tables are 3/5 full: linear probing's misses (most of the encoder's pair lookups) then
+ * read about 3.6 slots, no more than a power-of-two table's did at its usual fill, and the
+ * tables stay small (RSS is part of the budget). */
+static size_t slots_for(size_t n) { return n + 2 * n / 3 + 16; }
 
 /* The record of an id: its offset + 1 in the vocabulary, or 0. */
 static uint32_t record_of(const MtokIndex *x, uint32_t id) {
@@ -206,229 +244,93 @@ static int cmp_u64(const void *a, const void *b) {
  * hand-made file's 2^31 - 1) by a sorted array: memory follows the record count, not the ids. */
 static size_t dense_bound(uint32_t count) { return 2 * (size_t)count + 1024; }
 
-/* Pending inserts are prefetched this many ahead, so that the random accesses of the inserts
- * overlap instead of queueing. */
+/* Slot inserts are prefetched this many ahead, so that the random accesses of the inserts
+ * overlap instead of queueing. One thread builds the tables: on a machine with other work a
+ * second one was seen to cost more (its start in a fresh process, its waits, its share of the
+ * cores) than it saved. */
 enum { AHEAD = 16 };
-
-/* Below this many records and merges the tables are built on one thread: a second one costs more
- * than it saves. */
-enum { TWO_BUILDERS = 1 << 14 };
-
-/* Two builders fill a table without locks and without writing to one cache line: each half of
- * the slots is a bank of its own (mtok_next_slot). A build goes in two steps: each builder reads
- * its half of the records (or merges) and puts each one's slot entry, first slot << 32 | slot
- * value, in its region, bank 0's from the front up and bank 1's from the back down; then each
- * builder inserts one bank's entries from both regions, in file order. One builder does the same
- * with one bank and one region. */
-typedef struct {
-    uint64_t *at;
-    size_t size;
-    size_t n0, n1; /* entries of bank 0 and bank 1: fields, not an array, so that they stay in
-                    * registers while a builder puts */
-} Region;
-
-static inline void region_put(Region *r, int bank, uint64_t entry) {
-    /* without a branch: the bank is a coin toss, which a branch would mispredict half the time */
-    size_t front = r->n0, back = r->size - 1 - r->n1;
-    r->at[front + ((back - front) & -(size_t)bank)] = entry;
-    r->n0 += (size_t)!bank;
-    r->n1 += (size_t)bank;
-}
-
-/* A region's j-th entry of bank b, in the order they were put. */
-static uint64_t region_get(const Region *r, int b, size_t j) { return b ? r->at[r->size - 1 - j] : r->at[j]; }
-
-/* The bank of a first slot: the upper half is bank 1 (none is when the table is one bank). */
-static int bank_of(size_t first, size_t bank) { return first > bank; }
-
-/* Whether each bank's entries fit within 4/5 of it, as one bank's do (pow2_for): the probes
- * of the inserts then meet an empty slot. Only a hostile or freak file fills one half. */
-static int banks_fit(const Region *r, size_t bank) {
-    size_t room = (bank + 1) - (bank + 1) / 5;
-    return r[0].n0 + r[1].n0 <= room && r[0].n1 + r[1].n1 <= room;
-}
 
 /* The first record that cannot be indexed: what, and where (its byte offset in the section). */
 enum { FOUND_NOTHING, FOUND_BAD_UTF8, FOUND_TWICE, FOUND_ID_TWICE };
 
 typedef struct {
-    Tables *t;
-    uint32_t k0, k1; /* records [k0, k1), the first at section offset pos */
-    size_t pos;
-    size_t *nsparse; /* shared by the builders */
-    Region *region;  /* this builder's */
-    const Region *regions; /* both, for the insert step */
-    int nregions, bank;
-    int checked;     /* look at an id's cell before giving it (build_vocab) */
     int found;
     size_t at;
     uint32_t id;
-} VocabPart;
+} Found;
 
-/* Step one: check the records' UTF-8, give ids their records, and put the slot entries. An id
- * is given without a look at its cell unless `checked` (that load waits on memory at each new
- * cache line): a cell given twice shows in build_vocab's count of the cells, and the checked
- * rerun names the record. */
-static void scan_vocab_part(void *arg) {
-    VocabPart *part = arg;
-    MtokIndex *x = &part->t->x;
-    size_t pos = part->pos;
-    /* the counts stay here, not in a cache line the other builder's region shares; a failed
-     * part's entries are not used */
-    Region r = *part->region;
-    for (uint32_t k = part->k0; k < part->k1; k++) {
+/* A record's token into the slots: 0, or 1 when an earlier record holds the same bytes. entry is
+ * first slot << 32 | slot value. */
+static int insert_token(MtokIndex *x, uint64_t entry) {
+    uint32_t value = (uint32_t)entry, tag = value & ~x->off_mask;
+    const uint8_t *mine = x->vocab + (value & x->off_mask) - 1;
+    for (size_t i = (size_t)(entry >> 32);; i = mtok_next_slot(i, x->size)) {
+        uint32_t s = x->slots[i], o = mtok_slot_ref(s, x->off_mask);
+        if (!o) {
+            x->slots[i] = value;
+            return 0;
+        }
+        const uint8_t *other = x->vocab + o - 1;
+        if ((s & ~x->off_mask) == tag && mtok_u16(other) == mtok_u16(mine) &&
+            bytes_eq(other + 2, mine + 2, mtok_u16(mine)))
+            return 1;
+    }
+}
+
+/* A record between the two stages of scan_vocab: its slot entry (first slot << 32 | slot value)
+ * and its id. */
+typedef struct {
+    uint64_t entry;
+    uint32_t id;
+} PendingRecord;
+
+/* The records in file order: each one's UTF-8 checked, its id given its record, its token put in
+ * the slots. Exporters write records in no order of id (MNN's in hash order), so both the id's
+ * cell and the token's slot are random accesses: a record is read, and the two prefetched,
+ * AHEAD records before it is given and put. The error is the pure reader's: the first bad
+ * UTF-8 or id given twice in the file, else the first token listed a second time. */
+static void scan_vocab(Tables *t, size_t *nsparse, Found *f) {
+    MtokIndex *x = &t->x;
+    size_t pos = 0;
+    PendingRecord ring[AHEAD];
+    Found bad = {FOUND_NOTHING, 0, 0}, twice = bad;
+    /* after a bad record, only the ones before it are given and put */
+    uint32_t end = x->count;
+    for (uint32_t k = 0; k < end + AHEAD; k++) {
+        if (k >= AHEAD) {
+            const PendingRecord *r = &ring[k % AHEAD];
+            uint32_t value = (uint32_t)r->entry, at = (value & x->off_mask) - 1;
+            if (r->id < x->nby_id) {
+                if (x->by_id[r->id]) {
+                    bad = (Found){FOUND_ID_TWICE, at, r->id};
+                    break;
+                }
+                x->by_id[r->id] = at + 1;
+            } else {
+                x->sparse[(*nsparse)++] = (uint64_t)r->id << 32 | at;
+            }
+            if (insert_token(x, r->entry) && !twice.found)
+                twice = (Found){FOUND_TWICE, at, 0};
+        }
+        if (k >= end)
+            continue;
         size_t len = mtok_u16(x->vocab + pos);
         const uint8_t *token = x->vocab + pos + 2;
         if (!utf8_valid(token, len)) {
-            part->found = FOUND_BAD_UTF8;
-            part->at = pos + 2 + utf8_invalid_at(token, len);
-            return;
+            bad = (Found){FOUND_BAD_UTF8, pos + 2 + utf8_invalid_at(token, len), 0};
+            end = k;
+            continue;
         }
         uint64_t h = hash_bytes(token, len);
-        size_t first = (size_t)(h >> 32) & x->mask;
-        uint32_t value = ((uint32_t)h & ~x->off_mask) | (uint32_t)(pos + 1);
-        region_put(&r, bank_of(first, x->bank), (uint64_t)first << 32 | value);
+        size_t first = mtok_first_slot(h, x->size);
         uint32_t id = mtok_u32(token + len);
-        if (id < x->nby_id) {
-            if (part->checked && x->by_id[id]) {
-                part->found = FOUND_ID_TWICE;
-                part->id = id;
-                part->at = pos;
-                return;
-            }
-            __atomic_store_n(&x->by_id[id], (uint32_t)pos + 1, __ATOMIC_RELAXED);
-        } else {
-            size_t at = __atomic_fetch_add(part->nsparse, 1, __ATOMIC_RELAXED);
-            x->sparse[at] = (uint64_t)id << 32 | pos;
-        }
+        __builtin_prefetch(&x->slots[first], 1);
+        if (id < x->nby_id)
+            __builtin_prefetch(&x->by_id[id], 1);
+        ring[k % AHEAD] = (PendingRecord){(uint64_t)first << 32 | ((uint32_t)h & ~x->off_mask) | (uint32_t)(pos + 1), id};
         pos += 2 + len + x->tail;
     }
-    *part->region = r;
-}
-
-/* Step two: one bank's entries into their slots; of two equal tokens the later one in the file
- * finds the earlier. */
-static void insert_vocab_bank(void *arg) {
-    VocabPart *part = arg;
-    MtokIndex *x = &part->t->x;
-    int b = part->bank;
-    for (int g = 0; g < part->nregions; g++) {
-        const Region *r = &part->regions[g];
-        size_t n = b ? r->n1 : r->n0;
-        for (size_t j = 0; j < n; j++) {
-            if (j + AHEAD < n)
-                __builtin_prefetch(&x->slots[region_get(r, b, j + AHEAD) >> 32], 1);
-            uint64_t e = region_get(r, b, j);
-            uint32_t value = (uint32_t)e, tag = value & ~x->off_mask;
-            const uint8_t *mine = x->vocab + (value & x->off_mask) - 1;
-            for (size_t i = (size_t)(e >> 32);; i = mtok_next_slot(i, x->bank)) {
-                uint32_t s = x->slots[i], o = mtok_slot_ref(s, x->off_mask);
-                if (!o) {
-                    x->slots[i] = value;
-                    break;
-                }
-                const uint8_t *other = x->vocab + o - 1;
-                if ((s & ~x->off_mask) == tag && mtok_u16(other) == mtok_u16(mine) &&
-                    bytes_eq(other + 2, mine + 2, mtok_u16(mine))) {
-                    part->found = FOUND_TWICE;
-                    part->at = (value & x->off_mask) - 1;
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/* A one-shot signal between two threads that spins a while before it sleeps: a build hands its
- * helper four jobs within a few milliseconds, and on a virtual machine waking a thread that
- * sleeps costs a tenth of a millisecond or more each way. state: 0 unset, 1 set, 2 the waiter
- * sleeps on lock (held but while the setter wakes it). One setter and one waiter, which takes
- * the signal before the next is set. */
-typedef struct {
-    int state;
-    PyThread_type_lock lock;
-} Signal;
-
-/* about half a millisecond of pauses on current x86 cores, less on older ones */
-enum { SPINS = 1 << 14 };
-
-static int signal_init(Signal *g) {
-    g->state = 0;
-    g->lock = PyThread_allocate_lock();
-    return g->lock && PyThread_acquire_lock(g->lock, WAIT_LOCK);
-}
-
-static void signal_set(Signal *g) {
-    if (__atomic_exchange_n(&g->state, 1, __ATOMIC_SEQ_CST) == 2)
-        PyThread_release_lock(g->lock);
-}
-
-static void signal_wait(Signal *g) {
-    int unset = 0;
-    for (unsigned spin = 0; spin < SPINS && __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != 1; spin++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-    if (__atomic_compare_exchange_n(&g->state, &unset, 2, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-        PyThread_acquire_lock(g->lock, WAIT_LOCK);
-    __atomic_store_n(&g->state, 0, __ATOMIC_RELAXED);
-}
-
-/* The second builder's thread, started once per process and kept. A thread started per build
- * can wait a millisecond or more before the scheduler moves it off its parent's core (the
- * builds were seen running one after the other). A forked child, which has no such thread,
- * starts its own. */
-static struct {
-    Signal go, done;
-    PyThread_type_lock busy;
-    void (*fn)(void *);
-    void *arg;
-    long pid;
-} helper;
-
-static void helper_main(void *unused) {
-    (void)unused;
-    for (;;) {
-        signal_wait(&helper.go);
-        helper.fn(helper.arg);
-        signal_set(&helper.done);
-    }
-}
-
-/* With the GIL, which orders the callers: whether this process has its helper thread. */
-static int helper_ready(void) {
-    long pid = (long)getpid();
-    if (helper.pid == pid)
-        return 1;
-    helper.pid = 0;
-    helper.busy = PyThread_allocate_lock();
-    if (!helper.busy || !signal_init(&helper.go) || !signal_init(&helper.done) ||
-        PyThread_start_new_thread(helper_main, NULL) == PYTHREAD_INVALID_THREAD_ID)
-        return 0;
-    helper.pid = pid;
-    return 1;
-}
-
-/* fn(a) on this thread and fn(b) on the helper, both without the GIL; both here when the
- * helper is another caller's or there is none. */
-static void run_two(void (*fn)(void *), void *a, void *b) {
-    int two = helper_ready() && PyThread_acquire_lock(helper.busy, NOWAIT_LOCK);
-    if (two) {
-        helper.fn = fn;
-        helper.arg = b;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    if (two)
-        signal_set(&helper.go);
-    fn(a);
-    if (two)
-        signal_wait(&helper.done);
-    else
-        fn(b);
-    Py_END_ALLOW_THREADS
-    if (two)
-        PyThread_release_lock(helper.busy);
+    *f = bad.found ? bad : twice;
 }
 
 /* Every record's extent and id are checked, and the section's measures taken, before anything
@@ -437,11 +339,8 @@ static int walk_records(Tables *t, const uint8_t *base, size_t size) {
     MtokIndex *x = &t->x;
     const char *section = "model vocabulary";
     size_t pos = t->vocab_pos;
-    t->half = x->count / 2;
     for (uint32_t k = 0; k < x->count; k++) {
         size_t at = pos;
-        if (k == t->half)
-            t->half_pos = pos - t->vocab_pos;
         if (size - pos < 2) {
             format_error(section, at, "vocabulary record is truncated");
             return -1;
@@ -482,48 +381,7 @@ static int walk_records(Tables *t, const uint8_t *base, size_t size) {
     return 0;
 }
 
-/* The nonzero cells of by_id: fewer than the records with dense ids when two of them share one. */
-static size_t ids_given(const MtokIndex *x) {
-    size_t n = 0, end = x->max_id < 0 ? 0 : (size_t)x->max_id + 1 < x->nby_id ? (size_t)x->max_id + 1 : x->nby_id;
-    for (size_t i = 0; i < end; i++)
-        n += x->by_id[i] != 0;
-    return n;
-}
-
-/* Both steps, on two builders or (two = 0) on one; 0 when every record is indexed, else the
- * part that failed in *failed (with two builders, maybe no failure but a bank too full or an id
- * given twice, which the checked rerun on one builder sorts out). */
-static int build_vocab(Tables *t, Region *regions, int two, int checked, size_t *nsparse, VocabPart *failed) {
-    MtokIndex *x = &t->x;
-    x->bank = two ? x->mask >> 1 : x->mask;
-    VocabPart part = {t, 0, x->count, 0, nsparse, &regions[0], regions, two ? 2 : 1, 0, checked, FOUND_NOTHING, 0, 0};
-    VocabPart first = part, second = part;
-    regions[0].size = x->count;
-    if (two) {
-        regions[0].size = first.k1 = second.k0 = t->half;
-        regions[1].size = x->count - t->half;
-        second.pos = t->half_pos;
-        second.region = &regions[1];
-        run_two(scan_vocab_part, &first, &second);
-    } else {
-        scan_vocab_part(&first);
-    }
-    *failed = first.found ? first : second;
-    if (first.found || second.found || (two && !banks_fit(regions, x->bank)))
-        return 1;
-    if (!checked && ids_given(x) != x->count - *nsparse)
-        return 1;
-    if (two) {
-        second.bank = 1;
-        run_two(insert_vocab_bank, &first, &second);
-    } else {
-        insert_vocab_bank(&first);
-    }
-    *failed = first.found ? first : second;
-    return first.found || second.found;
-}
-
-static void vocab_error(const Tables *t, const VocabPart *part) {
+static void vocab_error(const Tables *t, const Found *part) {
     const char *section = "model vocabulary";
     size_t at = t->vocab_pos + part->at;
     if (part->found == FOUND_BAD_UTF8)
@@ -534,38 +392,21 @@ static void vocab_error(const Tables *t, const VocabPart *part) {
         format_error(section, at, "vocabulary id %u is given to two tokens", part->id);
 }
 
-static int index_vocab(Tables *t, uint64_t *pending) {
+static int index_vocab(Tables *t) {
     MtokIndex *x = &t->x;
     const char *section = "model vocabulary";
     size_t nsparse = 0;
-    x->nby_id = dense_bound(x->count);
-    /* ids are nearly always 0 .. count - 1: the rest of the table is there for gaps */
-    x->by_id = table_alloc(x->nby_id * sizeof *x->by_id, x->count * sizeof *x->by_id);
-    x->mask = pow2_for(x->count) - 1;
-    x->slots = table_alloc((x->mask + 1) * sizeof *x->slots, (x->mask + 1) * sizeof *x->slots);
     /* a record offset + 1 is at most the section's length */
     x->off_mask = mtok_low_mask(x->vocab_len);
-    Region regions[2] = {{pending, 0, 0, 0}, {NULL, 0, 0, 0}};
     int sparse = x->max_id >= 0 && (size_t)x->max_id >= x->nby_id;
-    if (sparse)
-        x->sparse = malloc(x->count * sizeof *x->sparse);
-    if (!x->by_id || !x->slots || (sparse && !x->sparse)) {
+    if (sparse && !(x->sparse = malloc(x->count * sizeof *x->sparse))) {
         PyErr_NoMemory();
         return -1;
     }
-    regions[1].at = regions[0].at + t->half;
-    VocabPart failed;
-    int bad = build_vocab(t, regions, x->count + (size_t)x->nmerges >= TWO_BUILDERS, 0, &nsparse, &failed);
-    if (bad) {
-        /* the error to report is the first bad record in file order, which one builder finds */
-        memset(x->slots, 0, (x->mask + 1) * sizeof *x->slots);
-        memset(x->by_id, 0, x->nby_id * sizeof *x->by_id);
-        nsparse = 0;
-        regions[0].n0 = regions[0].n1 = 0;
-        bad = build_vocab(t, regions, 0, 1, &nsparse, &failed);
-    }
-    if (bad) {
-        vocab_error(t, &failed);
+    Found found;
+    scan_vocab(t, &nsparse, &found);
+    if (found.found) {
+        vocab_error(t, &found);
         return -1;
     }
     if (sparse) {
@@ -618,45 +459,64 @@ static int32_t merge_result(const MtokIndex *x, const uint8_t *a, const uint8_t 
     return mtok_token_id(x, key, la + lb - from);
 }
 
+static uint64_t load64(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static uint32_t load32(const uint8_t *p) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* a[0..n) == b[0..n), reading nothing outside them: tokens are a few bytes long, and a loop by
+ * the byte mispredicts its exit at nearly every compare, so the last bytes are compared as
+ * words that overlap the ones before. */
+static inline int span_eq(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load64(a + i) != load64(b + i))
+                return 0;
+        return load64(a + n - 8) == load64(b + n - 8);
+    }
+    if (n >= 4)
+        return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
+    return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
+}
+
 /* Whether token r is a followed by b. */
-static int is_concat(const uint8_t *r, const uint8_t *a, const uint8_t *b) {
+static inline int is_concat(const uint8_t *r, const uint8_t *a, const uint8_t *b) {
     size_t la = mtok_u16(a), lb = mtok_u16(b);
-    return mtok_u16(r) == la + lb && bytes_eq(r + 2, a + 2, la) && bytes_eq(r + 2 + la, b + 2, lb);
+    return mtok_u16(r) == la + lb && span_eq(r + 2, a + 2, la) && span_eq(r + 2 + la, b + 2, lb);
 }
 
 typedef struct {
     uint64_t h;
     const uint8_t *ra, *rb;
-    uint32_t k, a, b;
+    uint32_t k, a, b, rank;
 } PendingMerge;
 
 /* index_merges' pipeline: the ring holding the merges between its first and its last stage */
 enum { RING = 64 };
 
-/* Step two for merges: one bank's entries into their slots. A pair listed twice: the later
- * merge in HF's order wins, as in HF's map, in whichever order the entries come. */
-static void insert_merge_bank(MtokIndex *x, const Region *regions, int nregions, int b) {
-    for (int g = 0; g < nregions; g++) {
-        const Region *r = &regions[g];
-        size_t n = b ? r->n1 : r->n0;
-        for (size_t j = 0; j < n; j++) {
-            if (j + AHEAD < n)
-                __builtin_prefetch(&x->mslots[region_get(r, b, j + AHEAD) >> 32], 1);
-            uint64_t e = region_get(r, b, j);
-            uint32_t value = (uint32_t)e, tag = value & ~x->moff_mask, mine = (value & x->moff_mask) - 1;
-            for (size_t i = (size_t)(e >> 32);; i = mtok_next_slot(i, x->mbank)) {
-                uint32_t s = x->mslots[i], k = mtok_slot_ref(s, x->moff_mask);
-                if (!k) {
-                    x->mslots[i] = value;
-                    break;
-                }
-                const uint8_t *o = x->merges + 12 * (size_t)(k - 1), *m = x->merges + 12 * (size_t)mine;
-                if ((s & ~x->moff_mask) == tag && mtok_u32(o) == mtok_u32(m) && mtok_u32(o + 4) == mtok_u32(m + 4)) {
-                    if (rank_of(x, k - 1) < rank_of(x, mine))
-                        x->mslots[i] = value;
-                    break;
-                }
-            }
+/* Merge k of the given rank into the merge slots, its pair's hash h. A pair listed twice: the
+ * later merge in HF's order wins, as in HF's map, in whichever order the merges come. */
+static inline void insert_pair(MtokIndex *x, uint32_t k, uint32_t rank, uint64_t h) {
+    uint32_t value = ((uint32_t)h & ~x->moff_mask) | (k + 1), tag = value & ~x->moff_mask;
+    const uint8_t *m = x->merges + 12 * (size_t)k;
+    for (size_t i = mtok_first_slot(h, x->msize);; i = mtok_next_slot(i, x->msize)) {
+        uint32_t s = x->mslots[i], o = mtok_slot_ref(s, x->moff_mask);
+        if (!o) {
+            x->mslots[i] = value;
+            return;
+        }
+        const uint8_t *other = x->merges + 12 * (size_t)(o - 1);
+        if ((s & ~x->moff_mask) == tag && mtok_u32(other) == mtok_u32(m) && mtok_u32(other + 4) == mtok_u32(m + 4)) {
+            if (rank_of(x, o - 1) < rank)
+                x->mslots[i] = value;
+            return;
         }
     }
 }
@@ -693,55 +553,58 @@ static int results_follow_ranks(const MtokIndex *x, uint8_t *key, int64_t *delta
     return sample > 0;
 }
 
-/* One builder's share of the merges: positions [q0, q1) of the order they are taken in. */
+/* How index_merges takes the merges: in HF's order (order: rank -> merge index) or, order NULL,
+ * the file's; and what it met. */
 typedef struct {
-    Tables *t;
-    const uint32_t *order; /* HF's rank -> merge index; NULL: the file's order */
+    const uint32_t *order;
     int64_t delta;         /* in the file's order: result - rank, as the first merges have it */
-    size_t q0, q1;
     uint8_t *key;          /* room for two tokens */
-    Region *region;        /* this builder's slot entries */
     int missing;           /* a merge names an id the vocabulary lacks */
-    uint32_t unresolved;   /* the first merge (in the file) whose result this builder did not find */
-} MergePart;
+    uint32_t unresolved;   /* the first merge (in the file) whose result was not found */
+} MergePass;
 
-static void index_merges_part(void *arg) {
-    MergePart *part = arg;
-    MtokIndex *x = &part->t->x;
-    const uint32_t *order = part->order;
+/* Every merge into the merge slots, and its result found. The loop is a software pipeline, each
+ * stage AHEAD merges behind the previous one: fetch the merge record; read it, hash the pair and
+ * fetch the ids' cells and the pair's slot; fetch the tokens' records and the guessed result's;
+ * put the pair in its slot and resolve the result. */
+static void merge_pass(MtokIndex *x, MergePass *pass) {
+    /* the tables in locals: stores to the slots and results (32-bit) could otherwise alias x's
+     * 32-bit fields, which the compiler would then load again at every merge */
+    const uint32_t *order = pass->order, *by_id = x->by_id, *rank = x->rank;
+    const uint8_t *merges = x->merges;
+    uint32_t *mslots = x->mslots;
+    int32_t *merged = x->merged;
+    const size_t nby_id = x->nby_id, msize = x->msize, n = x->nmerges;
     int by_file = !order;
-    int64_t delta = part->delta;
-    uint8_t *key = part->key;
-    /* The loop is a software pipeline, each stage AHEAD merges behind the previous one: fetch
-     * the merge record; read it, hash the pair and fetch the ids' cells; fetch the tokens'
-     * records and the guessed result's; put the pair's slot entry and resolve the result. */
+    int64_t delta = pass->delta;
     int64_t prev = -1; /* in HF's order: the previous merge's result */
     PendingMerge ring[RING];
-    Region r = *part->region; /* as in scan_vocab_part */
-    size_t n = part->q1 - part->q0;
     for (size_t i = 0, q; i < n + 3 * AHEAD; i++) {
         if (i < n && !by_file)
-            __builtin_prefetch(x->merges + 12 * (size_t)order[part->q0 + i]);
+            __builtin_prefetch(merges + 12 * (size_t)order[i]);
         if (i >= AHEAD && (q = i - AHEAD) < n) {
             PendingMerge *p = &ring[q % RING];
-            p->k = by_file ? (uint32_t)(part->q0 + q) : order[part->q0 + q];
-            const uint8_t *m = x->merges + 12 * (size_t)p->k;
+            p->k = by_file ? (uint32_t)q : order[q];
+            const uint8_t *m = merges + 12 * (size_t)p->k;
             p->a = mtok_u32(m);
             p->b = mtok_u32(m + 4);
+            p->rank = rank ? rank[p->k] : mtok_u32(m + 8);
             p->h = mtok_pair_hash(p->a, p->b);
-            if (p->a < x->nby_id && p->b < x->nby_id) {
-                __builtin_prefetch(&x->by_id[p->a]);
-                __builtin_prefetch(&x->by_id[p->b]);
+            __builtin_prefetch(&mslots[mtok_first_slot(p->h, msize)], 1);
+            if (p->a < nby_id && p->b < nby_id) {
+                __builtin_prefetch(&by_id[p->a]);
+                __builtin_prefetch(&by_id[p->b]);
             }
-            if (by_file && (size_t)(rank_of(x, p->k) + delta) < x->nby_id)
-                __builtin_prefetch(&x->by_id[rank_of(x, p->k) + delta]);
+            if (by_file && (size_t)(p->rank + delta) < nby_id)
+                __builtin_prefetch(&by_id[p->rank + delta]);
         }
         if (i >= 2 * AHEAD && (q = i - 2 * AHEAD) < n) {
             PendingMerge *p = &ring[q % RING];
-            uint32_t sa = record_of(x, p->a), sb = record_of(x, p->b);
+            uint32_t sa = p->a < nby_id ? by_id[p->a] : record_of(x, p->a);
+            uint32_t sb = p->b < nby_id ? by_id[p->b] : record_of(x, p->b);
             if (!sa || !sb) {
-                part->missing = 1;
-                break;
+                pass->missing = 1;
+                return;
             }
             p->ra = record(x, sa);
             p->rb = record(x, sb);
@@ -749,61 +612,47 @@ static void index_merges_part(void *arg) {
             __builtin_prefetch(p->rb);
             /* in HF's order results step by at most one per merge: this one's is at most
              * prev + 1 + AHEAD, and in most files it is that */
-            size_t guess = by_file ? (size_t)(rank_of(x, p->k) + delta) : (size_t)(prev + 1 + AHEAD);
-            if (guess < x->nby_id && x->by_id[guess])
-                __builtin_prefetch(record(x, x->by_id[guess]));
+            size_t guess = by_file ? (size_t)(p->rank + delta) : (size_t)(prev + 1 + AHEAD);
+            if (guess < nby_id && by_id[guess])
+                __builtin_prefetch(record(x, by_id[guess]));
         }
         if (i >= 3 * AHEAD && (q = i - 3 * AHEAD) < n) {
             PendingMerge *p = &ring[q % RING];
-            size_t slot = (size_t)(p->h >> 32) & x->mmask;
-            uint32_t value = ((uint32_t)p->h & ~x->moff_mask) | (p->k + 1);
-            region_put(&r, bank_of(slot, x->mbank), (uint64_t)slot << 32 | value);
+            insert_pair(x, p->k, p->rank, p->h);
             int32_t id = -1;
-            int64_t first = by_file ? (int64_t)rank_of(x, p->k) + delta : prev;
+            int64_t first = by_file ? (int64_t)p->rank + delta : prev;
             for (int64_t guess = first; guess <= first + 1 && id < 0; guess++) {
-                uint32_t s = guess >= 0 && guess <= INT32_MAX ? record_of(x, (uint32_t)guess) : 0;
+                uint32_t s = guess < 0 || guess > INT32_MAX ? 0
+                           : (size_t)guess < nby_id ? by_id[guess] : record_of(x, (uint32_t)guess);
                 if (s && is_concat(record(x, s), p->ra, p->rb))
                     id = (int32_t)guess;
             }
             if (id < 0)
-                id = merge_result(x, p->ra, p->rb, 0, key);
+                id = merge_result(x, p->ra, p->rb, 0, pass->key);
             if (id < 0) {
-                if (p->k < part->unresolved)
-                    part->unresolved = p->k;
+                if (p->k < pass->unresolved)
+                    pass->unresolved = p->k;
                 continue;
             }
-            x->merged[p->k] = id;
+            merged[p->k] = id;
             prev = id;
-            delta = (int64_t)id - rank_of(x, p->k);
+            delta = (int64_t)id - p->rank;
         }
     }
-    *part->region = r;
 }
 
-typedef struct {
-    MtokIndex *x;
-    const Region *regions;
-    int bank;
-} BankJob;
-
-static void insert_merges_job(void *arg) {
-    BankJob *job = arg;
-    insert_merge_bank(job->x, job->regions, 2, job->bank);
-}
-
-static int index_merges(Tables *t, uint64_t *pending) {
+static int index_merges(Tables *t) {
     MtokIndex *x = &t->x;
     size_t n = x->nmerges;
     uint8_t *seen = calloc(n / 8 + 1, 1);
-    uint8_t *key = malloc(2 * 0xFFFF + 1), *key2 = malloc(2 * 0xFFFF + 1);
-    uint32_t *order = NULL; /* HF's rank -> merge index, when merges go in HF's order */
-    size_t order_bytes = (n ? n : 1) * sizeof *order;
-    x->merged = table_alloc((n ? n : 1) * sizeof *x->merged, n * sizeof *x->merged);
-    x->mmask = pow2_for(n) - 1;
-    x->mslots = table_alloc((x->mmask + 1) * sizeof *x->mslots, (x->mmask + 1) * sizeof *x->mslots);
+    uint8_t *key = malloc(2 * 0xFFFF + 1);
+    uint32_t *order = NULL;
+    /* order's own mapping, given back when the build ends: from malloc it could stay in the
+     * heap, in RSS, after it is freed */
+    Arena scratch = {NULL, 0};
     x->moff_mask = mtok_low_mask(n);
     int ok = -1;
-    if (!seen || !key || !key2 || !x->merged || !x->mslots) {
+    if (!seen || !key) {
         PyErr_NoMemory();
         goto done;
     }
@@ -823,12 +672,12 @@ static int index_merges(Tables *t, uint64_t *pending) {
      * where a result is nearly always the previous merge's or the next id (every merge but
      * one in Llama 3 and Gemma). */
     int64_t delta = 0;
-    int by_file = permutation && results_follow_ranks(x, key, &delta);
-    if (!by_file) {
-        if (!(order = table_alloc(order_bytes, order_bytes))) {
+    if (!(permutation && results_follow_ranks(x, key, &delta))) {
+        if (arena_alloc(&scratch, n * sizeof *order, n * sizeof *order) < 0) {
             PyErr_NoMemory();
             goto done;
         }
+        order = (uint32_t *)scratch.at;
         if (permutation) {
             for (uint32_t k = 0; k < n; k++)
                 order[mtok_u32(x->merges + 12 * (size_t)k + 8)] = k;
@@ -846,57 +695,24 @@ static int index_merges(Tables *t, uint64_t *pending) {
                 x->rank[order[k]] = k;
         }
     }
-    /* Two builders take a half each, in the two steps of build_vocab; each merge's result is
-     * its own cell. The unresolved merge reported is the first in the file either met. */
-    int two = x->count + n >= TWO_BUILDERS;
-    x->mbank = two ? x->mmask >> 1 : x->mmask;
-    Region regions[2] = {{pending, n, 0, 0}, {NULL, 0, 0, 0}};
-    MergePart whole = {t, order, delta, 0, n, key, &regions[0], 0, UINT32_MAX}, first = whole, second = whole;
-    if (two) {
-        regions[0].size = first.q1 = second.q0 = n / 2;
-        regions[1] = (Region){pending + n / 2, n - n / 2, 0, 0};
-        second.key = key2;
-        second.region = &regions[1];
-        run_two(index_merges_part, &first, &second);
-        whole.missing = first.missing || second.missing;
-        whole.unresolved = first.unresolved < second.unresolved ? first.unresolved : second.unresolved;
-    } else {
-        index_merges_part(&whole);
-    }
-    if (!whole.missing) {
-        if (two && banks_fit(regions, x->mbank)) {
-            BankJob jobs[2] = {{x, regions, 0}, {x, regions, 1}};
-            run_two(insert_merges_job, &jobs[0], &jobs[1]);
-        } else {
-            /* one bank, which holds any entries below 4/5 of the table (pow2_for) */
-            x->mbank = x->mmask;
-            for (int g = 0; g < (two ? 2 : 1); g++)
-                for (int b = 0; b < 2; b++)
-                    insert_merge_bank(x, &regions[g], 1, b);
-        }
-    }
-    if (whole.missing) {
+    MergePass pass = {order, delta, key, 0, UINT32_MAX};
+    merge_pass(x, &pass);
+    if (pass.missing) {
         missing_id_error(t);
         goto done;
     }
-    t->unresolved = whole.unresolved;
+    t->unresolved = pass.unresolved;
     ok = 0;
 done:
     free(seen);
     free(key);
-    free(key2);
-    table_free(order, order_bytes);
+    arena_free(&scratch);
     return ok;
 }
 
 static void Tables_dealloc(Tables *self) {
     MtokIndex *x = &self->x;
-    if (x->slots)
-        table_free(x->slots, (x->mask + 1) * sizeof *x->slots);
-    table_free(x->by_id, x->nby_id * sizeof *x->by_id);
-    if (x->mslots)
-        table_free(x->mslots, (x->mmask + 1) * sizeof *x->mslots);
-    table_free(x->merged, (x->nmerges ? x->nmerges : 1) * sizeof *x->merged);
+    arena_free(&self->arena);
     free(x->sparse);
     free(x->rank);
     if (self->buf.obj)
@@ -967,6 +783,31 @@ static int resolve_merges(Tables *self, size_t skip) {
     return 0;
 }
 
+/* The tables' sizes and their places in the arena. */
+static int alloc_tables(Tables *t) {
+    MtokIndex *x = &t->x;
+    size_t n = x->nmerges;
+    int bpe = t->kind == KIND_BPE;
+    x->nby_id = dense_bound(x->count);
+    x->size = slots_for(x->count);
+    x->msize = bpe ? slots_for(n) : 0;
+    size_t slots = arena_room(x->size * sizeof *x->slots);
+    size_t merge_tables = bpe ? arena_room(x->msize * sizeof *x->mslots) + arena_room(n * sizeof *x->merged) : 0;
+    /* ids are nearly always 0 .. count - 1: the rest of by_id, last, is there for gaps */
+    size_t hot = slots + merge_tables + x->count * sizeof *x->by_id;
+    arena_free(&t->arena); /* a build that failed before */
+    if (arena_alloc(&t->arena, hot, slots + merge_tables + arena_room(x->nby_id * sizeof *x->by_id)) < 0)
+        return -1;
+    size_t at = 0;
+    x->slots = arena_take(&t->arena, &at, x->size * sizeof *x->slots);
+    if (bpe) {
+        x->mslots = arena_take(&t->arena, &at, x->msize * sizeof *x->mslots);
+        x->merged = arena_take(&t->arena, &at, n * sizeof *x->merged);
+    }
+    x->by_id = arena_take(&t->arena, &at, x->nby_id * sizeof *x->by_id);
+    return 0;
+}
+
 /* build(skip): index the records; skip as for resolve_merges. */
 static PyObject *Tables_build(Tables *self, PyObject *arg) {
     Py_ssize_t skip = PyLong_AsSsize_t(arg);
@@ -980,16 +821,10 @@ static PyObject *Tables_build(Tables *self, PyObject *arg) {
         PyErr_SetString(PyExc_ValueError, "skip must not be negative");
         return NULL;
     }
-    /* the builders' slot entries (build_vocab), for the records and then for the merges */
-    size_t most = self->x.count > self->x.nmerges ? self->x.count : self->x.nmerges;
-    size_t pending_bytes = (most ? most : 1) * sizeof(uint64_t);
-    uint64_t *pending = table_alloc(pending_bytes, pending_bytes);
-    if (!pending)
+    if (alloc_tables(self) < 0)
         return PyErr_NoMemory();
-    int failed = index_vocab(self, pending) < 0 ||
-                 (self->kind == KIND_BPE && (index_merges(self, pending) < 0 || resolve_merges(self, (size_t)skip) < 0));
-    table_free(pending, pending_bytes);
-    if (failed)
+    if (index_vocab(self) < 0 ||
+        (self->kind == KIND_BPE && (index_merges(self) < 0 || resolve_merges(self, (size_t)skip) < 0)))
         return NULL;
     self->built = 1;
     Py_RETURN_NONE;

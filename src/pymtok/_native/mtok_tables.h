@@ -22,8 +22,7 @@ typedef struct MtokIndex {
      * bits above them some bits of the key's hash, so that a probe only reads the record (a
      * cache miss far away) when the tags agree. Offset bits 0 is an empty slot (mtok_slot_ref). */
     uint32_t *slots;      /* token hash -> tag | record offset + 1 */
-    size_t mask;
-    size_t bank;          /* the slots' bank mask (mtok_next_slot) */
+    size_t size;          /* slots */
     uint32_t off_mask;    /* the offset bits of a slot */
     uint32_t *by_id;      /* dense ids: id -> record offset + 1 */
     size_t nby_id;
@@ -31,7 +30,7 @@ typedef struct MtokIndex {
     const uint8_t *merges; /* BPE: merge_count × (u32 left, u32 right, u32 rank) */
     uint32_t nmerges;
     uint32_t *mslots;     /* (left, right) hash -> tag | merge index + 1 */
-    size_t mmask, mbank;
+    size_t msize;
     uint32_t moff_mask;   /* the merge-index bits of an mslot */
     int32_t *merged;      /* per merge: the token it makes */
     uint32_t *rank;       /* per merge: its rank in HF's order, NULL when the file's ranks are */
@@ -51,10 +50,13 @@ static inline uint32_t mtok_low_mask(uint64_t top) {
     return m;
 }
 
-/* The slot a probe reads after slot i. A table is one bank (bank = its mask) or two, its halves
- * (bank = mask >> 1), which two builders fill without sharing a cache line: a key's first slot
- * chooses its bank, and its probe wraps within it. */
-static inline size_t mtok_next_slot(size_t i, size_t bank) { return (i & ~bank) | ((i + 1) & bank); }
+/* A key's first slot in a table of size slots, from the 32 bits above its tag: a multiply, not
+ * a mask, so that a table need not be a power of two (mtok_tables.c sizes them to 5/3 of their
+ * keys: fewer pages to fault in and keep than the next power of two). */
+static inline size_t mtok_first_slot(uint64_t h, size_t size) { return (size_t)((h >> 32) * (uint64_t)size >> 32); }
+
+/* The slot a probe reads after slot i of a table of size slots: probes wrap. */
+static inline size_t mtok_next_slot(size_t i, size_t size) { return i + 1 == size ? 0 : i + 1; }
 
 /* A slot's offset bits: the record offset + 1 (merge index + 1), 0 for an empty slot. The one
  * definition of empty and used, shared by the lookups and the builders (mtok_tables.c): a slot
@@ -62,12 +64,12 @@ static inline size_t mtok_next_slot(size_t i, size_t bank) { return (i & ~bank) 
 static inline uint32_t mtok_slot_ref(uint32_t s, uint32_t off_mask) { return s & off_mask; }
 
 /* The record (offset + 1) of the token key with hash h, or 0. The probe ends at an empty slot
- * and in any case after one pass over its bank, and reads a record only where one would fit
+ * and in any case after one pass over the table, and reads a record only where one would fit
  * in the vocabulary section: bounds that hold whatever the table holds. */
 static inline uint32_t mtok_token_ref(const MtokIndex *x, const uint8_t *key, size_t len, uint64_t h) {
     uint32_t tag = (uint32_t)h & ~x->off_mask;
-    size_t i = (size_t)(h >> 32) & x->mask;
-    for (size_t probes = 0; probes <= x->bank; probes++, i = mtok_next_slot(i, x->bank)) {
+    size_t i = mtok_first_slot(h, x->size);
+    for (size_t probes = 0; probes < x->size; probes++, i = mtok_next_slot(i, x->size)) {
         uint32_t s = x->slots[i], o = mtok_slot_ref(s, x->off_mask);
         if (!o)
             return 0;
@@ -102,8 +104,8 @@ static inline uint64_t mtok_pair_hash(uint32_t left, uint32_t right) {
 static inline uint32_t mtok_pair_ref(const MtokIndex *x, uint32_t left, uint32_t right) {
     uint64_t h = mtok_pair_hash(left, right);
     uint32_t tag = (uint32_t)h & ~x->moff_mask;
-    size_t i = (size_t)(h >> 32) & x->mmask;
-    for (size_t probes = 0; probes <= x->mbank; probes++, i = mtok_next_slot(i, x->mbank)) {
+    size_t i = mtok_first_slot(h, x->msize);
+    for (size_t probes = 0; probes < x->msize; probes++, i = mtok_next_slot(i, x->msize)) {
         uint32_t s = x->mslots[i], k = mtok_slot_ref(s, x->moff_mask);
         if (!k)
             return 0;
