@@ -357,7 +357,7 @@ def rss_worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]
 # ---- .mtok and HF load time ----------------------------------------------------------------
 
 def timed_load(load_fn: Callable[[], Any]) -> tuple[float, float, Any]:
-    """CPU seconds (every thread: the .mtok reader builds large tables on two) and wall seconds
+    """CPU seconds (every thread of the process) and wall seconds
     of one load, and the tokenizer: wall time is how long the caller waits."""
     gc.collect()
     cpu_start, wall_start = time.process_time(), time.perf_counter()
@@ -755,7 +755,7 @@ def report(info: dict[str, Any], results: dict[str, Any], loads: dict[str, Any],
         lines += ["## Worst cases (CPU seconds, one encode call)", *worst_rows(results), ""]
     if loads:
         lines += ["## .mtok load (native reader) vs HF Tokenizer.from_file(tokenizer.json)",
-                  "CPU time of every thread (a large .mtok is indexed on two), and wall time: how long the caller "
+                  "CPU time of every thread, and wall time: how long the caller "
                   "waits. Targets: ready to encode in <= 10 ms and <= 1/50 of HF's time; RSS growth <= 2x the file.",
                   *load_report(loads), ""]
     failures = not_loaded(results, libs)
