@@ -532,7 +532,7 @@ typedef struct {
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
-    CpBuf offmap;     /* encode_offsets: spans_offsets' tables */
+    CpBuf offmap;     /* encode_offsets: unigram_ranges_cached's keys */
     AddedCuts cuts, sub;
 } Work;
 
@@ -1370,8 +1370,8 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     if (self->model == MODEL_BPE) {
         err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
         if (!err)
-            err = spans_offsets(&self->offl, buf, spans, nspans, (int64_t)origin, align, ids->v + mark,
-                                ids->n - mark, trim, offs, &w->offmap);
+            err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, (int64_t)origin, align, ids->v + mark,
+                                ids->n - mark, trim, offs);
         goto done;
     }
     err = 0;
@@ -1517,6 +1517,19 @@ static int32_t *lengths_copy(PyObject *b, size_t *n) {
     return v;
 }
 
+/* Whether every unit of a piece gives the BPE a token (OffsetLengths.tiles): without an unk
+ * token, one it has no token for (nor byte tokens) is dropped, and HF places the tokens after it
+ * by their lengths, short of the piece's end. */
+static int bpe_tiles(const BPE *m) {
+    if (m->unk_id >= 0)
+        return 1;
+    const int32_t *units = m->byte_level ? m->byte_unit : m->byte_fallback ? m->fallback : NULL;
+    for (int b = 0; units && b < 256; b++)
+        if (units[b] < 0 || (m->byte_level && m->suffix_len && m->end_unit[b] < 0))
+            return 0;
+    return units != NULL;
+}
+
 static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     PyObject *first, *cont, *chars = Py_None;
     int unk_whole;
@@ -1559,7 +1572,8 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     }
     offsets_lengths_free(&self->offl);
     self->offl = (OffsetLengths){a, b, NULL, NULL, NULL, n, self->model == MODEL_BPE && self->bpe.byte_level,
-                                 self->model == MODEL_WORDPIECE ? unk_whole : -1};
+                                 self->model == MODEL_WORDPIECE ? unk_whole : -1,
+                                 self->model == MODEL_BPE && bpe_tiles(&self->bpe)};
     int err = offsets_lengths_init(&self->offl, c);
     free(c);
     if (err < 0) {
@@ -1677,6 +1691,13 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     IdBuf ids = {0}, offs = {0};
+    /* room for most texts' tokens at once (one for every four characters), as encode_text */
+    if (ids_grow(&ids, n / 4 + 16) < 0 || ids_grow(&offs, 2 * (n / 4 + 16)) < 0) {
+        free(ids.v);
+        free(before.v);
+        free(after.v);
+        return PyErr_NoMemory();
+    }
     Work own, *w = work_take(&own);
     int err;
     Py_BEGIN_ALLOW_THREADS
