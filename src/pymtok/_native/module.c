@@ -1605,11 +1605,13 @@ static PyObject *span_new(Encoder *self, long a, long b) {
 /* The slot of the shared tuple (a, b), or NULL for a span beyond them. Most tokens' spans are
  * few (short, early in a text), so their tuples are made once and shared by every list returned,
  * which no caller can tell from new ones as tuples are immutable: a token then costs a
- * reference, not a tuple's allocation and free, which take longer than the encoding. */
+ * reference, not a tuple's allocation and free, which take longer than the encoding. The slots
+ * of one width lie together: a text's tokens read them as a few streams moving forward, a line
+ * serving several tokens, rather than a line of the table each. */
 static PyObject **span_slot(Encoder *self, long a, long b) {
     if ((unsigned long)a >= SPAN_STARTS || (unsigned long)(b - a) >= SPAN_WIDTHS)
         return NULL;
-    return &self->spans[(size_t)a * SPAN_WIDTHS + (size_t)(b - a)];
+    return &self->spans[(size_t)(b - a) * SPAN_STARTS + (size_t)a];
 }
 
 /* The (start, end) tuples, within nb and na (0, 0) tuples (the post-processor's special tokens).

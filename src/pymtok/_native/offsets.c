@@ -115,10 +115,19 @@ static inline void edge_spaces(const OffsetLengths *L, const uint32_t *buf, size
         offsets_spaces(buf + first, last - first, lead, trail);
         return;
     }
-    for (size_t i = first; start_aligned && i < last && buf[i] == ' '; i++)
-        ++*lead;
-    for (size_t i = last; end_aligned && i > first && buf[i - 1] == ' '; i--)
-        ++*trail;
+    /* a space at either end without branches (half of all tokens start with one, which no
+     * predictor guesses), then runs of them, which are rare */
+    size_t n = last - first, two = n > 1;
+    size_t a = (size_t)start_aligned & (size_t)(buf[first] == ' ');
+    size_t z = (size_t)end_aligned & (size_t)(buf[last - 1] == ' ');
+    if (a & two & (size_t)(buf[first + two] == ' '))
+        while (a < n && buf[first + a] == ' ')
+            a++;
+    if (z & two & (size_t)(buf[last - 1 - two] == ' '))
+        while (z < n && buf[last - 1 - z] == ' ')
+            z++;
+    *lead = a;
+    *trail = z;
 }
 
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
@@ -311,6 +320,11 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
     if (offs->cap - offs->n < 2 * nids && ids_grow(offs, 2 * nids) < 0)
         return -1;
     int32_t *o = offs->v + offs->n;
+    /* the lengths a piece of several tokens reads lie in a table larger than the caches: asked
+     * for all at once, their misses overlap, and not the walk's */
+    for (size_t j = 0; L->chars8 && j < nids; j++)
+        if ((size_t)ids[j] < L->n)
+            __builtin_prefetch(&L->chars8[ids[j]]);
     size_t k = 0;
     for (size_t w = 0; w < nwords; w++) {
         size_t m = words[w].nids;
