@@ -523,7 +523,12 @@ class BatchEncoding(dict[str, Any]):
         """One text's call, its encodings made on first use from fields rather than a closure,
         whose function, cells and tuple would be six more objects for the cyclic collector: a
         call's allocations set off its collections, which walk every list the caller keeps."""
-        found = cls(data, None, 1)
+        # __init__'s fields without its frame and super(): a few percent of a short text's call
+        found = cls.__new__(cls)
+        dict.update(found, data)
+        found._get_encodings = None
+        found._encodings = None
+        found._n_sequences = 1
         found._tok = tok
         found._text = text
         found._post = post
@@ -809,7 +814,8 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
     settings = tok.meta.call_settings
     if settings.get("padding_side", "right") not in _SIDES:
         return None  # the general path raises
-    _strategies(tok, False, None, None, None)
+    # _strategies(tok, False, None, None, None)'s one check that can fail: the setting's int
+    int(settings.get("model_max_length", _VERY_LARGE_INTEGER))
     post = _call_post_processor(tok)
     layout = _layout(tok, post, add_special_tokens)
     if layout is None:
