@@ -760,6 +760,19 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
     uint8_t buf[8];
     for (size_t i = 0; i < n;) {
         uint32_t c = in[i];
+        /* a stretch of such characters that the map leaves as they are (most text) at once */
+        size_t j = i;
+        while (j < n && in[j] < 0x80 && m->ascii[in[j]] < 0 &&
+               (j + 1 == n || (in[j + 1] < 0x80 && !(in[j] == '\r' && in[j + 1] == '\n'))))
+            j++;
+        if (j > i) {
+            if (cps_extend(out, in + i, j - i) < 0 || (chg && cps_grow(chg, j - i) < 0))
+                return -1;
+            for (size_t k = i; chg && k < j; k++)
+                chg->v[chg->n++] = 0;
+            i = j;
+            continue;
+        }
         /* an ASCII character before another one is a cluster of its own, but for CR LF */
         if (c < 0x80 && (i + 1 == n || (in[i + 1] < 0x80 && !(c == '\r' && in[i + 1] == '\n')))) {
             int r = precompiled_push(m, m->ascii[c], in + i, 1, out, chg);

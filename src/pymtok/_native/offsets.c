@@ -145,17 +145,24 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
                             offs->n / 2);
     }
     if (!ranges && L->chars8 && !L->cont) {
-        /* tokens of whole characters (most): their lengths in characters place them */
-        size_t c = 0, k = 0;
+        /* tokens of whole characters (most): their lengths in characters place them. One token
+         * of no length among a piece's ids, all of them placed (an unknown character's, or the
+         * byte token of a one-byte one: both whole characters, as the other byte tokens of a
+         * character would have no length either), takes the characters the others leave, as
+         * piece_ranges_from_lengths gives it their bytes. */
+        size_t c = 0, k = 0, unknown = nids;
         for (; c < n && k < nids; k++) {
             uint8_t len = ids[k] >= 0 && (size_t)ids[k] < L->n ? L->chars8[ids[k]] : 0;
-            if (!len)
+            if (!len && unknown != nids)
                 break;
+            if (!len)
+                unknown = k;
             c += len;
         }
-        if (c == n) {
+        int placed = unknown == nids ? c == n : k == nids && c < n;
+        if (placed) {
             for (size_t j = 0, at = 0; j < k; j++) {
-                size_t len = L->chars8[ids[j]], lead = 0, trail = 0;
+                size_t len = j == unknown ? n - c : L->chars8[ids[j]], lead = 0, trail = 0;
                 if (trim != OFF_NO_TRIM)
                     offsets_spaces(cps + at, len, &lead, &trail);
                 int err = push(offs, from(origin, align, at), from(origin, align, at + len - 1) + 1, lead, trail, trim,
