@@ -830,7 +830,10 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
         ids, spans = _offsets(tok, text, trim, before, after)
         data: dict[str, Any] = {"input_ids": ids}
         if "token_type_ids" in names:
-            data["token_type_ids"] = before_types + [type_id] * (len(ids) - len(before) - len(after)) + after_types
+            # extended in place: a + b + c would copy the text's ids' worth once more
+            types = before_types + [type_id] * (len(ids) - len(before) - len(after))
+            types += after_types
+            data["token_type_ids"] = types
         if "attention_mask" in names:
             data["attention_mask"] = [1] * len(ids)
         data["offset_mapping"] = spans
