@@ -25,9 +25,12 @@ enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define CACHE_BYTES ((size_t)8 << 20)
 #define INTS_MAX (1u << 20)
 /* encode_offsets' shared tuples: those of spans starting before SPAN_STARTS and narrower than
- * SPAN_WIDTHS characters, at most 64K tuples (some 4 MB) per Encoder */
+ * SPAN_WIDTHS characters, at most 256K tuples (some 16 MB) per Encoder, made as spans occur. A
+ * span's own tuple counts towards the cyclic collector's next collection, which walks every list
+ * the caller keeps: code's runs of spaces (tokens of 16 to 63 characters) were enough to set
+ * one off in a round of 150 calls of 2 KB. */
 #define SPAN_STARTS 4096u
-#define SPAN_WIDTHS 16u
+#define SPAN_WIDTHS 64u
 #define BATCH_CHUNK_CHARS (1u << 13)
 
 /* A vocabulary's ints: the Python int of each id below n, made on first use, so that a list of
