@@ -102,6 +102,8 @@ GRID: list[dict[str, Any]] = [
     {},
     {"return_offsets_mapping": True, "return_special_tokens_mask": True, "return_length": True},
     {"add_special_tokens": False, "return_offsets_mapping": True, "return_token_type_ids": True},
+    {"add_special_tokens": False, "return_offsets_mapping": True},  # the short path's keywords
+    {"add_special_tokens": False},
     {"truncation": True, "max_length": 24, "stride": 4, "return_overflowing_tokens": True,
      "return_offsets_mapping": True},
     {"padding": True, "return_attention_mask": True, "return_token_type_ids": True},
@@ -290,3 +292,21 @@ def test_offsets_property(name: str) -> None:
         check(name, (text,), {"return_offsets_mapping": True})
 
     prop()
+
+
+def test_call_result_pickles_and_takes_attributes() -> None:
+    """The short path's BatchEncoding (its encodings made on first use) survives pickle and copy
+    with its tokens, and takes attributes of the caller's own as a dict subclass does."""
+    import copy
+    import pickle
+
+    name = "llama3"
+    text = corpus_chunks(1, seed=5)[0][:300]
+    got = ours(name)(text, add_special_tokens=False, return_offsets_mapping=True)
+    want = hf_call(name)(text, add_special_tokens=False)
+    for result in (pickle.loads(pickle.dumps(got)), copy.copy(got), copy.deepcopy(got), got):
+        assert result.tokens() == want.tokens()
+        assert dict(result) == dict(got)
+    got.mine = 1
+    assert got.mine == 1 and vars(got) == {"mine": 1}
+

@@ -503,16 +503,46 @@ class BatchEncoding(dict[str, Any]):
     encodings (computed with offsets on first use when the call did not need them).
     """
 
-    def __init__(self, data: dict[str, Any], encodings: Callable[[], list[Encoding]], n_sequences: int) -> None:
+    # slots: a dict subclass's attributes would otherwise make a __dict__ per instance, one more
+    # object for the cyclic collector (__dict__ keeps other attributes settable)
+    __slots__ = ("_get_encodings", "_encodings", "_n_sequences", "_tok", "_text", "_post", "_add", "__dict__")
+    _tok: Tokenizer
+    _text: str
+    _post: processors.PostProcessor | None
+    _add: bool
+
+    def __init__(self, data: dict[str, Any], encodings: Callable[[], list[Encoding]] | None, n_sequences: int) -> None:
         super().__init__(data)
         self._get_encodings = encodings
         self._encodings: list[Encoding] | None = None
         self._n_sequences = n_sequences
 
+    @classmethod
+    def _of_text(cls, data: dict[str, Any], tok: Tokenizer, text: str, post: processors.PostProcessor | None,
+                 add_special_tokens: bool) -> BatchEncoding:
+        """One text's call, its encodings made on first use from fields rather than a closure,
+        whose function, cells and tuple would be six more objects for the cyclic collector: a
+        call's allocations set off its collections, which walk every list the caller keeps."""
+        # __init__'s fields without its frame and super(): a few percent of a short text's call
+        found = cls.__new__(cls)
+        dict.update(found, data)
+        found._get_encodings = None
+        found._encodings = None
+        found._n_sequences = 1
+        found._tok = tok
+        found._text = text
+        found._post = post
+        found._add = add_special_tokens
+        return found
+
     @property
     def encodings(self) -> list[Encoding]:
         if self._encodings is None:
-            self._encodings = self._get_encodings()
+            if self._get_encodings is None:
+                self._encodings = [_post_process(self._post, e, None, self._add, None, None, False)
+                                   for e in _sequences(self._tok, [self._text], 0, "all", 0)]
+            else:
+                self._encodings = self._get_encodings()
         return self._encodings
 
     @property
@@ -784,7 +814,8 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
     settings = tok.meta.call_settings
     if settings.get("padding_side", "right") not in _SIDES:
         return None  # the general path raises
-    _strategies(tok, False, None, None, None)
+    # _strategies(tok, False, None, None, None)'s one check that can fail: the setting's int
+    int(settings.get("model_max_length", _VERY_LARGE_INTEGER))
     post = _call_post_processor(tok)
     layout = _layout(tok, post, add_special_tokens)
     if layout is None:
@@ -799,7 +830,10 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
         ids, spans = _offsets(tok, text, trim, before, after)
         data: dict[str, Any] = {"input_ids": ids}
         if "token_type_ids" in names:
-            data["token_type_ids"] = before_types + [type_id] * (len(ids) - len(before) - len(after)) + after_types
+            # extended in place: a + b + c would copy the text's ids' worth once more
+            types = before_types + [type_id] * (len(ids) - len(before) - len(after))
+            types += after_types
+            data["token_type_ids"] = types
         if "attention_mask" in names:
             data["attention_mask"] = [1] * len(ids)
         data["offset_mapping"] = spans
@@ -807,12 +841,7 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
         columns = _columns(tok, [text], layout, 0, None, "token_type_ids" in names, "attention_mask" in names,
                            False, False, False)
         data = {key: rows[0] for key, rows in columns.items()}
-
-    def encodings() -> list[Encoding]:
-        return [_post_process(post, e, None, add_special_tokens, None, None, False)
-                for e in _sequences(tok, [text], 0, "all", 0)]
-
-    return BatchEncoding(data, encodings, 1)
+    return BatchEncoding._of_text(data, tok, text, post, add_special_tokens)
 
 
 def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: bool, offsets: bool,

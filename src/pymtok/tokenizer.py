@@ -297,9 +297,12 @@ class Tokenizer:
         [9707, 1879]
         """
         if text_pair is None and type(text) is str:
-            # the commonest calls: no keywords, or the offsets alone
-            if not kwargs or (len(kwargs) == 1 and kwargs.get("return_offsets_mapping") is True):
-                plain = encoding._plain_call(self, text, True, bool(kwargs))
+            # the commonest calls: no keywords but add_special_tokens and return_offsets_mapping
+            add = kwargs.get("add_special_tokens", True)
+            offsets = kwargs.get("return_offsets_mapping", False)
+            if (type(add) is bool and type(offsets) is bool
+                    and len(kwargs) == ("add_special_tokens" in kwargs) + ("return_offsets_mapping" in kwargs)):
+                plain = encoding._plain_call(self, text, add, offsets)
                 if plain is not None:
                     return plain
         return encoding.call(self, text, text_pair, **kwargs)

@@ -328,7 +328,7 @@ static inline int words_push(Scratch *sc, size_t *nw, size_t c, size_t nc, size_
         sc->words = v;
         sc->words_cap = cap;
     }
-    sc->words[(*nw)++] = (Word){c, nc, b, nb, 0};
+    sc->words[(*nw)++] = (Word){c, nc, b, nb, 0, 0};
     return 0;
 }
 
@@ -359,6 +359,7 @@ static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out) {
     size_t chars = 0, nw = 0, pos = 0, lo = SIZE_MAX, hi = 0;
+    sc->nwords = 0;
     for (size_t k = 0; k < nspans; k++) {
         chars += spans[k].end - spans[k].start;
         lo = spans[k].start < lo ? spans[k].start : lo;
@@ -419,10 +420,13 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
          * whichever way bpe_word would have found them */
         const uint8_t *b = sc->bytes + w[k].b;
         const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
+        size_t before = out->n;
         if (e ? ids_extend(out, cache_ids(e), e->nids) < 0
               : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
             return -1;
+        w[k].nids = out->n - before;
     }
+    sc->nwords = nw;
     return 0;
 }
 

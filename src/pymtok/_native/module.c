@@ -25,9 +25,12 @@ enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define CACHE_BYTES ((size_t)8 << 20)
 #define INTS_MAX (1u << 20)
 /* encode_offsets' shared tuples: those of spans starting before SPAN_STARTS and narrower than
- * SPAN_WIDTHS characters, at most 64K tuples (some 4 MB) per Encoder */
+ * SPAN_WIDTHS characters, at most 256K tuples (some 16 MB) per Encoder, made as spans occur. A
+ * span's own tuple counts towards the cyclic collector's next collection, which walks every list
+ * the caller keeps: code's runs of spaces (tokens of 16 to 63 characters) were enough to set
+ * one off in a round of 150 calls of 2 KB. */
 #define SPAN_STARTS 4096u
-#define SPAN_WIDTHS 16u
+#define SPAN_WIDTHS 64u
 #define BATCH_CHUNK_CHARS (1u << 13)
 
 /* A vocabulary's ints: the Python int of each id below n, made on first use, so that a list of
@@ -532,7 +535,7 @@ typedef struct {
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
-    CpBuf offmap;     /* encode_offsets: spans_offsets' tables */
+    CpBuf offmap;     /* encode_offsets: unigram_ranges_cached's keys */
     AddedCuts cuts, sub;
 } Work;
 
@@ -1370,8 +1373,8 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     if (self->model == MODEL_BPE) {
         err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
         if (!err)
-            err = spans_offsets(&self->offl, buf, spans, nspans, (int64_t)origin, align, ids->v + mark,
-                                ids->n - mark, trim, offs, &w->offmap);
+            err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, (int64_t)origin, align, ids->v + mark,
+                                ids->n - mark, trim, offs);
         goto done;
     }
     err = 0;
@@ -1517,6 +1520,19 @@ static int32_t *lengths_copy(PyObject *b, size_t *n) {
     return v;
 }
 
+/* Whether every unit of a piece gives the BPE a token (OffsetLengths.tiles): without an unk
+ * token, one it has no token for (nor byte tokens) is dropped, and HF places the tokens after it
+ * by their lengths, short of the piece's end. */
+static int bpe_tiles(const BPE *m) {
+    if (m->unk_id >= 0)
+        return 1;
+    const int32_t *units = m->byte_level ? m->byte_unit : m->byte_fallback ? m->fallback : NULL;
+    for (int b = 0; units && b < 256; b++)
+        if (units[b] < 0 || (m->byte_level && m->suffix_len && m->end_unit[b] < 0))
+            return 0;
+    return units != NULL;
+}
+
 static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     PyObject *first, *cont, *chars = Py_None;
     int unk_whole;
@@ -1559,7 +1575,8 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     }
     offsets_lengths_free(&self->offl);
     self->offl = (OffsetLengths){a, b, NULL, NULL, NULL, n, self->model == MODEL_BPE && self->bpe.byte_level,
-                                 self->model == MODEL_WORDPIECE ? unk_whole : -1};
+                                 self->model == MODEL_WORDPIECE ? unk_whole : -1,
+                                 self->model == MODEL_BPE && bpe_tiles(&self->bpe)};
     int err = offsets_lengths_init(&self->offl, c);
     free(c);
     if (err < 0) {
@@ -1591,11 +1608,13 @@ static PyObject *span_new(Encoder *self, long a, long b) {
 /* The slot of the shared tuple (a, b), or NULL for a span beyond them. Most tokens' spans are
  * few (short, early in a text), so their tuples are made once and shared by every list returned,
  * which no caller can tell from new ones as tuples are immutable: a token then costs a
- * reference, not a tuple's allocation and free, which take longer than the encoding. */
+ * reference, not a tuple's allocation and free, which take longer than the encoding. The slots
+ * of one width lie together: a text's tokens read them as a few streams moving forward, a line
+ * serving several tokens, rather than a line of the table each. */
 static PyObject **span_slot(Encoder *self, long a, long b) {
     if ((unsigned long)a >= SPAN_STARTS || (unsigned long)(b - a) >= SPAN_WIDTHS)
         return NULL;
-    return &self->spans[(size_t)a * SPAN_WIDTHS + (size_t)(b - a)];
+    return &self->spans[(size_t)(b - a) * SPAN_STARTS + (size_t)a];
 }
 
 /* The (start, end) tuples, within nb and na (0, 0) tuples (the post-processor's special tokens).
@@ -1677,6 +1696,13 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     IdBuf ids = {0}, offs = {0};
+    /* room for most texts' tokens at once (one for every four characters), as encode_text */
+    if (ids_grow(&ids, n / 4 + 16) < 0 || ids_grow(&offs, 2 * (n / 4 + 16)) < 0) {
+        free(ids.v);
+        free(before.v);
+        free(after.v);
+        return PyErr_NoMemory();
+    }
     Work own, *w = work_take(&own);
     int err;
     Py_BEGIN_ALLOW_THREADS

@@ -500,10 +500,11 @@ typedef struct {
 } Unigram;
 
 /* One piece of a segment for bpe_spans: its code points in the segment, its UTF-8 in
- * Scratch.bytes, and that key's hash. */
+ * Scratch.bytes, that key's hash, and how many ids the model gave it. */
 typedef struct {
     size_t c, nc, b, nb;
     uint64_t h;
+    size_t nids;
 } Word;
 
 /* A thread's memo of the merge pairs it looked up last, one model's at a time: the pairs of
@@ -528,12 +529,14 @@ typedef struct {
     size_t work_cap;
     Word *words;
     size_t words_cap;
+    size_t nwords;        /* the words of the last bpe_spans call, which spans_offsets reads */
 } Scratch;
 
 int scratch_bytes(Scratch *s, size_t n);
 int scratch_work(Scratch *s, size_t n);
 
-/* BPE on each piece of a segment, the pieces cut before U+2581 with split_metaspace. */
+/* BPE on each piece of a segment, the pieces cut before U+2581 with split_metaspace; they are
+ * left in sc->words[0..sc->nwords), each with the count of its ids. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out);
 int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
@@ -839,6 +842,9 @@ typedef struct {
     size_t n;
     int byte_level;
     int32_t unk_whole;     /* WordPiece's unknown token, covering a whole word; -1 otherwise */
+    /* BPE: every unit of a piece gives a token (its own, an unk or byte tokens), so that a
+     * piece's tokens cover it to its end, HF placing each after the ones before by its length */
+    int tiles;
 } OffsetLengths;
 
 /* ByteLevel's offset trimming: none, or with add_prefix_space's exception for a first token */
@@ -861,13 +867,13 @@ int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t tr
  * not add up to the piece (the pure path then answers). */
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
                   const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used);
-/* piece_offsets for all pieces of a BPE segment, buf's spans[0..nspans), whose ids are ids[0..nids)
- * one piece after another, each located by lengths; buf[i] is the caller's character origin +
- * align[i] (origin + i without align); scratch is work memory. 0, -1 out of memory, -2 as
+/* piece_offsets for all pieces of a BPE segment, bpe_spans' words[0..nwords) of buf, whose ids are
+ * ids[0..nids) one piece after another, each located by lengths; buf[i] is the caller's
+ * character origin + align[i] (origin + i without align). 0, -1 out of memory, -2 as
  * piece_offsets. */
-int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Span *spans, size_t nspans, int64_t origin,
-                  const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs, CpBuf *scratch);
-/* scratch (spans_offsets') as n bytes, NULL when out of memory */
+int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
+                  const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs);
+/* scratch memory as n bytes, NULL when out of memory */
 uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n);
 /* A Unigram piece's ranges (piece_offsets') from the lengths of its ids[0..nids): the one token
  * of no known length (the unknown token, a byte token) covers the bytes the others leave. -2

@@ -580,43 +580,78 @@ static inline int runs_member(const NormOp *op, uint32_t c) {
     return op->npat ? c == op->pat[0] : regex_white_space(c);
 }
 
+/* in[from..to) onto out; with align, each character's alignment in_align's (NULL: its own). */
+static int copy_aligned(const uint32_t *in, const uint32_t *in_align, size_t from, size_t to, CpBuf *out,
+                        CpBuf *align) {
+    if (cps_extend(out, in + from, to - from) < 0)
+        return -1;
+    if (!align)
+        return 0;
+    if (in_align)
+        return cps_extend(align, in_align + from, to - from);
+    if (cps_grow(align, to - from) < 0)
+        return -1;
+    for (size_t i = from; i < to; i++)
+        align->v[align->n++] = (uint32_t)i;
+    return 0;
+}
+
+/* The end of the characters from in[i] on that op (Lowercase, StripAccents, NORM_RUNS) leaves
+ * as they are: no lowercase mapping, no mark, no run long enough. */
+static size_t kept_end(const NormOp *op, const uint32_t *in, size_t n, size_t i) {
+    if (op->kind == NORM_LOWERCASE) {
+        while (i < n && !(nprops(in[i]) & N_LOWER))
+            i++;
+        return i;
+    }
+    if (op->kind == NORM_STRIP_ACCENTS) {
+        while (i < n && !strip_mark(in[i]))
+            i++;
+        return i;
+    }
+    while (i < n) {
+        size_t run = 0;
+        while (i + run < n && runs_member(op, in[i + run]))
+            run++;
+        if (run && run >= (size_t)op->flags)
+            return i;
+        i += run ? run : 1;
+    }
+    return n;
+}
+
 /* Lowercase (each character's full lowercase mapping), StripAccents (marks dropped) and
  * NORM_RUNS (each run of at least flags characters pat[0] replaced by rep, as HF's Replace of
  * the regex "c{m,}"; without a pattern, each run of \s characters, as HF's "\s+") into out;
  * with align, each output character's input character through in_align (HF: a lowercase
- * mapping's characters all its character's, a run's replacement its last character's). */
+ * mapping's characters all its character's, a run's replacement its last character's). The
+ * characters op leaves go a stretch at a time; 1 when it leaves them all (out untouched). */
 static int per_char(const NormOp *op, const uint32_t *in, size_t n, const uint32_t *in_align, CpBuf *out,
                     CpBuf *align) {
+    size_t i = kept_end(op, in, n, 0);
+    if (i == n)
+        return 1;
     out->n = 0;
     if (align)
         align->n = 0;
-    for (size_t i = 0; i < n;) {
+    if (copy_aligned(in, in_align, 0, i, out, align) < 0)
+        return -1;
+    while (i < n) {
         uint32_t c = in[i];
         size_t mark = out->n, used = 1;
         int err = 0;
         if (op->kind == NORM_LOWERCASE) {
-            err = nprops(c) & N_LOWER ? PUSH_LOWER(out, c) : cps_push(out, c);
-        } else if (op->kind == NORM_STRIP_ACCENTS) {
-            err = strip_mark(c) ? 0 : cps_push(out, c);
-        } else if (runs_member(op, c)) {
+            err = PUSH_LOWER(out, c);
+        } else if (op->kind == NORM_RUNS) {
             while (i + used < n && runs_member(op, in[i + used]))
                 used++;
-            if (used < (size_t)op->flags) {
-                /* too short a run to match: its characters stay, each on its own */
-                for (size_t k = i; k < i + used; k++)
-                    if (cps_push(out, in[k]) < 0 || (align && cps_push(align, in_align ? in_align[k] : (uint32_t)k) < 0))
-                        return -1;
-                i += used;
-                continue;
-            }
             err = cps_extend(out, op->rep, op->nrep);
-        } else {
-            err = cps_push(out, c);
         }
-        size_t at = i + used - 1;
-        if (err < 0 || align_fill(align, mark, out->n, in_align ? in_align[at] : (uint32_t)at) < 0)
+        size_t at = i + used - 1, end = kept_end(op, in, n, i + used);
+        if (err < 0 || align_fill(align, mark, out->n, in_align ? in_align[at] : (uint32_t)at) < 0 ||
+            copy_aligned(in, in_align, i + used, end, out, align) < 0)
             return -1;
-        i += used;
+        i = end;
     }
     return 0;
 }
@@ -725,6 +760,19 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
     uint8_t buf[8];
     for (size_t i = 0; i < n;) {
         uint32_t c = in[i];
+        /* a stretch of such characters that the map leaves as they are (most text) at once */
+        size_t j = i;
+        while (j < n && in[j] < 0x80 && m->ascii[in[j]] < 0 &&
+               (j + 1 == n || (in[j + 1] < 0x80 && !(in[j] == '\r' && in[j + 1] == '\n'))))
+            j++;
+        if (j > i) {
+            if (cps_extend(out, in + i, j - i) < 0 || (chg && cps_grow(chg, j - i) < 0))
+                return -1;
+            for (size_t k = i; chg && k < j; k++)
+                chg->v[chg->n++] = 0;
+            i = j;
+            continue;
+        }
         /* an ASCII character before another one is a cluster of its own, but for CR LF */
         if (c < 0x80 && (i + 1 == n || (in[i + 1] < 0x80 && !(c == '\r' && in[i + 1] == '\n')))) {
             int r = precompiled_push(m, m->ascii[c], in + i, 1, out, chg);
@@ -802,6 +850,30 @@ static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf
     return cps_extend(out, in + done, n - done);
 }
 
+/* replace_literal with each output character's input character through in_align (NULL: its
+ * own) in align: a match's content takes the alignment of its last character, as HF's replace;
+ * the text between matches is copied a stretch at a time. 1 when the pattern does not occur
+ * (out untouched), as most text holds none of a normalizer's quotes. */
+static int replace_aligned(const NormOp *op, const uint32_t *in, size_t n, const uint32_t *in_align, CpBuf *out,
+                           CpBuf *align) {
+    size_t done = 0;
+    for (size_t i = 0; op->npat <= n && i <= n - op->npat;) {
+        if (in[i] != op->pat[0] || !cps_eq(in + i + 1, op->pat + 1, op->npat - 1)) {
+            i++;
+            continue;
+        }
+        size_t last = i + op->npat - 1, mark = out->n + (i - done);
+        if (copy_aligned(in, in_align, done, i, out, align) < 0 || cps_extend(out, op->rep, op->nrep) < 0 ||
+            align_fill(align, mark, out->n, in_align ? in_align[last] : (uint32_t)last) < 0)
+            return -1;
+        i += op->npat;
+        done = i;
+    }
+    if (!done)
+        return 1;
+    return copy_aligned(in, in_align, done, n, out, align);
+}
+
 int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align) {
     for (size_t k = 0; k < nops; k++)
@@ -846,8 +918,11 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
             continue;
         }
         if (op->kind == NORM_LOWERCASE || op->kind == NORM_STRIP_ACCENTS || op->kind == NORM_RUNS) {
-            if (per_char(op, cur, n, cur_align, dst, dal) < 0)
-                return -1;
+            int err = per_char(op, cur, n, cur_align, dst, dal);
+            if (err == 1)
+                continue; /* the text as it is */
+            if (err)
+                return err;
             cur = dst->v;
             cur_align = dal->v;
             n = dst->n;
@@ -879,22 +954,11 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
             cur_align = dal->v;
             continue;
         }
-        for (size_t i = 0; i < n;) {
-            size_t mark = dst->n, used = 1;
-            int err;
-            if (op->kind == NORM_REPLACE && cur[i] == op->pat[0] && op->npat <= n - i &&
-                cps_eq(cur + i + 1, op->pat + 1, op->npat - 1)) {
-                /* HF's replace: the content shares the match's last character's alignment */
-                used = op->npat;
-                err = cps_extend(dst, op->rep, op->nrep);
-            } else {
-                err = cps_push(dst, cur[i]);
-            }
-            uint32_t at = cur_align ? cur_align[i + used - 1] : (uint32_t)(i + used - 1);
-            if (err < 0 || align_fill(dal, mark, dst->n, at) < 0)
-                return -1;
-            i += used;
-        }
+        int err = replace_aligned(op, cur, n, cur_align, dst, dal);
+        if (err == 1)
+            continue; /* no match: the text as it is */
+        if (err)
+            return err;
         cur = dst->v;
         cur_align = dal->v;
         n = dst->n;
@@ -940,7 +1004,8 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
         case NORM_LOWERCASE:
         case NORM_STRIP_ACCENTS:
         case NORM_RUNS:
-            err = per_char(op, cur, n, NULL, dst, NULL);
+            if ((err = per_char(op, cur, n, NULL, dst, NULL)) == 1)
+                continue; /* the text as it is */
             break;
         }
         if (err)

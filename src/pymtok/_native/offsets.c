@@ -115,10 +115,19 @@ static inline void edge_spaces(const OffsetLengths *L, const uint32_t *buf, size
         offsets_spaces(buf + first, last - first, lead, trail);
         return;
     }
-    for (size_t i = first; start_aligned && i < last && buf[i] == ' '; i++)
-        ++*lead;
-    for (size_t i = last; end_aligned && i > first && buf[i - 1] == ' '; i--)
-        ++*trail;
+    /* a space at either end without branches (half of all tokens start with one, which no
+     * predictor guesses), then runs of them, which are rare */
+    size_t n = last - first, two = n > 1;
+    size_t a = (size_t)start_aligned & (size_t)(buf[first] == ' ');
+    size_t z = (size_t)end_aligned & (size_t)(buf[last - 1] == ' ');
+    if (a & two & (size_t)(buf[first + two] == ' '))
+        while (a < n && buf[first + a] == ' ')
+            a++;
+    if (z & two & (size_t)(buf[last - 1 - two] == ' '))
+        while (z < n && buf[last - 1 - z] == ' ')
+            z++;
+    *lead = a;
+    *trail = z;
 }
 
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
@@ -136,17 +145,24 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
                             offs->n / 2);
     }
     if (!ranges && L->chars8 && !L->cont) {
-        /* tokens of whole characters (most): their lengths in characters place them */
-        size_t c = 0, k = 0;
+        /* tokens of whole characters (most): their lengths in characters place them. One token
+         * of no length among a piece's ids, all of them placed (an unknown character's, or the
+         * byte token of a one-byte one: both whole characters, as the other byte tokens of a
+         * character would have no length either), takes the characters the others leave, as
+         * piece_ranges_from_lengths gives it their bytes. */
+        size_t c = 0, k = 0, unknown = nids;
         for (; c < n && k < nids; k++) {
             uint8_t len = ids[k] >= 0 && (size_t)ids[k] < L->n ? L->chars8[ids[k]] : 0;
-            if (!len)
+            if (!len && unknown != nids)
                 break;
+            if (!len)
+                unknown = k;
             c += len;
         }
-        if (c == n) {
+        int placed = unknown == nids ? c == n : k == nids && c < n;
+        if (placed) {
             for (size_t j = 0, at = 0; j < k; j++) {
-                size_t len = L->chars8[ids[j]], lead = 0, trail = 0;
+                size_t len = j == unknown ? n - c : L->chars8[ids[j]], lead = 0, trail = 0;
                 if (trim != OFF_NO_TRIM)
                     offsets_spaces(cps + at, len, &lead, &trail);
                 int err = push(offs, from(origin, align, at), from(origin, align, at + len - 1) + 1, lead, trail, trim,
@@ -238,22 +254,33 @@ static inline void token_trim(const OffsetLengths *L, const uint32_t *buf, size_
     trim_span(start, end, lead, trail, trim, index);
 }
 
-/* spans_offsets where text lies between pieces (a step removed it): a cursor over each piece's
- * characters, ci, of which `into` bytes are covered. o[2k + 1] holds token k's length. */
-static int walk_offsets(const OffsetLengths *L, const uint32_t *buf, const Span *spans, size_t nspans,
-                        int64_t origin, const uint32_t *align, size_t nids, int trim, size_t index, int32_t *o) {
-    size_t k = 0;
-    for (size_t p = 0; p < nspans; p++) {
-        size_t ci = spans[p].start, stop = spans[p].end, into = 0;
-        while (ci < stop) {
-            if (k == nids)
+/* The spans of the m tokens a BPE model gave the piece buf[c..c + n) (m > 0), into o: a cursor at
+ * character ci, of which `into` bytes are covered. A token of whole characters where the cursor
+ * is at a character's start (most tokens) moves it by its length in characters, without looking
+ * at them; another (a byte token, part of a character) by its bytes, a character at a time. When
+ * the model's tokens tile the piece, the last takes what the others leave: a piece of one token
+ * (most) needs no length. */
+static int word_offsets(const OffsetLengths *L, const uint32_t *buf, size_t c, size_t n, int64_t origin,
+                        const uint32_t *align, const int32_t *ids, size_t m, int trim, size_t index, int32_t *o) {
+    size_t ci = c, stop = c + n, into = 0;
+    for (size_t k = 0; k < m; k++) {
+        size_t first = ci;
+        int start_aligned = !into;
+        size_t chars = 0;
+        if (k + 1 == m && L->tiles) {
+            if (ci == stop)
+                return -2; /* the others' lengths leave it nothing */
+            ci = stop;
+            into = 0;
+        } else if (!into && (chars = L->chars8 && ids[k] >= 0 && (size_t)ids[k] < L->n ? L->chars8[ids[k]] : 0)) {
+            if (chars > stop - ci)
                 return -2;
-            int32_t len = o[2 * k + 1];
+            ci += chars;
+        } else {
+            int32_t len = token_length(L, 0, ids[k]);
             if (len <= 0)
                 return -2;
-            size_t first = ci, left = (size_t)len;
-            int start_aligned = !into;
-            while (left) {
+            for (size_t left = (size_t)len; left;) {
                 if (ci == stop)
                     return -2; /* the lengths run past the piece */
                 size_t rest = utf8_width(buf[ci]) - into;
@@ -265,20 +292,19 @@ static int walk_offsets(const OffsetLengths *L, const uint32_t *buf, const Span 
                 into = 0;
                 ci++;
             }
-            /* the token ends inside character ci (which it covers) or before it */
-            size_t last = into ? ci + 1 : ci;
-            int64_t start = origin + (int64_t)(align ? align[first] : first);
-            int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
-            if (trim != OFF_NO_TRIM)
-                token_trim(L, buf, first, last, start_aligned, !into, trim, index + k, &start, &end);
-            if (start > INT32_MAX || end > INT32_MAX)
-                return -2;
-            o[2 * k] = (int32_t)start;
-            o[2 * k + 1] = (int32_t)end;
-            k++;
         }
+        /* the token ends inside character ci (which it covers) or before it */
+        size_t last = into ? ci + 1 : ci;
+        int64_t start = origin + (int64_t)(align ? align[first] : first);
+        int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
+        if (trim != OFF_NO_TRIM)
+            token_trim(L, buf, first, last, start_aligned, !into, trim, index + k, &start, &end);
+        if (start > INT32_MAX || end > INT32_MAX)
+            return -2;
+        o[2 * k] = (int32_t)start;
+        o[2 * k + 1] = (int32_t)end;
     }
-    return k == nids ? 0 : -2;
+    return ci == stop && !into ? 0 : -2;
 }
 
 static int scratch_grow(CpBuf *b, size_t n) {
@@ -296,104 +322,33 @@ uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n) {
     return scratch_grow(b, n / 4 + 1) < 0 ? NULL : (uint8_t *)(void *)b->v;
 }
 
-/* spans_offsets on pieces one after another, buf[s0..s0 + n) (nb bytes of UTF-8): the tokens'
- * ranges are their lengths' running sums, with no branch on a token's or a character's width
- * (those mispredict); a piece's tokens are right when every piece ends where a token does.
- * o[2k + 1] holds token k's length: in characters when in_chars, else in bytes, which tables
- * of the text's bytes map to characters (but for ASCII text). */
-static int run_offsets(const OffsetLengths *L, const uint32_t *buf, const Span *spans, size_t nspans, int64_t origin,
-                       const uint32_t *align, size_t nids, int trim, size_t index, int32_t *o, CpBuf *scratch,
-                       int in_chars) {
-    size_t s0 = spans[0].start, n = spans[nspans - 1].end - s0, nb = in_chars ? n : 0;
-    uint32_t any = 0;
-    for (size_t i = 0; !in_chars && i < n; i++) {
-        any |= buf[s0 + i];
-        nb += utf8_width(buf[s0 + i]);
-    }
-    /* the lengths count characters */
-    int ascii = in_chars || any < 0x80;
-    /* char_at[b]: the character byte b is in (4 written a character); byte_at[c]: character c's
-     * first byte, byte_at[n] = nb; ends[b]: whether a token ends before byte b */
-    if (scratch_grow(scratch, (ascii ? 0 : nb + 4 + n + 1) + nb / 4 + 1) < 0)
-        return -1;
-    uint32_t *char_at = scratch->v, *byte_at = char_at + nb + 4;
-    uint8_t *ends = (uint8_t *)(void *)(ascii ? scratch->v : byte_at + n + 1);
-    memset(ends, 0, nb + 1);
-    if (!ascii) {
-        const uint32_t *t = buf + s0;
-        size_t b = 0, c = 0;
-        while (c < n) {
-            /* eight ASCII characters at once, the most of most text that is not all ASCII */
-            if (c + 8 <= n &&
-                (t[c] | t[c + 1] | t[c + 2] | t[c + 3] | t[c + 4] | t[c + 5] | t[c + 6] | t[c + 7]) < 0x80) {
-                for (size_t j = 0; j < 8; j++) {
-                    byte_at[c + j] = (uint32_t)(b + j);
-                    char_at[b + j] = (uint32_t)(c + j);
-                }
-                b += 8;
-                c += 8;
-                continue;
-            }
-            byte_at[c] = (uint32_t)b;
-            for (size_t j = 0; j < 4; j++)
-                char_at[b + j] = (uint32_t)c;
-            b += utf8_width(t[c++]);
-        }
-        byte_at[n] = (uint32_t)nb;
-    }
-    const uint32_t *at = align ? align + s0 : NULL;
-    int64_t base = origin + (int64_t)(align ? 0 : s0);
-    size_t b0 = 0;
-    for (size_t k = 0; k < nids; k++) {
-        int32_t len = o[2 * k + 1];
-        if (len <= 0 || (size_t)len > nb - b0)
-            return -2;
-        size_t b1 = b0 + (size_t)len;
-        ends[b1] = 1;
-        size_t first = ascii ? b0 : char_at[b0], last = ascii ? b1 : char_at[b1 - 1] + 1;
-        int64_t start = base + (int64_t)(at ? at[first] : first);
-        int64_t end = base + (int64_t)(at ? at[last - 1] : last - 1) + 1;
-        if (trim != OFF_NO_TRIM)
-            token_trim(L, buf + s0, first, last, ascii || byte_at[first] == b0, ascii || byte_at[last] == b1, trim,
-                       index + k, &start, &end);
-        if (start > INT32_MAX || end > INT32_MAX)
-            return -2;
-        o[2 * k] = (int32_t)start;
-        o[2 * k + 1] = (int32_t)end;
-        b0 = b1;
-    }
-    if (b0 != nb)
-        return -2;
-    for (size_t p = 0; p < nspans; p++) {
-        size_t c = spans[p].end - s0;
-        if (!ends[ascii ? c : byte_at[c]] && spans[p].end > spans[p].start)
-            return -2;
-    }
-    return 0;
-}
-
-int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Span *spans, size_t nspans, int64_t origin,
-                  const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs, CpBuf *scratch) {
+int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
+                  const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs) {
     if (offs->cap - offs->n < 2 * nids && ids_grow(offs, 2 * nids) < 0)
         return -1;
     int32_t *o = offs->v + offs->n;
-    int contiguous = nspans > 0;
-    for (size_t p = 1; p < nspans; p++)
-        contiguous &= spans[p].start == spans[p - 1].end;
-    /* the tokens' lengths first, where each token's span goes: lookups in a table larger than
-     * the caches that do not wait for one another. In characters where every token is whole
-     * characters, as most are: then no character of the text need be looked at. */
-    int in_chars = contiguous && L->chars8;
-    for (size_t k = 0; in_chars && k < nids; k++)
-        in_chars &= (o[2 * k + 1] = ids[k] >= 0 && (size_t)ids[k] < L->n ? L->chars8[ids[k]] : 0) != 0;
-    for (size_t k = 0; !in_chars && k < nids; k++)
-        o[2 * k + 1] = token_length(L, 0, ids[k]);
-    int err = !contiguous ? walk_offsets(L, buf, spans, nspans, origin, align, nids, trim, offs->n / 2, o)
-                          : run_offsets(L, buf, spans, nspans, origin, align, nids, trim, offs->n / 2, o, scratch,
-                                        in_chars);
-    if (!err)
-        offs->n += 2 * nids;
-    return err;
+    /* the lengths a piece of several tokens reads lie in a table larger than the caches: asked
+     * for all at once, their misses overlap, and not the walk's */
+    for (size_t j = 0; L->chars8 && j < nids; j++)
+        if ((size_t)ids[j] < L->n)
+            __builtin_prefetch(&L->chars8[ids[j]]);
+    size_t k = 0;
+    for (size_t w = 0; w < nwords; w++) {
+        size_t m = words[w].nids;
+        /* a piece the model gave no token (a character it drops) leaves it where the pure path
+         * knows the offsets */
+        if (!m || m > nids - k)
+            return -2;
+        int err = word_offsets(L, buf, words[w].c, words[w].nc, origin, align, ids + k, m, trim, offs->n / 2 + k,
+                               o + 2 * k);
+        if (err)
+            return err;
+        k += m;
+    }
+    if (k != nids)
+        return -2;
+    offs->n += 2 * nids;
+    return 0;
 }
 
 int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
