@@ -823,37 +823,11 @@ static inline int cps_eq(const uint32_t *a, const uint32_t *b, size_t n) {
     return 1;
 }
 
-/* str.replace on code points: every non-overlapping occurrence, left to right. A one-character
- * pattern (Gemma's and SentencePiece's space) is a plain map. */
-static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf *out) {
-    out->n = 0;
-    if (op->npat == 1 && op->nrep == 1) {
-        if (cps_grow(out, n) < 0)
-            return -1;
-        uint32_t from = op->pat[0], to = op->rep[0];
-        for (size_t i = 0; i < n; i++)
-            out->v[i] = in[i] == from ? to : in[i];
-        out->n = n;
-        return 0;
-    }
-    size_t done = 0;
-    for (size_t i = 0; op->npat <= n && i <= n - op->npat;) {
-        if (in[i] != op->pat[0] || !cps_eq(in + i + 1, op->pat + 1, op->npat - 1)) {
-            i++;
-            continue;
-        }
-        if (cps_extend(out, in + done, i - done) < 0 || cps_extend(out, op->rep, op->nrep) < 0)
-            return -1;
-        i += op->npat;
-        done = i;
-    }
-    return cps_extend(out, in + done, n - done);
-}
-
-/* replace_literal with each output character's input character through in_align (NULL: its
- * own) in align: a match's content takes the alignment of its last character, as HF's replace;
- * the text between matches is copied a stretch at a time. 1 when the pattern does not occur
- * (out untouched), as most text holds none of a normalizer's quotes. */
+/* str.replace on code points (every non-overlapping occurrence, left to right) onto out; with
+ * align, each output character's input character through in_align (NULL: its own): a match's
+ * content takes the alignment of its last character, as HF's replace; the text between matches
+ * is copied a stretch at a time. 1 when the pattern does not occur (out untouched), as most text
+ * holds none of a normalizer's quotes. */
 static int replace_aligned(const NormOp *op, const uint32_t *in, size_t n, const uint32_t *in_align, CpBuf *out,
                            CpBuf *align) {
     size_t done = 0;
@@ -872,6 +846,23 @@ static int replace_aligned(const NormOp *op, const uint32_t *in, size_t n, const
     if (!done)
         return 1;
     return copy_aligned(in, in_align, done, n, out, align);
+}
+
+/* replace_aligned without alignments, the text copied where the pattern does not occur. A
+ * one-character pattern (Gemma's and SentencePiece's space) is a plain map. */
+static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf *out) {
+    out->n = 0;
+    if (op->npat == 1 && op->nrep == 1) {
+        if (cps_grow(out, n) < 0)
+            return -1;
+        uint32_t from = op->pat[0], to = op->rep[0];
+        for (size_t i = 0; i < n; i++)
+            out->v[i] = in[i] == from ? to : in[i];
+        out->n = n;
+        return 0;
+    }
+    int err = replace_aligned(op, in, n, NULL, out, NULL);
+    return err == 1 ? cps_extend(out, in, n) : err;
 }
 
 int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3], CpBuf aligns[2],
