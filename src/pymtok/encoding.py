@@ -588,6 +588,11 @@ def _rebuilt(data: dict[str, Any], encodings: list[Encoding], n_sequences: int) 
 
 # -- __call__ -----------------------------------------------------------------------------------
 
+def _model_max_length(tok: Tokenizer) -> int:
+    """tokenizer_config.json's ``model_max_length``, transformers' very large integer without one."""
+    return int(tok.meta.call_settings.get("model_max_length", _VERY_LARGE_INTEGER))
+
+
 def _strategies(tok: Tokenizer, padding: Any, truncation: Any, max_length: int | None,
                 pad_to_multiple_of: int | None) -> tuple[str, str, int | None]:
     """transformers' ``_get_padding_truncation_strategies``."""
@@ -609,7 +614,7 @@ def _strategies(tok: Tokenizer, padding: Any, truncation: Any, max_length: int |
         trunc = truncation
     else:
         raise ValueError(f"{truncation!r} is not a valid TruncationStrategy, please select one of {list(_TRUNCATION)}")
-    model_max_length = int(tok.meta.call_settings.get("model_max_length", _VERY_LARGE_INTEGER))
+    model_max_length = _model_max_length(tok)
     if max_length is None:
         if pad == "max_length":
             if model_max_length > _LARGE_INTEGER:
@@ -814,8 +819,7 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
     settings = tok.meta.call_settings
     if settings.get("padding_side", "right") not in _SIDES:
         return None  # the general path raises
-    # _strategies(tok, False, None, None, None)'s one check that can fail: the setting's int
-    int(settings.get("model_max_length", _VERY_LARGE_INTEGER))
+    _model_max_length(tok)  # the one check of _strategies(tok, False, None, None, None) that can fail
     post = _call_post_processor(tok)
     layout = _layout(tok, post, add_special_tokens)
     if layout is None:
