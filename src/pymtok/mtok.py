@@ -19,6 +19,7 @@ the post-processor program becomes a TemplateProcessing, ...).
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import struct
@@ -179,8 +180,8 @@ def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> To
     # Read whole, not mapped: the native tables index the records where they lie for as long as
     # the tokenizer lives, and a mapped file truncated or rewritten meanwhile (`cp new old`)
     # would take them from under it (SIGBUS) or change its ids. The bytes are the tokenizer's.
-    with open(regular_file(path), "rb") as f:
-        data = f.read()
+    with open(regular_file(path), "rb", buffering=0) as f:
+        data = _read_whole(f)
     if not data:
         raise FormatError(f"{name}: header at byte 0: the file is empty")
     config, meta = _parse(data, name, use_extension)
@@ -190,6 +191,16 @@ def read_mtok(path: str | os.PathLike[str], *, use_extension: bool = True) -> To
         raise FormatError(f"{name}: {exc}") from None
     tok.source = FileSource("mtok", data, name, use_extension)
     return tok
+
+
+def _read_whole(f: io.FileIO) -> bytes:
+    core = native._core()
+    if core is None:
+        return f.readall()
+    data: bytes = core.read_whole(f.fileno(), os.fstat(f.fileno()).st_size)
+    # a file that grew since fstat: the rest, as readall would give it
+    rest = f.readall()
+    return data + rest if rest else data
 
 
 def loads_mtok(data: bytes, name: str = "<bytes>", *, use_extension: bool = True) -> Tokenizer:

@@ -135,6 +135,8 @@ int32_t mtok_byte_level_id(const MtokIndex *x, const uint8_t *b, size_t n);
 /* The Python side (mtok_tables.c): the MtokTables type and the encoder builders taking it. */
 int mtok_tables_register(PyObject *module);
 int mtok_tables_check(PyObject *o);
+/* The index of built tables, or NULL with an error (a TypeError for another object). */
+const MtokIndex *mtok_index(PyObject *tables);
 int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id);
 int mtok_build_wordpiece(WordPiece *m, PyObject *tables, PyObject *prefix, int32_t *max_id);
 #endif
