@@ -230,7 +230,10 @@ def test_device_layout_gives_every_id_a_slot(name: str, exported_mtok, exported_
     gaps = sorted(set(range(len(mnn_ids))) - set(source.model.get_vocab().values()))
     assert (name == "gpt-4o") == bool(gaps)  # the fixtures' one sparse vocabulary
     assert all(mine.id_to_token(id) is None for id in gaps)
-    assert mine.decode(gaps) == source.decode(gaps) == ""
+    hf = hf_tokenizer(name)
+    assert mine.decode(gaps) == source.decode(gaps) == hf.decode(gaps) == ""
+    between = [id for gap in gaps for id in (gap - 1, gap, gap + 1)]  # the native decoder's table holes
+    assert mine.decode(between) == source.decode(between) == hf.decode(between, skip_special_tokens=False)
 
 
 @pytest.mark.parametrize("name", ["gpt-4o"])  # run with gpt-4o's tests, which export it too

@@ -180,3 +180,41 @@ def test_sentencepiece_model_ids_share_their_ints() -> None:
     shared = {}
     for i in ids:
         assert shared.setdefault(i, i) is i, f"id {i} came as two int objects"
+
+
+@pytest.mark.parametrize(("name", "mtok"), [("qwen3", False), ("qwen3", True), ("all-minilm-l6-v2", True),
+                                            ("t5-small", False)])
+def test_a_dropped_tokenizer_is_freed_at_once(name: str, mtok: bool, exported_mtok: Any) -> None:
+    """A tokenizer refers to nothing that refers back to it, so dropping it frees it (its file's
+    bytes and tables) at once, as HF's and tiktoken's are: one kept alive until the next full
+    collection made a process that loads a tokenizer per task grow by every one it had dropped.
+    Its methods, used first, must not tie it to itself; a bound encode keeps it alive."""
+    import gc
+    import weakref
+
+    hf = hf_tokenizer(name)
+    path = exported_mtok(name) if mtok else fixture_path("tokenizers", name, "tokenizer.json")
+    text = "Hello world, the <unk> déjà vu 你好"
+    gc.disable()
+    try:
+        tok = pymtok.load(path)
+        ids = tok.encode(text)
+        assert ids == hf.encode(text).ids
+        assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids
+        assert tok.encode_batch([text, text]) == [ids, ids]
+        assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
+        stream = tok.decode_stream()
+        for i in ids:
+            stream.step(i)
+        tok(text, return_offsets_mapping=True)
+        tok.meta.split_special_tokens = True  # the common call is then the Python method's
+        assert tok.encode(text) == tok.encode(text, split_special_tokens=True)
+        tok.meta.split_special_tokens = False
+        dropped = weakref.ref(tok)
+        del tok, stream
+        assert dropped() is None, "the tokenizer outlived its last reference"
+        encode = pymtok.load(path).encode
+        assert encode(text) == ids and encode(text, add_special_tokens=False) == hf.encode(
+            text, add_special_tokens=False).ids
+    finally:
+        gc.enable()

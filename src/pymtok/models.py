@@ -51,6 +51,9 @@ class IndexedVocab(Mapping[str, int]):
     encoding runs.
     """
 
+    tables: Any  # the native core's MtokTables the tokens are read from
+    hidden: frozenset[int]  # ids of the tables that are no token of this vocabulary
+
     @abstractmethod
     def token_of(self, id: int) -> str | None: ...
 

@@ -615,14 +615,26 @@ def accelerate_decode(tokenizer: Tokenizer) -> Any:
     bound = max(bound, max(added.by_id, default=-1) + 1)
     if bound > 4 * (model.vocab_size + len(added.by_id)) + 2**16:
         return None  # ids spread far apart: a table by id would be mostly holes
-    tokens = _tokens_by_id(model, bound)
-    for id in added.by_id:
+    # a .mtok's tokens are taken from its records in C: a str per token cost Qwen3's first decode
+    # over 20 ms
+    vocab = model.vocab if type(model).id_to_token is models._VocabModel.id_to_token else None
+    indexed = vocab if isinstance(vocab, models.IndexedVocab) and sp is None else None
+    tokens: list[str | None] = [None] * bound if indexed is not None else _tokens_by_id(model, bound)
+    for id in added.by_id:  # every one has a token for decode
         tokens[id] = added.token_for_decode(id)
-    special = added.special
-    specials = [id for id, token in enumerate(tokens) if token is not None and token in special]
-    kinds = bytes(_sentencepiece_kind(_native, sp, token) for token in tokens) if sp is not None else b""
+
+    def token(id: int) -> str | None:
+        return tokens[id] if indexed is None or tokens[id] is not None else model.id_to_token(id)
+
+    # the ids whose token is special: a special token's model id, where its table holds it, and
+    # the added ids (no pass over every id)
+    candidates = {*added.by_id, *(model.token_to_id(content) for content in added.special)}
+    specials = sorted(id for id in candidates if id is not None and 0 <= id < bound and token(id) in added.special)
+    kinds = bytes(_sentencepiece_kind(_native, sp, t) for t in tokens) if sp is not None else b""
+    records = indexed.tables if indexed is not None else None
+    hidden = tuple(indexed.hidden) if indexed is not None else ()
     try:
-        return _native.Decoder(tokens, specials, tuple(steps), decoder is None, kinds)
+        return _native.Decoder(tokens, specials, tuple(steps), decoder is None, kinds, records, hidden)
     except UnicodeEncodeError:
         return None  # a token with a lone surrogate has no UTF-8 form: the pure path copes
 
@@ -728,6 +740,18 @@ def _built() -> Any:
         warnings.warn(_NOT_BUILT, RuntimeWarning, stacklevel=4)
         return None
     return _native
+
+
+def fast_encode(method: Callable[..., Any]) -> Any:
+    """``Tokenizer.encode`` as the native core's method descriptor (``FastEncode``), which runs
+    the common call in C with what a tokenizer's ``_encode_fast`` holds; the method itself when
+    the core is not built. Quiet: the warning that the core is missing is the first load's."""
+    try:
+        from . import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return method
+    fast = getattr(_native, "FastEncode", None)
+    return fast(method) if fast is not None else method
 
 
 def _core() -> Any:

@@ -191,13 +191,14 @@ class Tokenizer:
         batched = self._native_text is not None and native.is_encoder(encoder)
         self._native_batch = encoder.encode_batch if batched else None
         self._native_arrow = encoder.encode_arrow if batched else None
-        if batched and type(self).encode is Tokenizer.encode:
-            # the common call, encode(text[, add_special_tokens=flag]), in C without this method's
-            # Python frame (which costs more than encoding a word); every other call is the method's
-            self.__dict__["encode"] = encoder.bind(self.normalizer, self.__dict__, Tokenizer.encode.__get__(self))
-        # Tokenizer.decode's native decoder, built on first use (its table costs a pass over the
-        # vocabulary); a callable taking (ids, skip_special_tokens), None for the pure path
-        self._native_decode: Callable[[Any, Any], str | None] = self._first_native_decode
+        if batched:
+            # the class's encode (native.fast_encode) runs the common call, encode(text[,
+            # add_special_tokens=flag]), with these in C, without the method's Python frame (which
+            # costs more than encoding a word); every other call is the method's
+            self._encode_fast = (encoder, self.normalizer)
+        # Tokenizer.decode's native decoder, a callable taking (ids, skip_special_tokens), built on
+        # first use (its table costs a pass over the vocabulary); None until then
+        self._native_decode: Callable[[Any, Any], str | None] | None = None
         # what encoding.call works out per tokenizer (its post-processor, layouts, native
         # offsets), each with what it was made from: a short call costs less than working them out
         self._call_memo: dict[Any, Any] = {}
@@ -209,7 +210,7 @@ class Tokenizer:
     @decoder.setter
     def decoder(self, decoder: decoders.Decoder | None) -> None:
         self._decoder = decoder
-        self._native_decode = self._first_native_decode  # its table holds the old decoder's steps
+        self._native_decode = None  # its table holds the old decoder's steps
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], meta: TokenizerMeta | None = None) -> Tokenizer:
@@ -634,7 +635,7 @@ class Tokenizer:
         transformers text fix-up, giving exactly HF ``tokenizers``' decode.
         """
         # the native decoder takes a list or tuple of ints as it is, and says None to the rest
-        text = self._native_decode(ids, skip_special_tokens)
+        text = (self._native_decode or self._native_decode_fn())(ids, skip_special_tokens)
         if text is None:
             text = self._decode_checked(_token_ids(ids), skip_special_tokens)
         if clean_up_tokenization_spaces is False:
@@ -650,23 +651,20 @@ class Tokenizer:
         return text
 
     def _decode_checked(self, ids: list[int], skip_special_tokens: bool) -> str:
-        text = self._native_decode(ids, skip_special_tokens)
+        text = (self._native_decode or self._native_decode_fn())(ids, skip_special_tokens)
         return text if text is not None else self._decode_tokens(ids, skip_special_tokens)
 
-    def _first_native_decode(self, ids: Any, skip_special_tokens: bool) -> str | None:
-        """``_native_decode`` until the first call, which builds the native decoder's table."""
-        self._native_decoder()
-        text: str | None = self._native_decode(ids, skip_special_tokens)
-        return text
+    def _native_decode_fn(self) -> Callable[[Any, Any], str | None]:
+        """``_native_decode``, built on first use; for the pure path one that answers None."""
+        fast = self._native_decode
+        if fast is None:
+            decoder = native.accelerate_decode(self)
+            fast = self._native_decode = decoder.decode if decoder is not None else _no_native_decode
+        return fast
 
     def _native_decoder(self) -> Any:
         """The native core's ``Decoder`` for this tokenizer (built on first use), None if none."""
-        fast = self._native_decode
-        if fast == self._first_native_decode:
-            decoder = native.accelerate_decode(self)
-            self._native_decode = decoder.decode if decoder is not None else _no_native_decode
-            return decoder
-        return getattr(fast, "__self__", None)
+        return getattr(self._native_decode_fn(), "__self__", None)
 
     def _decode_tokens(self, ids: list[int], skip_special_tokens: bool) -> str:
         tokens: list[str] = []
@@ -1394,6 +1392,11 @@ def _no_encodings() -> list[Any]:
     )
 
 
+# the common call in C, on the class: a tokenizer holding a callable bound to itself would be freed
+# only by the cycle collector
+Tokenizer.encode = native.fast_encode(Tokenizer.encode)  # type: ignore[method-assign]
+
+
 def _no_native_decode(ids: Any, skip_special_tokens: Any) -> None:
     return None
 
@@ -1419,7 +1422,7 @@ class DecodeStream:
             self.step = native.decode_stream(decoder, bool(skip_special_tokens)).step  # type: ignore[method-assign]
 
     def _decode(self, ids: list[int]) -> str:
-        text = self._tok._native_decode(ids, self._skip)
+        text = self._tok._native_decode_fn()(ids, self._skip)
         return text if text is not None else self._tok._decode_tokens(ids, self._skip)
 
     def step(self, id: int) -> str | None:

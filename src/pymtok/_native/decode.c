@@ -368,18 +368,22 @@ int decoder_fold(Decoder *d, DecStep *steps, size_t nsteps) {
             off[id] = pool.len;
             if (!(d->flags[id] & DEC_PRESENT))
                 continue;
-            tl_reset(&a);
-            rc = tl_append(&a, d->pool + d->off[id], d->off[id + 1] - d->off[id]);
-            if (rc == 0)
-                rc = tl_close(&a);
-            for (size_t j = 0; rc == 0 && j < k; j++) {
-                rc = apply_step(&steps[j], &a, &b, &tmp, 0);
-                TokList t = a;
-                a = b;
-                b = t;
+            const uint8_t *s = d->pool + d->off[id];
+            size_t n = d->off[id + 1] - d->off[id];
+            if (k) { /* a ByteLevel decoder alone, the common case, maps the token as it is */
+                tl_reset(&a);
+                rc = tl_append(&a, s, n);
+                if (rc == 0)
+                    rc = tl_close(&a);
+                for (size_t j = 0; rc == 0 && j < k; j++) {
+                    rc = apply_step(&steps[j], &a, &b, &tmp, 0);
+                    TokList t = a;
+                    a = b;
+                    b = t;
+                }
+                n = 0;
+                s = a.n ? tl_at(&a, 0, &n) : a.buf;
             }
-            size_t n = 0;
-            const uint8_t *s = a.n ? tl_at(&a, 0, &n) : a.buf;
             if (rc == 0)
                 rc = byte_level ? append_gpt2_bytes(&pool, s, n) : tl_append(&pool, s, n);
         }

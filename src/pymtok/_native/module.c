@@ -2239,9 +2239,6 @@ static PyObject *Encoder_cache_stats(Encoder *self, PyObject *unused) {
     return Py_BuildValue("(nn)", (Py_ssize_t)atomic_load(&self->cache.count), (Py_ssize_t)atomic_load(&self->cache.resets));
 }
 
-static PyTypeObject BoundEncodeType;
-static PyObject *Encoder_bind(Encoder *self, PyObject *args);
-
 static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))Encoder_encode, METH_FASTCALL,
      "encode(normalized_segment, offset) -> list[int]: the ids of one segment."},
@@ -2268,10 +2265,6 @@ static PyMethodDef Encoder_methods[] = {
      "normalizer, False) with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's\n"
      "process_offsets when trim >= 0 (1: with add_prefix_space); None where only the pure path knows them.\n"
      "With before and after (ids), the ids come within them and the offsets within as many (0, 0)."},
-    {"bind", (PyCFunction)Encoder_bind, METH_VARARGS,
-     "bind(normalizer, attrs, method) -> callable: method (Tokenizer.encode bound to a tokenizer, attrs its\n"
-     "__dict__) with the common call, (text[, add_special_tokens=bool]) while attrs['meta'].split_special_tokens\n"
-     "is False, in C."},
     {"cache_stats", (PyCFunction)Encoder_cache_stats, METH_NOARGS,
      "cache_stats() -> (entries, resets): the piece cache's entries and how often it was emptied when full."},
     {NULL, NULL, 0, NULL},
@@ -2288,117 +2281,143 @@ static PyTypeObject EncoderType = {
     .tp_doc = "A tokenizer model plus pre-tokenizer, encoding normalized segments to ids.",
 };
 
-/* ---- BoundEncode ------------------------------------------------------------------------ */
+/* ---- FastEncode ------------------------------------------------------------------------- */
 
-/* Tokenizer.encode for one tokenizer, as a C callable in the instance's dict: the common call,
- * encode(text) or encode(text, add_special_tokens=flag), goes straight to encode_text without
+/* Tokenizer.encode as the class's attribute, a method descriptor: the common call, encode(text)
+ * or encode(text, add_special_tokens=flag), goes straight to the tokenizer's encode_text without
  * a Python frame (the frame and its keyword parsing cost more than encoding "Hello"); any other
- * call, and every call while meta.split_special_tokens is set, goes to the Python method. */
+ * call, a tokenizer without "_encode_fast" = (Encoder, normalizer) in its __dict__, and every call
+ * while its meta.split_special_tokens is set go to the Python method. It lives on the class, not
+ * as a callable bound to each tokenizer in its __dict__: a tokenizer then holds no reference to
+ * itself and is freed when it is dropped, not at the next full garbage collection (a process
+ * loading a tokenizer per task grew by the tokenizers it had dropped). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    Encoder *encoder;
-    PyObject *normalizer;
-    PyObject *attrs;  /* the tokenizer's __dict__: its meta (which may be replaced, and whose
-                       * split_special_tokens may change) is read on each call */
-    PyObject *method; /* the Python Tokenizer.encode bound to the tokenizer */
-} BoundEncode;
+    PyObject *func; /* the Python Tokenizer.encode */
+} FastEncode;
 
-static PyObject *str_add_special_tokens, *str_split_special_tokens, *str_meta;
+static PyObject *str_add_special_tokens, *str_split_special_tokens, *str_meta, *str_encode_fast;
 
-static PyObject *BoundEncode_vectorcall(BoundEncode *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+/* 1 when the tokenizer's split_special_tokens is off and *fast holds its (Encoder, normalizer)
+ * (a new reference), 0 when the Python method must answer, -1 on an error. */
+static int fast_state(PyObject *tok, PyObject **fast) {
+    PyObject **where = _PyObject_GetDictPtr(tok), *dict = where ? *where : NULL;
+    if (!dict)
+        return 0;
+    PyObject *state = PyDict_GetItemWithError(dict, str_encode_fast);
+    PyObject *meta = state ? PyDict_GetItemWithError(dict, str_meta) : NULL;
+    Py_XINCREF(state);
+    Py_XINCREF(meta);
+    int ok = 0;
+    if (meta && PyTuple_CheckExact(state) && PyTuple_GET_SIZE(state) == 2 &&
+        Py_IS_TYPE(PyTuple_GET_ITEM(state, 0), &EncoderType)) {
+        PyObject *split = PyObject_GetAttr(meta, str_split_special_tokens);
+        ok = split ? split == Py_False : -1;
+        Py_XDECREF(split);
+    } else if (PyErr_Occurred()) {
+        ok = -1;
+    }
+    Py_XDECREF(meta);
+    if (ok == 1)
+        *fast = state;
+    else
+        Py_XDECREF(state);
+    return ok;
+}
+
+static PyObject *FastEncode_vectorcall(FastEncode *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs == 1 && PyUnicode_CheckExact(args[0]) &&
-        (nkw == 0 || (nkw == 1 && PyBool_Check(args[1]) &&
+    if (nargs == 2 && PyUnicode_CheckExact(args[1]) &&
+        (nkw == 0 || (nkw == 1 && PyBool_Check(args[2]) &&
                       (PyTuple_GET_ITEM(kwnames, 0) == str_add_special_tokens ||
                        PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_add_special_tokens) == 0)))) {
-        PyObject *meta = PyDict_GetItemWithError(self->attrs, str_meta), *split;
-        if (!meta && PyErr_Occurred())
+        PyObject *fast = NULL;
+        int ok = fast_state(args[0], &fast);
+        if (ok < 0)
             return NULL;
-        if (!meta)
-            return PyObject_Vectorcall(self->method, args, nargsf, kwnames);
-        if (!(split = PyObject_GetAttr(meta, str_split_special_tokens)))
-            return NULL;
-        Py_DECREF(split); /* a bool: the singletons outlive this call */
-        if (split == Py_False) {
-            PyObject *call[3] = {self->normalizer, args[0], nkw ? args[1] : Py_True};
-            return Encoder_encode_text(self->encoder, call, 3);
+        if (ok) {
+            PyObject *call[3] = {PyTuple_GET_ITEM(fast, 1), args[1], nkw ? args[2] : Py_True};
+            PyObject *ids = Encoder_encode_text((Encoder *)PyTuple_GET_ITEM(fast, 0), call, 3);
+            Py_DECREF(fast);
+            return ids;
         }
     }
-    return PyObject_Vectorcall(self->method, args, nargsf, kwnames);
+    return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
 }
 
-static PyObject *Encoder_bind(Encoder *self, PyObject *args) {
-    PyObject *normalizer, *attrs, *method;
-    if (!PyArg_ParseTuple(args, "OO!O:bind", &normalizer, &PyDict_Type, &attrs, &method))
+/* FastEncode(func): func (Tokenizer.encode) as the descriptor above. */
+static PyObject *FastEncode_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    PyObject *func;
+    if (kw && PyDict_GET_SIZE(kw)) {
+        PyErr_SetString(PyExc_TypeError, "FastEncode() takes no keyword arguments");
         return NULL;
-    BoundEncode *b = PyObject_GC_New(BoundEncode, &BoundEncodeType);
-    if (!b)
+    }
+    if (!PyArg_ParseTuple(args, "O:FastEncode", &func))
         return NULL;
-    b->vectorcall = (vectorcallfunc)BoundEncode_vectorcall;
-    b->encoder = (Encoder *)Py_NewRef(self);
-    b->normalizer = Py_NewRef(normalizer);
-    b->attrs = Py_NewRef(attrs);
-    b->method = Py_NewRef(method);
-    PyObject_GC_Track(b);
-    return (PyObject *)b;
+    if (!PyCallable_Check(func)) {
+        PyErr_SetString(PyExc_TypeError, "FastEncode() takes the Python method it stands for");
+        return NULL;
+    }
+    FastEncode *self = (FastEncode *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    self->vectorcall = (vectorcallfunc)FastEncode_vectorcall;
+    self->func = Py_NewRef(func);
+    return (PyObject *)self;
 }
 
-static int BoundEncode_traverse(BoundEncode *self, visitproc visit, void *arg) {
-    Py_VISIT(self->encoder);
-    Py_VISIT(self->normalizer);
-    Py_VISIT(self->attrs);
-    Py_VISIT(self->method);
+static int FastEncode_traverse(FastEncode *self, visitproc visit, void *arg) {
+    Py_VISIT(self->func);
     return 0;
 }
 
-static int BoundEncode_clear(BoundEncode *self) {
-    Py_CLEAR(self->encoder);
-    Py_CLEAR(self->normalizer);
-    Py_CLEAR(self->attrs);
-    Py_CLEAR(self->method);
+static int FastEncode_clear(FastEncode *self) {
+    Py_CLEAR(self->func);
     return 0;
 }
 
-static void BoundEncode_dealloc(BoundEncode *self) {
+static void FastEncode_dealloc(FastEncode *self) {
     PyObject_GC_UnTrack(self);
-    BoundEncode_clear(self);
-    PyObject_GC_Del(self);
+    FastEncode_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Everything but the call and the class is the Python method's: its name, doc, __self__,
- * pickling, and __wrapped__ for inspect.signature. */
-static PyObject *BoundEncode_getattro(BoundEncode *self, PyObject *name) {
+/* Everything but the call and the class is the Python method's: its name, doc, __wrapped__ for
+ * inspect.signature, so that help(tok.encode) shows the method's signature and doc. */
+static PyObject *FastEncode_getattro(FastEncode *self, PyObject *name) {
     if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__wrapped__") == 0)
-        return Py_NewRef(self->method);
+        return Py_NewRef(self->func);
     if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, "__class__") == 0)
         return PyObject_GenericGetAttr((PyObject *)self, name);
-    return PyObject_GetAttr(self->method, name);
+    return PyObject_GetAttr(self->func, name);
 }
 
-static PyObject *BoundEncode_repr(BoundEncode *self) { return PyObject_Repr(self->method); }
+static PyObject *FastEncode_repr(FastEncode *self) { return PyObject_Repr(self->func); }
 
-/* Never reached through a class (it lives in an instance's dict); it makes inspect see a
- * routine, so that help(tok.encode) shows the method's signature and doc, not this type's. */
-static PyObject *BoundEncode_get(PyObject *self, PyObject *obj, PyObject *type) {
-    (void)obj;
+/* Through the class, the Python function (Tokenizer.encode(tok, text) and help(Tokenizer.encode)
+ * see it); through a tokenizer, a bound method of this descriptor. */
+static PyObject *FastEncode_get(PyObject *self, PyObject *obj, PyObject *type) {
     (void)type;
-    return Py_NewRef(self);
+    if (!obj || obj == Py_None)
+        return Py_NewRef(((FastEncode *)self)->func);
+    return PyMethod_New(self, obj);
 }
 
-static PyTypeObject BoundEncodeType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.BoundEncode",
-    .tp_basicsize = sizeof(BoundEncode),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(BoundEncode, vectorcall),
+static PyTypeObject FastEncodeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "pymtok._native.FastEncode",
+    .tp_basicsize = sizeof(FastEncode),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_vectorcall_offset = offsetof(FastEncode, vectorcall),
     .tp_call = PyVectorcall_Call,
-    .tp_traverse = (traverseproc)BoundEncode_traverse,
-    .tp_clear = (inquiry)BoundEncode_clear,
-    .tp_dealloc = (destructor)BoundEncode_dealloc,
-    .tp_getattro = (getattrofunc)BoundEncode_getattro,
-    .tp_repr = (reprfunc)BoundEncode_repr,
-    .tp_descr_get = BoundEncode_get,
-    .tp_doc = "Tokenizer.encode bound to one tokenizer, the common call in C (Encoder.bind).",
+    .tp_new = FastEncode_new,
+    .tp_traverse = (traverseproc)FastEncode_traverse,
+    .tp_clear = (inquiry)FastEncode_clear,
+    .tp_dealloc = (destructor)FastEncode_dealloc,
+    .tp_getattro = (getattrofunc)FastEncode_getattro,
+    .tp_repr = (reprfunc)FastEncode_repr,
+    .tp_descr_get = FastEncode_get,
+    .tp_doc = "FastEncode(func): Tokenizer.encode with the common call in C, on the class.",
 };
 
 /* ---- Normalizer ------------------------------------------------------------------------- */
@@ -2721,44 +2740,84 @@ static int parse_decoder_step(PyObject *t, DecStep *st) {
     return 0;
 }
 
+/* Each id's token as UTF-8 (*from[id], *len[id]), or NULL: the list's str, else, with records,
+ * the record of the id unless hidden holds it. A str's bytes are its own (valid while the list
+ * is alive), a record's the tables'. */
+static int decoder_sources(PyObject *tokens, PyObject *records, PyObject *hidden, const uint8_t ***from,
+                           size_t **len) {
+    size_t n = (size_t)PyList_GET_SIZE(tokens);
+    *from = calloc(n + 1, sizeof **from);
+    *len = calloc(n + 1, sizeof **len);
+    if (!*from || !*len) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const MtokIndex *x = NULL;
+    if (records != Py_None && !(x = mtok_index(records)))
+        return -1;
+    for (size_t pos = 0, k = 0; x && k < x->count; k++) {
+        const uint8_t *r = x->vocab + pos;
+        size_t size = mtok_u16(r);
+        uint32_t id = mtok_u32(r + 2 + size);
+        pos += 2 + size + x->tail;
+        if (id < n) {
+            (*from)[id] = r + 2;
+            (*len)[id] = size;
+        }
+    }
+    for (Py_ssize_t i = 0; hidden && i < PyTuple_GET_SIZE(hidden); i++) {
+        Py_ssize_t id = PyLong_AsSsize_t(PyTuple_GET_ITEM(hidden, i));
+        if (id == -1 && PyErr_Occurred())
+            return -1;
+        if (id >= 0 && (size_t)id < n)
+            (*from)[id] = NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(tokens, i);
+        Py_ssize_t size = 0;
+        if (t == Py_None)
+            continue;
+        if (!((*from)[i] = (const uint8_t *)PyUnicode_AsUTF8AndSize(t, &size)))
+            return -1;
+        (*len)[i] = (size_t)size;
+    }
+    return 0;
+}
+
 static int DecoderObject_init(DecoderObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"tokens", "specials", "steps", "space_join", "kinds", NULL};
-    PyObject *tokens, *specials, *steps;
+    static char *kwlist[] = {"tokens", "specials", "steps", "space_join", "kinds", "records", "hidden", NULL};
+    PyObject *tokens, *specials, *steps, *records = Py_None, *hidden = NULL;
     int space_join;
     const char *kinds = NULL;
     Py_ssize_t nkinds = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!p|y#", kwlist, &PyList_Type, &tokens, &PyList_Type, &specials,
-                                     &PyTuple_Type, &steps, &space_join, &kinds, &nkinds))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!O!p|y#OO!", kwlist, &PyList_Type, &tokens, &PyList_Type,
+                                     &specials, &PyTuple_Type, &steps, &space_join, &kinds, &nkinds, &records,
+                                     &PyTuple_Type, &hidden))
         return -1;
     decoder_free(&self->d);
     Decoder *d = &self->d;
-    size_t n = (size_t)PyList_GET_SIZE(tokens), total = 0;
+    size_t n = (size_t)PyList_GET_SIZE(tokens), total = 0, *len = NULL;
+    const uint8_t **from = NULL;
+    if (decoder_sources(tokens, records, hidden, &from, &len) < 0)
+        goto fail;
     d->n = n;
     d->space_join = space_join;
     d->flags = calloc(n + 1, 1);
     d->off = malloc((n + 1) * sizeof *d->off);
     if (!d->flags || !d->off)
         goto nomem;
-    for (size_t i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(tokens, i);
-        Py_ssize_t len = 0;
-        if (t != Py_None && !PyUnicode_AsUTF8AndSize(t, &len))
-            goto fail;
-        total += (size_t)len;
-    }
+    for (size_t i = 0; i < n; i++)
+        total += from[i] ? len[i] : 0;
     d->pool = calloc(total + 16, 1); /* decode.c copies short tokens as 16 bytes */
     if (!d->pool)
         goto nomem;
     total = 0;
     for (size_t i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(tokens, i);
         d->off[i] = total;
-        if (t == Py_None)
+        if (!from[i])
             continue;
-        Py_ssize_t len;
-        const char *s = PyUnicode_AsUTF8AndSize(t, &len);
-        memcpy(d->pool + total, s, (size_t)len);
-        total += (size_t)len;
+        memcpy(d->pool + total, from[i], len[i]);
+        total += len[i];
         d->flags[i] = DEC_PRESENT;
     }
     d->off[n] = total;
@@ -2786,10 +2845,14 @@ static int DecoderObject_init(DecoderObject *self, PyObject *args, PyObject *kwd
     }
     if (decoder_fold(d, parsed, nsteps) < 0)
         goto nomem;
+    free(from);
+    free(len);
     return 0;
 nomem:
     PyErr_NoMemory();
 fail:
+    free(from);
+    free(len);
     decoder_free(&self->d);
     return -1;
 }
@@ -2865,9 +2928,10 @@ static PyTypeObject DecoderType = {
     .tp_init = (initproc)DecoderObject_init,
     .tp_dealloc = (destructor)DecoderObject_dealloc,
     .tp_methods = DecoderObject_methods,
-    .tp_doc = "Decoder(tokens, specials, steps, space_join, kinds=b''): a decoder chain over a token table "
+    .tp_doc = "Decoder(tokens, specials, steps, space_join, kinds=b'', records=None, hidden=()): a decoder chain over a token table "
               "(tokens[id] a str or None; specials the ids skip_special_tokens drops; kinds[id] the "
-              "SentencePiece decoder's CONTROL, UNK or BYTE_PIECE flags).",
+              "SentencePiece decoder's CONTROL, UNK or BYTE_PIECE flags; records, MtokTables, the token "
+              "of an id whose tokens[id] is None, unless hidden holds the id).",
 };
 
 /* pymtok._native.DecodeStream(decoder, skip_special_tokens): HF's DecodeStream on a Decoder. */
@@ -3403,9 +3467,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     str_add_special_tokens = PyUnicode_InternFromString("add_special_tokens");
     str_split_special_tokens = PyUnicode_InternFromString("split_special_tokens");
     str_meta = PyUnicode_InternFromString("meta");
-    if (!str_add_special_tokens || !str_split_special_tokens || !str_meta)
+    str_encode_fast = PyUnicode_InternFromString("_encode_fast");
+    if (!str_add_special_tokens || !str_split_special_tokens || !str_meta || !str_encode_fast)
         return NULL;
-    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&BoundEncodeType) < 0 || PyType_Ready(&NormalizerType) < 0 ||
+    if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&FastEncodeType) < 0 || PyType_Ready(&NormalizerType) < 0 ||
         PyType_Ready(&DecoderType) < 0 || PyType_Ready(&DecodeStreamType) < 0 ||
         PyType_Ready(&SentencePieceModelType) < 0 || PyType_Ready(&SentencePieceNormalizerType) < 0)
         return NULL;
@@ -3413,6 +3478,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (!m)
         return NULL;
     if (PyModule_AddObjectRef(m, "Encoder", (PyObject *)&EncoderType) < 0 ||
+        PyModule_AddObjectRef(m, "FastEncode", (PyObject *)&FastEncodeType) < 0 ||
         PyModule_AddObjectRef(m, "Normalizer", (PyObject *)&NormalizerType) < 0 || mtok_tables_register(m) < 0 ||
         PyModule_AddObjectRef(m, "SentencePieceModel", (PyObject *)&SentencePieceModelType) < 0 ||
         PyModule_AddObjectRef(m, "SentencePieceNormalizer", (PyObject *)&SentencePieceNormalizerType) < 0 ||
