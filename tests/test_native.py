@@ -16,6 +16,7 @@ import itertools
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pymtok
-from conftest import corpus_chunks, examples, fixture_path, hf_tokenizer, ours
+from conftest import corpus_chunks, corpus_dir, examples, fixture_path, hf_tokenizer, ours
 from pymtok import native, normalizers
 from test_normalizers import (ALL_CODE_POINTS, grapheme_classes, grapheme_ends, hf_normalizer, marker_charsmap,
                               mismatches, short_members, t5_config)
@@ -624,3 +625,41 @@ def test_native_batch_many_chunks(name: str) -> None:
                 tok.encode_batch(texts[:90] + [bad] + texts[90:], num_threads=threads)  # type: ignore[list-item]
             assert str(batch.value) == str(one.value)
     assert native._affixes(tok.post_processor) == ([2], [])
+
+
+_TWO_REBUILDS = r'''
+import json, random, sys
+from tokenizers import Tokenizer
+import pymtok
+cfg = json.loads(open(sys.argv[1], encoding="utf-8").read())
+cfg["normalizer"] = None
+cfg["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never", "split": False},
+    {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}]}
+hf = Tokenizer.from_str(json.dumps(cfg))
+tok = pymtok.Tokenizer.from_config(cfg)
+assert tok._native_text is not None, "the native core does not run this pipeline"
+text = open(sys.argv[2], encoding="utf-8").read()
+r = random.Random(0)
+for _ in range(3000):
+    start = r.randrange(len(text))
+    piece = text[start:start + r.randrange(r.choice([2, 30, 300, 3000]))]
+    assert tok.encode(piece) == hf.encode(piece).ids, piece
+print("ok")
+'''
+
+
+def test_two_rebuilding_steps_keep_the_buffer_room_right() -> None:
+    """Metaspace then ByteLevel with its prefix space: each step rebuilds the pieces' buffer, and
+    the second one's block may be the one the first freed, where the reused buffer was. Its room
+    was then inferred from the pointer, unchanged, so a long room was kept for a short block and
+    the next longer text was copied past its end (glibc aborted within a few hundred calls of
+    varied lengths). In a child process: such a bug kills the process that has it."""
+    if native._core() is None:
+        pytest.skip("the pure path rebuilds no native buffer")
+    english = corpus_dir() / "en_prose_botchan.txt"
+    proc = subprocess.run(
+        [sys.executable, "-c", _TWO_REBUILDS, str(fixture_path("tokenizers", "qwen3", "tokenizer.json")), str(english)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

@@ -677,13 +677,14 @@ static int read_utf8(Work *w, const uint8_t *s, size_t nb, size_t *n, size_t *ba
     return 0;
 }
 
-/* The pieces' buffers, grown by a pre-tokenizer, kept for the call's next segment. */
+/* The pieces' buffers, grown by a pre-tokenizer, kept for the call's next segment. A rebuilding
+ * step (ByteLevel's prefix space, Metaspace) freed w->buf for a new one, which may lie where the
+ * old one did (a second rebuild gets the first one's freed block): the room is the one Pieces
+ * records, never inferred from whether the pointer changed (that kept a large room for a small
+ * block, and the next text was copied past its end). */
 static void work_keep(Work *w, const Pieces *p) {
-    /* a rebuilding step (ByteLevel's prefix space, Metaspace) freed w->buf for a new one */
-    if (p->buf != w->buf) {
-        w->buf = p->buf;
-        w->buf_cap = p->len;
-    }
+    w->buf = p->buf;
+    w->buf_cap = p->cap;
     w->spans = p->spans;
     w->tmp = p->tmp;
 }
@@ -693,7 +694,7 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
     if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
         return -1;
     memcpy(w->buf, s, n * sizeof *s);
-    Pieces p = {w->buf, n, w->spans, w->tmp};
+    Pieces p = {.buf = w->buf, .len = n, .cap = w->buf_cap, .spans = w->spans, .tmp = w->tmp};
     p.spans.n = 0;
     int err = -1;
     if (!p.spans.cap) {
@@ -1347,7 +1348,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
         if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
             return -1;
         memcpy(w->buf, s, n * sizeof *s);
-        p = (Pieces){w->buf, n, w->spans, w->tmp, .track = 1};
+        p = (Pieces){.buf = w->buf, .len = n, .cap = w->buf_cap, .spans = w->spans, .tmp = w->tmp, .track = 1};
         if (!p.spans.cap) {
             if (!(p.spans.v = malloc(16 * sizeof *p.spans.v)))
                 goto done;

@@ -350,7 +350,7 @@ typedef struct {
  * given first (at NULL: no step rebuilt it, each is its own); the caller frees at. */
 typedef struct {
     uint32_t *buf;
-    size_t len;
+    size_t len, cap; /* cap: buf's room in code points, which a rebuilding step changes */
     Spans spans, tmp;
     int track;
     uint32_t *at;

@@ -426,6 +426,7 @@ static int rebuild(Pieces *p, int (*prefixed)(const Step *, const Pieces *, cons
     }
     free(p->buf);
     p->buf = buf;
+    p->cap = need ? need : 1;
     p->len = w;
     if (at) {
         free(p->at);
