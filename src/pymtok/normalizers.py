@@ -915,8 +915,10 @@ class SentencePiece:
     def _prefix(self, data: bytes, pos: int) -> tuple[bytes, int]:
         """``NormalizePrefix``: the normalized text of the input's next unit and its length in bytes."""
         for length in self._user_lengths:
-            if data[pos : pos + length] in self._user:
-                return data[pos : pos + length], length
+            # near the end the slice is shorter than asked for: its own length is what it takes
+            candidate = data[pos : pos + length]
+            if candidate in self._user:
+                return candidate, len(candidate)
         lead = data[pos]
         size = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
         if self._units:
