@@ -315,7 +315,8 @@ def test_every_pre_tokenizer_name_builds_and_native_declines_what_it_does_not_kn
 
 def test_t5_unigram_gguf_is_sentencepiece_exact(tmp_path: Path) -> None:
     """llama.cpp's t5 (UGM) metadata, made from SentencePiece's own Unigram test model: read and
-    exported, the ids are sentencepiece's on that model (no t5 GGUF ships with the fixtures)."""
+    exported, the ids (and offsets) are sentencepiece's on that model (no t5 GGUF ships with the
+    fixtures)."""
     import sentencepiece
     from sentencepiece import sentencepiece_model_pb2
 
@@ -344,3 +345,4 @@ def test_t5_unigram_gguf_is_sentencepiece_exact(tmp_path: Path) -> None:
         want = oracle.encode(text)
         assert read.encode(text) == want, text
         assert exported.encode(text) == want, text
+        assert call_offsets(read, text) == sentencepiece_offsets(oracle, text), text
