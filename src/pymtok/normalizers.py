@@ -30,7 +30,7 @@ import regex
 
 from .backtracking import timeout_for, too_slow
 from .components import build_component
-from .errors import FormatError
+from .errors import FormatError, PymtokError
 from .onig import code_point_ranges, onig_regex, onig_spans, onig_sub
 from .ucd import GRAPHEME_17
 
@@ -84,7 +84,12 @@ def aligned(normalizer: Normalizer, text: str, spans: Spans) -> tuple[str, Spans
     align = getattr(normalizer, "aligned", None)
     if align is None:
         # a native twin: its pure-Python original tracks alignments
-        align = normalizer.pure.aligned  # type: ignore[attr-defined]
+        align = getattr(getattr(normalizer, "pure", None), "aligned", None)
+    if align is None:
+        raise PymtokError(
+            f"normalizer {getattr(normalizer, '__name__', type(normalizer).__name__)} keeps no alignment: "
+            "offsets, word ids and token strings cannot be given through it"
+        )
     result: tuple[str, Spans] = align(text, spans)
     return result
 
