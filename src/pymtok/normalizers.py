@@ -818,11 +818,12 @@ class SentencePiece:
         The library maps each normalized byte to the start of the input unit (user piece,
         charsmap key, character) that wrote it, and a piece covering normalized bytes
         ``[b, e)`` to the input ``[norm_to_orig[b], norm_to_orig[e])``. So a character's span
-        runs from its unit's start to the start of the next character's unit: input that wrote
-        nothing (a collapsed space, the spaces the ends lose) belongs to the character before,
-        the dummy ``▁`` covers nothing, and the characters one unit wrote (``ﬁ`` -> ``fi``) all
-        start there, only the last reaching its end. Pieces over whole characters then get the
-        library's spans from their first character's start and their last one's end.
+        runs from its unit's start to the start of the next character's unit: input inside the
+        text that wrote nothing (a collapsed space, a character the charsmap deletes) belongs to
+        the character before, the spaces the ends lose to none, the dummy ``▁`` covers nothing,
+        and the characters one unit wrote (``ﬁ`` -> ``fi``) all start there, only the last
+        reaching its end. Pieces over whole characters then get the library's spans from their
+        first character's start and their last one's end.
         """
         data = text.encode("utf-8")
         origins: list[int] = []
