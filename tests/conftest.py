@@ -20,6 +20,7 @@ for the session (a module-scoped fixture would be made again each time its modul
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import random
 from pathlib import Path
@@ -219,6 +220,21 @@ def golden_cases(fixture_name: str) -> list[tuple[str, list[int]]]:
         assert len(inp) == len(outs), f"{base}: {len(inp)} inputs but {len(outs)} id lines"
         cases.extend((text, [int(x) for x in ids.split()]) for text, ids in zip(inp, outs))
     return cases
+
+
+def sentencepiece_offsets(processor: Any, text: str) -> list[tuple[int, int, int]]:
+    """The oracle's offsets: each piece ``sentencepiece`` gives ``text`` as its id and the span
+    of its ``begin`` / ``end`` (UTF-8 byte offsets) in characters; an offset inside a character
+    is a KeyError."""
+    ends = itertools.accumulate((len(c.encode("utf-8")) for c in text), initial=0)
+    char_at = dict(zip(ends, range(len(text) + 1)))
+    return [(p.id, char_at[p.begin], char_at[p.end]) for p in processor.encode(text, return_type="proto").pieces]
+
+
+def call_offsets(tok: Any, text: str) -> list[tuple[int, int, int]]:
+    """pymtok's ``tok(text, return_offsets_mapping=True)`` as (id, start, end), no special tokens."""
+    got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    return [(id, start, end) for id, (start, end) in zip(got["input_ids"], got["offset_mapping"])]
 
 
 # a large vocabulary takes a second to load, several on the pure path; one worker runs a model's

@@ -255,6 +255,19 @@ def test_unsupported_keywords_raise() -> None:
         tok(["a", "b"], "c")
 
 
+def test_offsets_through_a_normalizer_without_alignment_raise() -> None:
+    """A Tokenizer built around any callable normalizer encodes, but pymtok cannot say where its
+    output comes from: offsets and what is built on them raise a pymtok error naming it."""
+    from pymtok.errors import PymtokError
+
+    tok = pymtok.Tokenizer(model=pymtok.models.WordPiece(vocab={"[UNK]": 0, "a": 1}, unk_token="[UNK]"),
+                           normalizer=str.lower)
+    assert tok.encode("A") == [1]
+    for call in (lambda: tok("A", return_offsets_mapping=True), lambda: tok("A").word_ids(), lambda: tok.encode_words("A")):
+        with pytest.raises(PymtokError, match="normalizer lower keeps no alignment"):
+            call()
+
+
 def test_return_tensors_pt_when_torch_is_installed() -> None:
     torch = pytest.importorskip("torch")
     got = ours("qwen3")(["a b", "c"], padding=True, return_tensors="pt")

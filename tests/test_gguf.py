@@ -9,7 +9,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import corpus_chunks, examples, fixture_path, hf_tokenizer
+from conftest import call_offsets, corpus_chunks, examples, fixture_path, hf_tokenizer, sentencepiece_offsets
 from corruption import corrupted
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -112,6 +112,55 @@ def _against_hf(name: str, n: int, exported: pymtok.Tokenizer) -> None:
 @pytest.mark.parametrize("name", [*HF_FOR, "gpt-2"])
 def test_matches_the_hf_tokenizer_on_the_full_corpus_sample(name: str, tmp_path: Path) -> None:
     _against_hf(name, FULL, read_mtok(pymtok.export(gguf_file(name), tmp_path)))
+
+
+def _library_model(name: str) -> bytes:
+    """The file's llama vocabulary as a sentencepiece .model, for the library to give offsets
+    of: its tokens, scores and types, BPE with byte fallback, the ▁ prefix as the file says, no
+    charsmap, spaces kept. One UNKNOWN piece, the file's unknown id; its other UNKNOWN and
+    USER_DEFINED tokens (phi-3's padding and "</s>") are pymtok's added tokens, CONTROL here,
+    and texts holding an added token are not given to the library."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    v = read_metadata(gguf_file(name)).values
+    proto = sentencepiece_model_pb2.ModelProto()
+    unk = v["tokenizer.ggml.unknown_token_id"]
+    for i, (token, score, kind) in enumerate(
+        zip(v["tokenizer.ggml.tokens"], v["tokenizer.ggml.scores"], v["tokenizer.ggml.token_type"])
+    ):
+        kind = 2 if i == unk else 3 if kind in (2, 3, 4) else kind
+        proto.pieces.add(piece=token, score=score, type=kind)
+    trainer = proto.trainer_spec
+    trainer.model_type, trainer.byte_fallback = 2, True  # BPE
+    trainer.unk_id, trainer.bos_id, trainer.eos_id, trainer.pad_id = unk, v["tokenizer.ggml.bos_token_id"], -1, -1
+    spec = proto.normalizer_spec
+    spec.name, spec.add_dummy_prefix = "identity", v.get("tokenizer.ggml.add_space_prefix", True)
+    spec.remove_extra_whitespaces, spec.escape_whitespaces = False, True
+    return proto.SerializeToString()
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "phi-3"])
+def test_sentencepiece_vocabularies_give_the_librarys_offsets(name: str, tmp_path: Path) -> None:
+    """Offsets of the llama (SentencePiece BPE) vocabularies are the library's on the same
+    vocabulary (its ids checked equal first), read and exported; around an added token each side
+    is normalized alone (a ▁ prefix of its own), as its ids are."""
+    sentencepiece = pytest.importorskip("sentencepiece")
+    sp = sentencepiece.SentencePieceProcessor(model_proto=_library_model(name))
+    tok = loaded(name)
+    added = [t["content"] for t in tok.config["added_tokens"]]
+    hand = ("  Hello   world  ", "ﬁne ＡＢＣ \U0001f600\u0644\u064e", "\n", " \n x\t", "\u2581 \u2581\u2581x")
+    texts = [t for t in (*chunks(FAST), *hand) if not any(a in t for a in added)]
+    for reader in (tok, read_mtok(write_mtok(tok, tmp_path / "tokenizer.mtok"))):
+        for text in texts:
+            want = sentencepiece_offsets(sp, text)
+            assert reader.encode(text, add_special_tokens=False) == [id for id, _, _ in want], text
+            assert call_offsets(reader, text) == want, text
+    left, right = "Hello  world", "ﬁne\U0001f600 x"
+    shift = len(left) + len("<s>")
+    assert call_offsets(tok, left + "<s>" + right) == [
+        *sentencepiece_offsets(sp, left), (1, len(left), shift),
+        *((id, start + shift, end + shift) for id, start, end in sentencepiece_offsets(sp, right)),
+    ]
 
 
 def test_metadata_into_the_pipeline() -> None:
@@ -266,7 +315,8 @@ def test_every_pre_tokenizer_name_builds_and_native_declines_what_it_does_not_kn
 
 def test_t5_unigram_gguf_is_sentencepiece_exact(tmp_path: Path) -> None:
     """llama.cpp's t5 (UGM) metadata, made from SentencePiece's own Unigram test model: read and
-    exported, the ids are sentencepiece's on that model (no t5 GGUF ships with the fixtures)."""
+    exported, the ids (and offsets) are sentencepiece's on that model (no t5 GGUF ships with the
+    fixtures)."""
     import sentencepiece
     from sentencepiece import sentencepiece_model_pb2
 
@@ -295,3 +345,4 @@ def test_t5_unigram_gguf_is_sentencepiece_exact(tmp_path: Path) -> None:
         want = oracle.encode(text)
         assert read.encode(text) == want, text
         assert exported.encode(text) == want, text
+        assert call_offsets(read, text) == sentencepiece_offsets(oracle, text), text

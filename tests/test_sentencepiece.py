@@ -13,13 +13,14 @@ import io
 import os
 import random
 import shutil
+import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import corpus_chunks, corpus_files, examples, fixture_path, full_tier
+from conftest import call_offsets, corpus_chunks, corpus_files, examples, fixture_path, full_tier, sentencepiece_offsets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -65,10 +66,16 @@ def mismatches(tok: pymtok.Tokenizer, sp: Any, texts: tuple[str, ...], **special
     return [t for t in texts if tok.encode(t, add_special_tokens=on) != sp.encode(t, **special)][:5]
 
 
+def offset_mismatches(tok: pymtok.Tokenizer, sp: Any, texts: tuple[str, ...]) -> list[str]:
+    return [t for t in texts if call_offsets(tok, t) != sentencepiece_offsets(sp, t)][:5]
+
+
 def check_model(tok: pymtok.Tokenizer, sp: Any, texts: tuple[str, ...]) -> None:
+    """Ids, decoding and offsets are the library's."""
     assert mismatches(tok, sp, texts) == []
     for ids in (sp.encode(t) for t in texts):
         assert tok.decode(ids) == sp.decode(ids)
+    assert offset_mismatches(tok, sp, texts) == []
 
 
 # -- the fixtures, loaded and exported -------------------------------------------------------
@@ -200,6 +207,7 @@ def test_hypothesis_strings(name: str, text: str) -> None:
     ids = sp.encode(text)
     assert tok.encode(text, add_special_tokens=False) == ids
     assert tok.decode(ids) == sp.decode(ids)
+    assert call_offsets(tok, text) == sentencepiece_offsets(sp, text)
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -336,6 +344,7 @@ def test_edited_models_hypothesis(edit: str, text: str) -> None:
         data = edited(base, edit)
         tok, sp = _loaded(data), _sp(data)
         assert tok.encode(text, add_special_tokens=False) == sp.encode(text), (base, text)
+        assert call_offsets(tok, text) == sentencepiece_offsets(sp, text), (base, text)
 
 
 # -- long texts, which the native core normalizes and encodes a part at a time ----------------
@@ -444,6 +453,87 @@ def test_byte_fallback_user_defined_model(tmp_path: Path) -> None:
     path = tmp_path / "m.model"
     path.write_bytes(data)
     check_model(pymtok.load(path), spm.SentencePieceProcessor(model_proto=data), _EDIT_TEXTS + chunks(DEFAULT_CHUNKS)[:100])
+
+
+# -- offsets: tok(..., return_offsets_mapping=True) and what is built on them -----------------
+
+# Where the library's spans are not those of transformers' conversion of the same .model (which
+# gives the dummy prefix's own "▁" piece the character after it, a collapsed run of spaces its
+# last space, an unknown piece no dropped input after it, and every byte piece its character):
+# those pieces, ends and runs of spaces, characters the charsmap writes as several (ﬁ, ㌔),
+# characters it deletes, unknown characters, byte pieces of one character.
+_OFFSET_TEXTS = (
+    "  lead  and   trail  ", "\u0644\u064e\u0642\u064e\u062f \u0643\u064e\u0627\u0646 ", "ﬁ ﬂ ① ㌔ ｶﾞ",
+    "x\u200by \u200b", "\U0001f600\U0001f601 \U0001f600", "a\n\n  b\t\tc\r\n", "\u65e5\u672c \ud55c\uad6d\uc5b4",
+    "\u2581 \u2581\u2581x", "\u3000\u3000full\u3000width\u3000", "\x00\x7f",
+)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_offsets_are_the_librarys(name: str, tmp_path: Path) -> None:
+    """Every piece's span is the library's ``begin`` / ``end`` (in characters), read from the
+    .model and from its .mtok (and, for mistral, whose type-0 file is exact, its .txt)."""
+    sp = oracle(name)
+    readers = [loaded(name), pymtok.load(export_report(model_path(name), tmp_path / "mtok")[0])]
+    if name == "mistral-7b-v0.1.model":
+        readers.append(pymtok.load(export_report(model_path(name), tmp_path / "txt", format="txt")[0]))
+    for tok in readers:
+        assert offset_mismatches(tok, sp, _EDIT_TEXTS + _OFFSET_TEXTS) == []
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_call_fields_beside_the_offsets(name: str) -> None:
+    """With BOS and EOS around the text: transformers' layout around the library's pieces (its
+    proto API gives no spans for BOS and EOS; transformers' are (0, 0) and masked), one word
+    (no pre-tokenizer: transformers' conversion of the .model gives one too, its Metaspace not
+    splitting), and char_to_token the piece whose span holds the character; a batch and a pair
+    the same, row by row and sequence by sequence."""
+    tok, sp = read_model(model_path(name), add_bos=True, add_eos=True), oracle(name)
+    texts = ["  Hello   world ", "ﬁne\tＡＢＣ \U0001f600\u0644\u064e", "x"]
+    keywords: dict[str, Any] = {"return_offsets_mapping": True, "return_special_tokens_mask": True}
+    batch = tok(texts, **keywords)
+    for row, text in enumerate(texts):
+        pieces = sentencepiece_offsets(sp, text)
+        single = tok(text, **keywords)
+        assert single["input_ids"] == batch["input_ids"][row] == [sp.bos_id(), *(p[0] for p in pieces), sp.eos_id()]
+        assert single["offset_mapping"] == batch["offset_mapping"][row] == [(0, 0), *((s, e) for _, s, e in pieces), (0, 0)]
+        assert single["special_tokens_mask"] == [1, *[0] * len(pieces), 1]
+        assert single.word_ids() == [None, *[0] * len(pieces), None]
+        for char in range(len(text)):
+            holder = next((i + 1 for i, (_, s, e) in enumerate(pieces) if s <= char < e), None)
+            assert single.char_to_token(char) == batch.char_to_token(row, char) == holder, (text, char)
+    first, second = texts[0], texts[1]
+    pair = tok(first, second, **keywords)
+    offsets = [(s, e) for _, s, e in sentencepiece_offsets(sp, first) + sentencepiece_offsets(sp, second)]
+    assert [o for o, mask in zip(pair["offset_mapping"], pair["special_tokens_mask"]) if not mask] == offsets
+
+
+def _charsmap_of_one_byte(key: int, value: bytes) -> bytes:
+    """A precompiled charsmap mapping the single byte ``key`` to ``value``: darts-clone units (the
+    root's child for a byte ``b`` at ``1 ^ b``, the child's leaf beside it) in the 1024-byte
+    blocks the library reads, then the replacements."""
+    units = [0] * 256
+    units[0] = 1 << 10
+    child = 1 ^ key
+    units[child] = 1 << 10 | 0x100 | key
+    units[child ^ 1] = 1 << 31
+    trie = struct.pack(f"<{len(units)}I", *units)
+    return struct.pack("<I", len(trie)) + trie + value + b"\0"
+
+
+def test_offsets_inside_a_character_are_refused() -> None:
+    """A charsmap key that ends inside a character (no trainer writes one; a .model may hold it):
+    the library's offsets then fall inside the character, which no character offset can say, so
+    asking for offsets raises rather than rounding them."""
+    proto = proto_of("test_model.model")
+    proto.normalizer_spec.precompiled_charsmap = _charsmap_of_one_byte(0xC3, b"x")  # é's first byte
+    data = proto.SerializeToString()
+    tok, sp = _loaded(data), _sp(data)
+    with pytest.raises(KeyError):
+        sentencepiece_offsets(sp, "a\u00e9")
+    assert call_offsets(tok, "ab") == sentencepiece_offsets(sp, "ab")
+    with pytest.raises(FormatError, match="charsmap key ends inside a character"):
+        tok("a\u00e9", return_offsets_mapping=True)
 
 
 # -- the wire-format reader ------------------------------------------------------------------

@@ -697,7 +697,8 @@ class SentencePieceUnigram(Unigram):
         return out
 
     def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
-        """``_tokenize``'s ids with the UTF-8 byte span each covers (byte pieces: their character's)."""
+        """``_tokenize``'s ids with the UTF-8 byte span each covers, as the library reports them
+        (see :func:`_byte_pieces`)."""
         out: list[tuple[int, int, int]] = []
         previous_unk = False
         at = 0
@@ -708,9 +709,7 @@ class SentencePieceUnigram(Unigram):
                 previous_unk = False
                 continue
             if self.byte_fallback:
-                for b in text.encode("utf-8"):
-                    byte_id = self.vocab.get(byte_token(b))
-                    out.append((byte_id if byte_id is not None else id, start, at))
+                out += _byte_pieces(self.vocab, text, id, start, at)
             elif previous_unk:
                 out[-1] = (id, out[-1][1], at)
             else:
@@ -817,7 +816,7 @@ class SentencePieceBPE(_VocabModel):
         self.piece_types = piece_types
         self.unk_id = unk_id
         self.byte_fallback = byte_fallback
-        self._symbols = symbols
+        self._mergeable = symbols
         self._scores = list(array("f", scores))  # the library keeps scores as float32
         self._user = {p for p, t in zip(pieces, piece_types) if t == self._USER_DEFINED}
         self._user_lengths = sorted({len(p) for p in self._user}, reverse=True)
@@ -848,9 +847,10 @@ class SentencePieceBPE(_VocabModel):
                 i += 1
         return parts, frozen
 
-    def _tokenize(self, piece: str) -> list[int]:
+    def _symbols(self, piece: str) -> list[str]:
+        """The piece's symbols once merged, in order, each UNUSED one split back into its two."""
         parts, frozen = self._split(piece)
-        symbols, scores, types, unused = self._symbols, self._scores, self.piece_types, self._UNUSED
+        symbols, scores, types, unused = self._mergeable, self._scores, self.piece_types, self._UNUSED
         n = len(parts)
         prev = list(range(-1, n - 1))
         nxt = [*range(1, n), -1]
@@ -882,29 +882,62 @@ class SentencePieceBPE(_VocabModel):
             push(prev[left], left)
             push(left, nxt[left])
 
+        out: list[str] = []
+
+        def resegment(word: str) -> None:
+            if types[self.vocab.get(word, self.unk_id)] == unused and word in rev_merge:
+                left, right = rev_merge[word]
+                resegment(left)
+                resegment(right)
+            else:
+                out.append(word)
+
+        i = 0 if n else -1
+        while i >= 0:
+            resegment(parts[i])
+            i = nxt[i]
+        return out
+
+    def _tokenize(self, piece: str) -> list[int]:
         out: list[int] = []
         previous_unk = False
-
-        def emit(word: str) -> None:
-            nonlocal previous_unk
+        for word in self._symbols(piece):
             id = self.vocab.get(word, self.unk_id)
-            if types[id] == unused and word in rev_merge:
-                left, right = rev_merge[word]
-                emit(left)
-                emit(right)
-                return
-            unknown = types[id] == self._UNKNOWN
+            unknown = self.piece_types[id] == self._UNKNOWN
             if unknown and self.byte_fallback:
                 out.extend(self.vocab.get(byte_token(b), id) for b in word.encode("utf-8"))
             elif not (unknown and previous_unk):
                 out.append(id)  # a run of unknown symbols is one unknown piece
             previous_unk = unknown
-
-        i = 0 if n else -1
-        while i >= 0:
-            emit(parts[i])
-            i = nxt[i]
         return out
+
+    def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
+        """``_tokenize``'s ids with the UTF-8 byte span each covers, as the library reports them:
+        a run of unknown symbols spans all of them, byte pieces as :func:`_byte_pieces` says."""
+        out: list[TokenSpan] = []
+        previous_unk = False
+        at = 0
+        for word in self._symbols(piece):
+            start, at = at, at + len(word.encode("utf-8"))
+            id = self.vocab.get(word, self.unk_id)
+            unknown = self.piece_types[id] == self._UNKNOWN
+            if unknown and self.byte_fallback:
+                out += _byte_pieces(self.vocab, word, id, start, at)
+            elif unknown and previous_unk:
+                out[-1] = (id, out[-1][1], at)
+            else:
+                out.append((id, start, at))
+            previous_unk = unknown
+        return out
+
+
+def _byte_pieces(vocab: Mapping[str, int], text: str, unk_id: int, start: int, end: int) -> list[TokenSpan]:
+    """The byte-fallback pieces of an unknown character at ``[start, end)``, spanned as the
+    library spans them: the last covers the character, the others nothing at its start (the
+    library's own missing byte piece is the unknown id)."""
+    encoded = text.encode("utf-8")
+    last = len(encoded) - 1
+    return [(vocab.get(byte_token(b), unk_id), start, end if k == last else start) for k, b in enumerate(encoded)]
 
 
 def _model_type(cfg: Mapping[str, Any]) -> str:

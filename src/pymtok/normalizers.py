@@ -30,7 +30,7 @@ import regex
 
 from .backtracking import timeout_for, too_slow
 from .components import build_component
-from .errors import FormatError
+from .errors import FormatError, PymtokError
 from .onig import code_point_ranges, onig_regex, onig_spans, onig_sub
 from .ucd import GRAPHEME_17
 
@@ -84,7 +84,12 @@ def aligned(normalizer: Normalizer, text: str, spans: Spans) -> tuple[str, Spans
     align = getattr(normalizer, "aligned", None)
     if align is None:
         # a native twin: its pure-Python original tracks alignments
-        align = normalizer.pure.aligned  # type: ignore[attr-defined]
+        align = getattr(getattr(normalizer, "pure", None), "aligned", None)
+    if align is None:
+        raise PymtokError(
+            f"normalizer {getattr(normalizer, '__name__', type(normalizer).__name__)} keeps no alignment: "
+            "offsets, word ids and token strings cannot be given through it"
+        )
     result: tuple[str, Spans] = align(text, spans)
     return result
 
@@ -804,7 +809,50 @@ class SentencePiece:
             return text
         if not self._units and not self._user:
             return self._plain(text)
+        return self._normalize(text.encode("utf-8"), None)
+
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        """``self(text)`` and, per character of it, the span of ``text`` it stands for, as the
+        library's ``norm_to_orig`` gives them.
+
+        The library maps each normalized byte to the start of the input unit (user piece,
+        charsmap key, character) that wrote it, and a piece covering normalized bytes
+        ``[b, e)`` to the input ``[norm_to_orig[b], norm_to_orig[e])``. So a character's span
+        runs from its unit's start to the start of the next character's unit: input inside the
+        text that wrote nothing (a collapsed space, a character the charsmap deletes) belongs to
+        the character before, the spaces the ends lose to none, the dummy ``▁`` covers nothing,
+        and the characters one unit wrote (``ﬁ`` -> ``fi``) all start there, only the last
+        reaching its end. Pieces over whole characters then get the library's spans from their
+        first character's start and their last one's end.
+        """
         data = text.encode("utf-8")
+        origins: list[int] = []
+        normalized = self._normalize(data, origins)
+        if not normalized:
+            return normalized, []
+        char_at = _char_indices(text, data)
+        last = spans[-1][1]
+
+        def caller(byte: int) -> int:
+            index = char_at[byte]
+            if index < 0:
+                raise FormatError(
+                    f"normalizer SentencePiece: a charsmap key ends inside a character (byte {byte} of the "
+                    "text): its offsets cannot be given in characters"
+                )
+            return spans[index][0] if index < len(spans) else last
+
+        out: Spans = []
+        at = 0
+        for c in normalized:
+            after = at + len(c.encode("utf-8"))
+            out.append((caller(origins[at]), caller(origins[after])))
+            at = after
+        return normalized, out
+
+    def _normalize(self, data: bytes, origins: list[int] | None) -> str:
+        """``Normalize`` on UTF-8 bytes; into ``origins``, if given, its ``norm_to_orig``: per
+        output byte the offset of ``data`` where the unit that wrote it starts, then the end."""
         n, pos = len(data), 0
         space = self._SPACE if self.escape_whitespaces else b" "
         if self.remove_extra_whitespaces:
@@ -818,22 +866,36 @@ class SentencePiece:
         out = bytearray()
         if self.add_dummy_prefix and not self.treat_whitespace_as_suffix:
             out += space
+            if origins is not None:
+                origins += [pos] * len(space)
         previous_space = self.remove_extra_whitespaces
         while pos < n:
             piece, used = self._prefix(data, pos)
             if previous_space:
                 piece = piece.lstrip(b" ")
             if piece:
-                out += piece.replace(b" ", self._SPACE) if self.escape_whitespaces else piece
+                written = piece.replace(b" ", self._SPACE) if self.escape_whitespaces else piece
+                out += written
+                if origins is not None:
+                    origins += [pos] * len(written)
                 previous_space = piece.endswith(b" ")
             pos += used
             if not self.remove_extra_whitespaces:
                 previous_space = False
         if self.remove_extra_whitespaces:
             while out.endswith(space):
-                del out[-len(space):]
+                kept = len(out) - len(space)
+                del out[kept:]
+                if origins is not None:
+                    # the end moves back to where the first of the dropped spaces came from
+                    pos = origins[kept]
+                    del origins[kept:]
         if self.add_dummy_prefix and self.treat_whitespace_as_suffix:
             out += space
+            if origins is not None:
+                origins += [pos] * len(space)
+        if origins is not None:
+            origins.append(pos)
         try:
             return out.decode("utf-8")
         except UnicodeDecodeError:
@@ -859,8 +921,10 @@ class SentencePiece:
     def _prefix(self, data: bytes, pos: int) -> tuple[bytes, int]:
         """``NormalizePrefix``: the normalized text of the input's next unit and its length in bytes."""
         for length in self._user_lengths:
-            if data[pos : pos + length] in self._user:
-                return data[pos : pos + length], length
+            # near the end the slice is shorter than asked for: its own length is what it takes
+            candidate = data[pos : pos + length]
+            if candidate in self._user:
+                return candidate, len(candidate)
         lead = data[pos]
         size = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
         if self._units:
@@ -902,6 +966,20 @@ class SentencePiece:
 
 
 _SPACE_RUNS = re.compile(" {2,}")
+
+
+def _char_indices(text: str, data: bytes) -> list[int]:
+    """Per byte offset of ``data`` (``text`` in UTF-8, its end included), the index of the
+    character starting there, or -1 inside one."""
+    if len(data) == len(text):
+        return list(range(len(text) + 1))
+    out = [-1] * (len(data) + 1)
+    at = 0
+    for i, c in enumerate(text):
+        out[at] = i
+        at += len(c.encode("utf-8"))
+    out[at] = len(text)
+    return out
 
 
 def _sp_valid_utf8(data: bytes, pos: int) -> int:

@@ -370,12 +370,16 @@ class Tokenizer:
                 # HF's Unigram names a token by the text it covers (unknown text included), except
                 # byte-fallback tokens; the other models by their vocabulary string
                 by_text = isinstance(self.model, models.Unigram)
+                # encoded once: a sentencepiece source's piece is its whole text
+                encoded = sub.encode("utf-8") if by_text else b""
                 for id, start, end in self.model.tokenize_offsets(sub):
                     token = self.model.id_to_token(id) or ""
                     if by_text and not _BYTE_TOKEN.fullmatch(token):
-                        token = sub.encode("utf-8")[start:end].decode("utf-8", "replace")
-                    out.append((id, token, sub_spans[char_at(start)][0],
-                                sub_spans[char_at(max(end - 1, start))][1], word))
+                        token = encoded[start:end].decode("utf-8", "replace")
+                    begin = sub_spans[char_at(start)][0]
+                    # an empty span is a sentencepiece byte piece before a character's last one,
+                    # which covers nothing at the character's start
+                    out.append((id, token, begin, begin if end == start else sub_spans[char_at(end - 1)][1], word))
                 word += 1
         return out
 
