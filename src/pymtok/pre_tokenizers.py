@@ -28,6 +28,7 @@ from .byte_level import PIECE_CHARS
 from .components import build_component
 from .errors import FormatError
 from .onig import FLAGS, hex_class, onig_regex, onig_spans, unicode_16_set, unicode_17_set
+from .ucd_scripts import SCRIPT_CLASSES
 
 PreToken = tuple[str, int]
 
@@ -308,35 +309,12 @@ class Whitespace:
         return _matches(_words(), pieces)
 
 
-# The scripts of HF's table (Unicode 9.0, from SentencePiece); a character of any other script,
-# and the space, is "Any": it never starts a piece. Hiragana, Katakana and U+30FC count as Han.
-_SCRIPTS_9 = (
-    "Adlam Ahom AnatolianHieroglyphs Arabic Armenian Avestan Balinese Bamum BassaVah Batak "
-    "Bengali Bhaiksuki Bopomofo Brahmi Braille Buginese Buhid CanadianAboriginal Carian "
-    "CaucasianAlbanian Chakma Cham Cherokee Common Coptic Cuneiform Cypriot Cyrillic Deseret "
-    "Devanagari Duployan EgyptianHieroglyphs Elbasan Ethiopic Georgian Glagolitic Gothic Grantha "
-    "Greek Gujarati Gurmukhi Hangul Hanunoo Hatran Hebrew ImperialAramaic Inherited "
-    "InscriptionalPahlavi InscriptionalParthian Javanese Kaithi Kannada KayahLi Kharoshthi Khmer "
-    "Khojki Khudawadi Lao Latin Lepcha Limbu LinearA LinearB Lisu Lycian Lydian Mahajani "
-    "Malayalam Mandaic Manichaean Marchen MeeteiMayek MendeKikakui MeroiticCursive "
-    "MeroiticHieroglyphs Miao Modi Mongolian Mro Multani Myanmar Nabataean NewTaiLue Newa Nko "
-    "Ogham OlChiki OldHungarian OldItalic OldNorthArabian OldPermic OldPersian OldSouthArabian "
-    "OldTurkic Oriya Osage Osmanya PahawhHmong Palmyrene PauCinHau PhagsPa Phoenician "
-    "PsalterPahlavi Rejang Runic Samaritan Saurashtra Sharada Shavian Siddham SignWriting "
-    "Sinhala SoraSompeng Sundanese SylotiNagri Syriac Tagalog Tagbanwa TaiLe TaiTham TaiViet "
-    "Takri Tamil Tangut Telugu Thaana Thai Tibetan Tifinagh Tirhuta Ugaritic Vai WarangCiti Yi"
-).split()
-
-
 @functools.cache
 def _script_runs() -> regex.Pattern[str]:
-    return regex.compile(
-        r"(?P<Han>[\p{sc=Han}\p{sc=Hiragana}\p{sc=Katakana}\u30fc]+)|"
-        + "|".join(
-            f"(?P<{name}>[\\p{{sc={name}}}--[ \\u30fc]]+)" for name in _SCRIPTS_9
-        ),
-        FLAGS,
-    )
+    """A run of one script class's characters, a named group a class (ucd_scripts: HF's own
+    table, not today's Unicode or the installed regex's, which give scripts to characters HF's
+    older table calls "Any" and move others); the "Any" characters match none."""
+    return regex.compile("|".join(f"(?P<s{k}>{hex_class(ranges)}+)" for k, ranges in enumerate(SCRIPT_CLASSES)))
 
 
 class UnicodeScripts:
