@@ -104,6 +104,8 @@ static PyTypeObject TablesType;
 
 int mtok_tables_check(PyObject *o) { return PyObject_TypeCheck(o, &TablesType); }
 
+const MtokIndex *mtok_tables_index(PyObject *tables) { return &((Tables *)tables)->x; }
+
 /* FormatError("<section> at byte <at>: <message>"); mtok.py puts the file name in front. */
 static void format_error(const char *section, size_t at, const char *fmt, ...) {
     PyObject *errors = PyImport_ImportModule("pymtok.errors");

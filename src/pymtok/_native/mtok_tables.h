@@ -135,6 +135,8 @@ int32_t mtok_byte_level_id(const MtokIndex *x, const uint8_t *b, size_t n);
 /* The Python side (mtok_tables.c): the MtokTables type and the encoder builders taking it. */
 int mtok_tables_register(PyObject *module);
 int mtok_tables_check(PyObject *o);
+/* The index of an MtokTables (mtok_tables_check): its records, whether built or not. */
+const MtokIndex *mtok_tables_index(PyObject *tables);
 int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id);
 int mtok_build_wordpiece(WordPiece *m, PyObject *tables, PyObject *prefix, int32_t *max_id);
 #endif

@@ -58,6 +58,47 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail) {
     *trail = n - b;
 }
 
+static inline void length_put(int32_t *v, size_t len) {
+    int32_t n = len > INT32_MAX ? -1 : (int32_t)len;
+    *v = *v == 0 || *v == n ? n : -1;
+}
+
+/* The characters of UTF-8 s[0..n) when it is well-formed (as Python's strict decoder takes it),
+ * else -1: a byte-level token holding part of a character. */
+static int64_t utf8_chars(const uint8_t *s, size_t n) {
+    int64_t chars = 0;
+    for (size_t i = 0, sub, k; i < n; i += k, chars++)
+        if (!(k = utf8_sequence(s + i, n - i, &sub)))
+            return -1;
+    return chars;
+}
+
+void offsets_measure(const TokenMeasure *m, const uint8_t *s, size_t n, int64_t id) {
+    if (id < 0 || (uint64_t)id >= m->bound)
+        return;
+    if (m->kind == LENGTHS_WORDPIECE) {
+        length_put(&m->first[id], n);
+        if (n >= m->naffix && bytes_eq(s, m->affix, m->naffix))
+            length_put(&m->second[id], n - m->naffix);
+        return;
+    }
+    if (m->naffix && n >= m->naffix && bytes_eq(s + n - m->naffix, m->affix, m->naffix))
+        n -= m->naffix;
+    length_put(&m->first[id], n);
+    if (m->kind == LENGTHS_BYTE_LEVEL) {
+        int64_t chars = utf8_chars(s, n);
+        if (chars < 0)
+            m->second[id] = -1;
+        else
+            length_put(&m->second[id], (size_t)chars);
+        return;
+    }
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++)
+        chars += (s[i] & 0xC0) != 0x80;
+    length_put(&m->second[id], chars);
+}
+
 int offsets_lengths_init(OffsetLengths *L, const int32_t *chars) {
     const int32_t *full[3] = {L->first, L->cont, chars};
     uint8_t **compact[3] = {&L->first8, &L->cont8, &L->chars8};
@@ -68,9 +109,11 @@ int offsets_lengths_init(OffsetLengths *L, const int32_t *chars) {
         if (!v)
             return -1;
         /* 255: beyond the table, in the full one; characters have none, the token is taken for
-         * unknown there */
+         * unknown there, as where its bytes are not known */
         for (size_t i = 0; i < L->n; i++)
-            v[i] = full[t][i] <= 0 || (t == 2 && full[t][i] >= 255) ? 0 : full[t][i] >= 255 ? 255 : (uint8_t)full[t][i];
+            v[i] = full[t][i] <= 0 || (t == 2 && (full[t][i] >= 255 || L->first[i] < 0)) ? 0
+                   : full[t][i] >= 255                                                  ? 255
+                                                                                        : (uint8_t)full[t][i];
         *compact[t] = v;
     }
     return 0;
