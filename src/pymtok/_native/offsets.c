@@ -382,11 +382,13 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
          * knows the offsets */
         if (!m || m > nids - k)
             return -2;
-        if (m == 1 && L->tiles && trim == OFF_NO_TRIM && words[w].nc) {
+        if (m == 1 && L->tiles && words[w].nc) {
             /* most words: one token, the whole piece, which word_offsets' walk would place too */
-            size_t first = words[w].c, last = first + words[w].nc - 1;
+            size_t first = words[w].c, last = first + words[w].nc;
             int64_t start = origin + (int64_t)(align ? align[first] : first);
-            int64_t end = origin + (int64_t)(align ? align[last] : last) + 1;
+            int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
+            if (trim != OFF_NO_TRIM)
+                token_trim(L, buf, first, last, 1, 1, trim, offs->n / 2 + k, &start, &end);
             if (end > INT32_MAX)
                 return -2;
             o[2 * k] = (int32_t)start;
