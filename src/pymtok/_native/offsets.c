@@ -3,10 +3,11 @@
  * The BPE and WordPiece models emit ids only; which bytes of the piece each token covers
  * follows from the tokens' byte lengths, as their bytes concatenated are the piece's. A token
  * covering part of a character's bytes covers that character, as HF converts its byte offsets
- * to characters. The lengths come from native.py (OffsetLengths); an id whose length is not
- * known for certain (unknown and byte-fallback tokens, an id spelled two ways) makes the text
- * go back to the pure path, which knows where each token came from, but for a Unigram model,
- * whose Viterbi path is run again to tell each token's bytes (unigram_piece_ranges).
+ * to characters. The lengths are measured here (offsets_measure, on the vocabulary native.py
+ * hands token_lengths), which native.py adjusts and sets (OffsetLengths); an id whose length is
+ * not known for certain (unknown and byte-fallback tokens, an id spelled two ways) makes the
+ * text go back to the pure path, which knows where each token came from, but for a Unigram
+ * model, whose Viterbi path is run again to tell each token's bytes (unigram_piece_ranges).
  */
 #include "native.h"
 
