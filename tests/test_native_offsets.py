@@ -126,6 +126,27 @@ def test_offsets_property(name: str) -> None:
     prop()
 
 
+@pytest.mark.parametrize("name", ["qwen3", "mistral-7b-v0.1", "all-minilm-l6-v2", "t5-small"])
+def test_offsets_of_an_exported_mtok(name: str, exported_tokenizer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A .mtok's tokens are measured from its records (a byte-level one's through its GPT-2
+    characters, in bytes and in the characters they spell; WordPiece's after the prefix; Unigram
+    pieces): on text of one- to four-byte characters the offsets are HF's, from the native core
+    alone, which a length of the wrong kind would misplace or hand over to the pure path."""
+    tok = exported_tokenizer(name)
+    texts = [" ".join(_PIECES), *(c[:1500] for c in corpus_chunks(6, seed=5))]
+    wants = [oracle(name).encode(text, add_special_tokens=False) for text in texts]
+    if not PURE:
+        assert native.accelerate_offsets(tok) is not None, name
+
+        def no_pure(*args: Any) -> Any:
+            raise AssertionError("the pure aligned pipeline ran")
+
+        monkeypatch.setattr(pymtok.Tokenizer, "encode_words", no_pure)
+    for text, want in zip(texts, wants):
+        got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert got["input_ids"] == want.ids and got["offset_mapping"] == want.offsets, (name, text[:80])
+
+
 # bases and marks that NFC / NFKC reorder, compose (one onto another: ẹ + ́), decompose and
 # recompose (Hangul jamo, ﬁ, Ω), in any order
 _MARKED = [*"aeoAEnsZy ", "\u1100", "\u1161", "\u11a8", "\uac00", "\u00e9", "\u1e9b", "\ufb01", "\u2126",

@@ -834,9 +834,13 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
         ids, spans = _offsets(tok, text, trim, before, after)
         data: dict[str, Any] = {"input_ids": ids}
         if "token_type_ids" in names:
-            # extended in place: a + b + c would copy the text's ids' worth once more
-            types = before_types + [type_id] * (len(ids) - len(before) - len(after))
-            types += after_types
+            # one list of the text's type id, the special tokens' written over its ends in place:
+            # a + b + c would make and copy lists of the text's length twice more
+            types = [type_id] * len(ids)
+            if before_types:
+                types[: len(before_types)] = before_types
+            if after_types:
+                types[len(types) - len(after_types):] = after_types
             data["token_type_ids"] = types
         if "attention_mask" in names:
             data["attention_mask"] = [1] * len(ids)

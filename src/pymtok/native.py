@@ -295,17 +295,16 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         return None
     if type(model) is models.BPE:
         byte_level = bool(steps) and steps[-1][0] == "byte_level"
-        unsuffixed = _unsuffixed(model.end_of_word_suffix)
-        first = _token_lengths(model.vocab, bound, unsuffixed(_byte_length if byte_level else _utf8_length))
+        first, chars = _token_lengths(_native, model.vocab, bound, "byte_level" if byte_level else "utf8",
+                                      model.end_of_word_suffix or "")
         unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
-        byte_ids = set()
         if model.byte_fallback:
             for b in range(256):
                 token = _byte_level.byte_token(b)
                 id = model.vocab.get(token)
-                if id is not None:
-                    byte_ids.add(id)
-                if id is not None and first[id] != -1:
+                if id is None:
+                    continue
+                if first[id] != -1:
                     # a byte token the model emits stands for one byte of the piece, unless its
                     # own characters could make it too: a whole-piece lookup, or a merge of two
                     # tokens that spell it
@@ -313,28 +312,17 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
                         token[:j] in model.vocab and token[j:] in model.vocab for j in range(1, len(token))
                     )
                     first[id] = -1 if made else 1
+                chars[id] = -1  # one byte of a character
         if unknown is not None:
             first[unknown] = -1
-        chars = _token_lengths(model.vocab, bound, unsuffixed(_byte_level_chars if byte_level else len))
-        for id, length in enumerate(first):
-            if length == -1 or (model.byte_fallback and id in byte_ids):
-                chars[id] = -1  # not known, or one byte of a character
         encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
     elif type(model) is models.WordPiece:
-        prefix = model.continuing_subword_prefix
-        skip = len(prefix.encode("utf-8"))
-
-        def continued(token: str) -> int | None:
-            return len(token.encode("utf-8")) - skip if token.startswith(prefix) else None
-
-        first = _token_lengths(model.vocab, bound, _utf8_length)
-        cont = _token_lengths(model.vocab, bound, continued)
+        first, cont = _token_lengths(_native, model.vocab, bound, "wordpiece", model.continuing_subword_prefix)
         encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
     elif type(model) is models.Unigram:
         # a piece's bytes; the unknown token and byte tokens have none of their own (the core
         # asks the model for their bytes)
-        first = array("i", (len(piece.encode("utf-8")) for piece in model.pieces))
-        chars = array("i", (len(piece) for piece in model.pieces))
+        first, chars = _token_lengths(_native, list(model.pieces), bound, "utf8")
         first[model.unk_id] = chars[model.unk_id] = -1
         if model.byte_fallback:
             for b in range(256):
@@ -372,11 +360,10 @@ def _pieces_offsets(tokenizer: Tokenizer, encoder: Any) -> OffsetsEncoder | None
     bound = _id_bound(model)
     if type(model) is not models.BPE or bound is None:
         return None
-    first = _token_lengths(model.vocab, bound, _utf8_length)
-    chars = _token_lengths(model.vocab, bound, len)
-    unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
     if model.byte_fallback or model.continuing_subword_prefix or model.end_of_word_suffix:
         return None
+    first, chars = _token_lengths(_core(), model.vocab, bound, "utf8")
+    unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
     if unknown is not None:
         first[unknown] = chars[unknown] = -1
     encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
@@ -414,17 +401,20 @@ def _pieces_offsets(tokenizer: Tokenizer, encoder: Any) -> OffsetsEncoder | None
     return encode
 
 
-def _token_lengths(vocab: Mapping[str, int], bound: int, length: Callable[[str], int | None]) -> array[int]:
-    """Each id's ``length`` of its token, 0 for an id no token has, -1 for one spelled with two
-    lengths (which of them a piece holds is not known)."""
-    out = array("i", bytes(4 * bound))
-    for token, id in vocab.items():
-        n = length(token)
-        if n is None or not 0 <= id < bound:
-            continue
-        have = out[id]
-        out[id] = n if have in (0, n) else -1
-    return out
+def _token_lengths(_native: Any, vocab: Mapping[str, int] | list[str], bound: int, kind: str, affix: str = ""
+                   ) -> tuple[array[int], array[int]]:
+    """Each id's two lengths of ``kind`` (``_native.token_lengths``') of its token, 0 for an id no
+    token has, -1 for one spelled with two lengths (which of them a piece holds is not known)."""
+    tables = getattr(vocab, "tables", None)
+    source = tables if tables is not None else vocab if isinstance(vocab, list) else _as_dict(vocab)
+    first, second = array("i"), array("i")
+    for length, table in zip((first, second), _native.token_lengths(source, bound, kind, affix)):
+        length.frombytes(table)
+    # a .mtok's records filling gaps in the ids stand for no token
+    for id in getattr(vocab, "hidden", ()):
+        if id < bound:
+            first[id] = second[id] = 0
+    return first, second
 
 
 def _holds_nfkc(normalizer: object) -> bool:
@@ -436,43 +426,7 @@ def _holds_nfkc(normalizer: object) -> bool:
     return type(normalizer) is normalizers.NFKC
 
 
-def _unsuffixed(suffix: str | None) -> Callable[[Callable[[str], int | None]], Callable[[str], int | None]]:
-    """``length`` of a token less its end_of_word_suffix, which no character of the text holds.
-    A token holding the suffix's characters themselves before a piece's end is then measured
-    short, and the pieces' lengths no longer add up to the text: the native core gives None for
-    such a text (the pure path's), never a wrong span."""
-
-    def wrap(length: Callable[[str], int | None]) -> Callable[[str], int | None]:
-        if not suffix:
-            return length
-        return lambda token: length(token[: -len(suffix)] if token.endswith(suffix) else token)
-
-    return wrap
-
-
-def _utf8_length(token: str) -> int:
-    return len(token.encode("utf-8"))
-
-
-def _byte_length(token: str) -> int | None:
-    """A byte-level token's length in bytes: one per GPT-2 character; None for a token holding
-    another character, which the native vocabulary leaves out (no input produces it)."""
-    return len(token) if _GPT2_CHARS.issuperset(token) else None
-
-
-_GPT2_CHARS = frozenset(_byte_level.CHAR_TO_BYTE)
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _byte_level_chars(token: str) -> int | None:
-    """A byte-level token's length in the characters its bytes spell, -1 when they are not whole
-    UTF-8 characters; None as ``_byte_length``."""
-    if not _GPT2_CHARS.issuperset(token):
-        return None
-    try:
-        return len(bytes(_byte_level.CHAR_TO_BYTE[c] for c in token).decode("utf-8"))
-    except UnicodeDecodeError:
-        return -1
 
 
 _MAX_ID = 2**31 - 1

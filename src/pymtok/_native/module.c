@@ -1587,6 +1587,122 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* A .mtok record's token (UTF-8) in the bytes offsets_measure takes: as it is, or for a
+ * byte-level vocabulary the bytes its GPT-2 characters stand for (-1 when one stands for none). */
+static Py_ssize_t record_bytes(const uint8_t *s, size_t n, int byte_level, Bytes *out, const uint8_t **bytes) {
+    if (!byte_level) {
+        *bytes = s;
+        return (Py_ssize_t)n;
+    }
+    if (out->cap < n + 1) {
+        uint8_t *v = realloc(out->v, n + 1);
+        if (!v) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        out->v = v;
+        out->cap = n + 1;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        i += utf8_get(s + i, n - i, &c);
+        if (c >= 0x144 || gpt2_byte_of[c] < 0)
+            return -1;
+        out->v[w++] = (uint8_t)gpt2_byte_of[c];
+    }
+    *bytes = out->v;
+    return (Py_ssize_t)w;
+}
+
+/* offsets_measure over each token of vocab: a .mtok's MtokTables, a dict token -> id or a list of
+ * tokens (Unigram pieces, each of its index's id). */
+static int measure_vocab(const TokenMeasure *m, PyObject *vocab, int byte_level, Bytes *key) {
+    if (mtok_tables_check(vocab)) {
+        const MtokIndex *x = mtok_index(vocab);
+        if (!x)
+            return -1;
+        for (size_t k = 0, pos = 0; k < x->count; k++) {
+            const uint8_t *r = x->vocab + pos, *bytes;
+            size_t len = mtok_u16(r);
+            Py_ssize_t n = record_bytes(r + 2, len, byte_level, key, &bytes);
+            if (n == -2)
+                return -1;
+            if (n >= 0)
+                offsets_measure(m, bytes, (size_t)n, mtok_u32(r + 2 + len));
+            pos += 2 + len + x->tail;
+        }
+        return 0;
+    }
+    int dict = PyDict_Check(vocab);
+    if (!dict && !PyList_Check(vocab)) {
+        PyErr_SetString(PyExc_TypeError, "token_lengths: vocab is an MtokTables, a dict or a list");
+        return -1;
+    }
+    Py_ssize_t pos = 0, size = dict ? 0 : PyList_GET_SIZE(vocab);
+    PyObject *token, *value;
+    for (Py_ssize_t i = 0; dict ? PyDict_Next(vocab, &pos, &token, &value) : i < size; i++) {
+        int64_t id = i;
+        if (dict) {
+            long long v = PyLong_AsLongLong(value);
+            if (v == -1 && PyErr_Occurred())
+                return -1;
+            id = v;
+        } else {
+            token = PyList_GET_ITEM(vocab, i);
+        }
+        Py_ssize_t n = key_bytes(token, byte_level, key);
+        if (n == -2)
+            return -1;
+        if (n >= 0)
+            offsets_measure(m, key->v, (size_t)n, id);
+    }
+    return 0;
+}
+
+static const char *const LENGTH_KINDS[] = {[LENGTHS_UTF8] = "utf8", [LENGTHS_BYTE_LEVEL] = "byte_level",
+                                           [LENGTHS_WORDPIECE] = "wordpiece"};
+
+/* token_lengths(vocab, bound, kind, affix) -> (first, second): set_offsets' tables of each id below
+ * bound, int32 as bytes, in one pass over the vocabulary. */
+static PyObject *token_lengths(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *vocab, *affix;
+    Py_ssize_t bound;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "OnsU:token_lengths", &vocab, &bound, &name, &affix))
+        return NULL;
+    int kind = -1;
+    for (int k = 0; k < (int)(sizeof LENGTH_KINDS / sizeof *LENGTH_KINDS); k++)
+        if (strcmp(name, LENGTH_KINDS[k]) == 0)
+            kind = k;
+    if (kind < 0 || bound < 0 || (size_t)bound > PY_SSIZE_T_MAX / sizeof(int32_t)) {
+        PyErr_SetString(PyExc_ValueError, "token_lengths: kind is utf8, byte_level or wordpiece, bound >= 0");
+        return NULL;
+    }
+    int byte_level = kind == LENGTHS_BYTE_LEVEL;
+    Bytes key = {0}, affix_key = {0};
+    Py_ssize_t naffix = key_bytes(affix, byte_level, &affix_key);
+    PyObject *first = naffix >= 0 ? PyBytes_FromStringAndSize(NULL, bound * (Py_ssize_t)sizeof(int32_t)) : NULL;
+    PyObject *second = first ? PyBytes_FromStringAndSize(NULL, bound * (Py_ssize_t)sizeof(int32_t)) : NULL;
+    PyObject *result = NULL;
+    if (naffix == -1)
+        PyErr_SetString(PyExc_ValueError, "token_lengths: a byte-level affix of characters no byte maps to");
+    if (second) {
+        TokenMeasure m = {kind, affix_key.v, (size_t)naffix, (size_t)bound,
+                          (int32_t *)(void *)PyBytes_AS_STRING(first), (int32_t *)(void *)PyBytes_AS_STRING(second)};
+        memset(m.first, 0, (size_t)bound * sizeof(int32_t));
+        memset(m.second, 0, (size_t)bound * sizeof(int32_t));
+        if (measure_vocab(&m, vocab, byte_level, &key) == 0)
+            result = PyTuple_Pack(2, first, second);
+    }
+    Py_XDECREF(first);
+    Py_XDECREF(second);
+    free(key.v);
+    free(affix_key.v);
+    return result;
+}
+
 /* An offset's int: the ids' table holds most (it is as large as the vocabulary). */
 static PyObject *offset_int(Encoder *self, long v) {
     return (size_t)v < self->ints.n ? ints_get(self->ints, (size_t)v) : PyLong_FromLong(v);
@@ -3447,6 +3563,12 @@ static PyObject *work_peak(PyObject *module, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
     {"grapheme_ends", grapheme_ends, METH_O, "grapheme_ends(text) -> list[int]: the end of each grapheme cluster."},
+    {"token_lengths", token_lengths, METH_VARARGS,
+     "token_lengths(vocab, bound, kind, affix) -> (first, second): Encoder.set_offsets' lengths (int32 as bytes)\n"
+     "of each id below bound, 0 where no token has it, -1 where its tokens differ; vocab an MtokTables, a dict\n"
+     "token -> id or a list of pieces. kind 'utf8': UTF-8 bytes and characters; 'byte_level': a byte-level\n"
+     "token's bytes and the characters they spell (-1 when not whole), left 0 for a token of other characters;\n"
+     "both less the end_of_word_suffix affix; 'wordpiece': bytes, and the bytes after the prefix affix."},
     {"work_peak", work_peak, METH_NOARGS,
      "work_peak() -> int: the largest encode work buffers (bytes) since the last call, which resets it."},
     {NULL, NULL, 0, NULL},

@@ -851,7 +851,8 @@ typedef struct {
 enum { OFF_NO_TRIM = -1, OFF_TRIM = 0, OFF_TRIM_PREFIX_SPACE = 1 };
 
 /* Fill first8, cont8 and chars8 from first, cont and chars (each id's length in characters, -1
- * where it is not whole characters; or NULL), -1 when out of memory; free all of them. */
+ * where it is not whole characters, not known where first is not; or NULL), -1 when out of
+ * memory; free all of them. */
 int offsets_lengths_init(OffsetLengths *L, const int32_t *chars);
 void offsets_lengths_free(OffsetLengths *L);
 int offsets_trimmed_char(uint32_t c);
@@ -873,6 +874,26 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
  * piece_offsets. */
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs);
+/* What offsets_measure reads of a token: LENGTHS_UTF8 its bytes and characters (a UTF-8 token),
+ * LENGTHS_BYTE_LEVEL its bytes and the characters they spell (-1 when they are not whole UTF-8
+ * characters), both after an end_of_word_suffix `affix` is taken off its end; LENGTHS_WORDPIECE
+ * its bytes and, when it starts with the continuing-subword prefix `affix`, the bytes after it.
+ * The suffix is no character of the text: a token spelling it before a piece's end is measured
+ * short, and its piece's lengths no longer add up (the pure path answers), never a wrong span. */
+enum { LENGTHS_UTF8, LENGTHS_BYTE_LEVEL, LENGTHS_WORDPIECE };
+
+typedef struct {
+    int kind;
+    const uint8_t *affix; /* in the bytes the token is given in */
+    size_t naffix;
+    size_t bound;        /* ids from 0 below it are measured, others left out */
+    int32_t *first, *second; /* bound lengths each, zeroed before the first token */
+} TokenMeasure;
+
+/* Record the lengths of the token s[0..n) of the given id (its UTF-8; raw bytes for
+ * LENGTHS_BYTE_LEVEL): an id's length stays 0 until a token of it is measured, and becomes -1
+ * when another token of it has a different one (which of them a piece holds is not known). */
+void offsets_measure(const TokenMeasure *m, const uint8_t *s, size_t n, int64_t id);
 /* scratch memory as n bytes, NULL when out of memory */
 uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n);
 /* A Unigram piece's ranges (piece_offsets') from the lengths of its ids[0..nids): the one token

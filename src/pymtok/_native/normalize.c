@@ -307,9 +307,9 @@ static void nfc_kept_build(void) {
     free(out.v);
 }
 
-/* Canonical decomposition, canonical ordering, canonical composition, with HF's tables. */
-int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
-    out->n = 0;
+/* The first character of in[0..n) NFC may change (n when there is none): ASCII, characters of
+ * no decomposition and the nfc_kept ones before it stay as they are. */
+static size_t nfc_first_change(const uint32_t *in, size_t n) {
     /* ASCII, which NFC never changes, without a table lookup */
     size_t first = ascii_blocks(in, n);
     int kept_built = 0;
@@ -329,6 +329,13 @@ int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
         if (!(nfc_kept[c >> 3] >> (c & 7) & 1))
             break;
     }
+    return first;
+}
+
+/* Canonical decomposition, canonical ordering, canonical composition, with HF's tables. */
+int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
+    out->n = 0;
+    size_t first = nfc_first_change(in, n);
     if (first == n)
         return 1;
     /* the starter before the first character that may change can compose with it */
@@ -408,9 +415,7 @@ static int changes_apply(CpBuf *al, size_t n, const uint32_t *in_align, size_t *
  * untouched), 0, -1 when out of memory, -2 when HF gives a character no input character (the
  * pure path answers). */
 int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align) {
-    size_t first = 0;
-    while (first < n && !(nprops(in[first]) & (N_NFD | N_NONSTARTER | N_COMPOSES)))
-        first++;
+    size_t first = nfc_first_change(in, n);
     if (first == n)
         return 1;
     size_t from = first ? first - 1 : 0;

@@ -3,10 +3,11 @@
  * The BPE and WordPiece models emit ids only; which bytes of the piece each token covers
  * follows from the tokens' byte lengths, as their bytes concatenated are the piece's. A token
  * covering part of a character's bytes covers that character, as HF converts its byte offsets
- * to characters. The lengths come from native.py (OffsetLengths); an id whose length is not
- * known for certain (unknown and byte-fallback tokens, an id spelled two ways) makes the text
- * go back to the pure path, which knows where each token came from, but for a Unigram model,
- * whose Viterbi path is run again to tell each token's bytes (unigram_piece_ranges).
+ * to characters. The lengths are measured here (offsets_measure, on the vocabulary native.py
+ * hands token_lengths), which native.py adjusts and sets (OffsetLengths); an id whose length is
+ * not known for certain (unknown and byte-fallback tokens, an id spelled two ways) makes the
+ * text go back to the pure path, which knows where each token came from, but for a Unigram
+ * model, whose Viterbi path is run again to tell each token's bytes (unigram_piece_ranges).
  */
 #include "native.h"
 
@@ -58,6 +59,47 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail) {
     *trail = n - b;
 }
 
+static inline void length_put(int32_t *v, size_t len) {
+    int32_t n = len > INT32_MAX ? -1 : (int32_t)len;
+    *v = *v == 0 || *v == n ? n : -1;
+}
+
+/* The characters of UTF-8 s[0..n) when it is well-formed (as Python's strict decoder takes it),
+ * else -1: a byte-level token holding part of a character. */
+static int64_t utf8_chars(const uint8_t *s, size_t n) {
+    int64_t chars = 0;
+    for (size_t i = 0, sub, k; i < n; i += k, chars++)
+        if (!(k = utf8_sequence(s + i, n - i, &sub)))
+            return -1;
+    return chars;
+}
+
+void offsets_measure(const TokenMeasure *m, const uint8_t *s, size_t n, int64_t id) {
+    if (id < 0 || (uint64_t)id >= m->bound)
+        return;
+    if (m->kind == LENGTHS_WORDPIECE) {
+        length_put(&m->first[id], n);
+        if (n >= m->naffix && bytes_eq(s, m->affix, m->naffix))
+            length_put(&m->second[id], n - m->naffix);
+        return;
+    }
+    if (m->naffix && n >= m->naffix && bytes_eq(s + n - m->naffix, m->affix, m->naffix))
+        n -= m->naffix;
+    length_put(&m->first[id], n);
+    if (m->kind == LENGTHS_BYTE_LEVEL) {
+        int64_t chars = utf8_chars(s, n);
+        if (chars < 0)
+            m->second[id] = -1;
+        else
+            length_put(&m->second[id], (size_t)chars);
+        return;
+    }
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++)
+        chars += (s[i] & 0xC0) != 0x80;
+    length_put(&m->second[id], chars);
+}
+
 int offsets_lengths_init(OffsetLengths *L, const int32_t *chars) {
     const int32_t *full[3] = {L->first, L->cont, chars};
     uint8_t **compact[3] = {&L->first8, &L->cont8, &L->chars8};
@@ -68,9 +110,11 @@ int offsets_lengths_init(OffsetLengths *L, const int32_t *chars) {
         if (!v)
             return -1;
         /* 255: beyond the table, in the full one; characters have none, the token is taken for
-         * unknown there */
+         * unknown there, as where its bytes are not known */
         for (size_t i = 0; i < L->n; i++)
-            v[i] = full[t][i] <= 0 || (t == 2 && full[t][i] >= 255) ? 0 : full[t][i] >= 255 ? 255 : (uint8_t)full[t][i];
+            v[i] = full[t][i] <= 0 || (t == 2 && (full[t][i] >= 255 || L->first[i] < 0)) ? 0
+                   : full[t][i] >= 255                                                  ? 255
+                                                                                        : (uint8_t)full[t][i];
         *compact[t] = v;
     }
     return 0;
@@ -339,6 +383,20 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
          * knows the offsets */
         if (!m || m > nids - k)
             return -2;
+        if (m == 1 && L->tiles && words[w].nc) {
+            /* most words: one token, the whole piece, which word_offsets' walk would place too */
+            size_t first = words[w].c, last = first + words[w].nc;
+            int64_t start = origin + (int64_t)(align ? align[first] : first);
+            int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
+            if (trim != OFF_NO_TRIM)
+                token_trim(L, buf, first, last, 1, 1, trim, offs->n / 2 + k, &start, &end);
+            if (end > INT32_MAX)
+                return -2;
+            o[2 * k] = (int32_t)start;
+            o[2 * k + 1] = (int32_t)end;
+            k++;
+            continue;
+        }
         int err = word_offsets(L, buf, words[w].c, words[w].nc, origin, align, ids + k, m, trim, offs->n / 2 + k,
                                o + 2 * k);
         if (err)
