@@ -1380,10 +1380,10 @@ static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cp
 
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
  * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
- * the one it stands before. */
-static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin,
+ * the one it stands before. `at` is segment_ids' offset of s[0]. */
+static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin, int64_t at,
                            const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
-    Span whole = {0, n, (int64_t)origin};
+    Span whole = {0, n, at};
     const uint32_t *buf = s;
     const Span *spans = &whole;
     size_t nspans = 1;
@@ -1468,10 +1468,10 @@ done:
     return err;
 }
 
-static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, const uint32_t *align,
-                                  int trim, Work *w, IdBuf *ids, IdBuf *offs) {
+static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, int64_t at,
+                                  const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Cache *cache = cache_enter(&self->cache);
-    int err = segment_offsets(self, cache, s, n, origin, align, trim, w, ids, offs);
+    int err = segment_offsets(self, cache, s, n, origin, at, align, trim, w, ids, offs);
     cache_leave(&self->cache, cache);
     return err;
 }
@@ -1530,8 +1530,16 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
         }
         if (!len)
             continue;
+        /* Metaspace's "first": the offset the characters from the text's first one end at 0 */
+        int64_t first = (int64_t)c.start;
+        if (self->first && !c.start) {
+            size_t k = 0;
+            while (k < len && (align ? align[k] : k) == 0)
+                k++;
+            first = 1 - (int64_t)k;
+        }
         if (!self->norm.ntokens) {
-            if ((err = segment_offsets_cached(self, seg, len, c.start, align, trim, w, ids, offs)))
+            if ((err = segment_offsets_cached(self, seg, len, c.start, first, align, trim, w, ids, offs)))
                 return err;
             continue;
         }
@@ -1542,8 +1550,8 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
             const uint32_t *sub_align = align ? align + d.start : NULL;
             size_t at = align ? c.start : c.start + d.start;
             err = d.id >= 0 ? added_offsets(ids, offs, d.id, seg + d.start, d.stop - d.start, at, sub_align, trim)
-                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, at, sub_align, trim, w,
-                                                     ids, offs);
+                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, at,
+                                                     first + (int64_t)d.start, sub_align, trim, w, ids, offs);
             if (err)
                 return err;
         }
