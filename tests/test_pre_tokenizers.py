@@ -393,12 +393,17 @@ def _meta_tokenizer(normalizer, pre, model: str = "unigram") -> HFTokenizer:
 def _assert_meta_matches(oracle: HFTokenizer, texts: list[str], tmp_path, batch_words: bool = True) -> None:
     tmp_path.mkdir(parents=True, exist_ok=True)
     oracle.save(str(tmp_path / "tokenizer.json"))
-    want = [e.ids for e in oracle.encode_batch(texts, add_special_tokens=False)]
+    encodings = oracle.encode_batch(texts, add_special_tokens=False)
+    want = [e.ids for e in encodings]
     for label, tok in (("json", pymtok.load(tmp_path / "tokenizer.json")),
                        ("mtok", pymtok.load(export(tmp_path, tmp_path / "mtok")))):
         for text, ids in zip(texts, want):
             assert tok.encode(text, add_special_tokens=False) == ids, (label, text[:20])
         if batch_words:
+            for text, e in zip(texts, encodings):
+                got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+                assert (got["input_ids"], [tuple(o) for o in got["offset_mapping"]]) == (e.ids, e.offsets), (
+                    label, "offsets", text[:20])
             assert tok.encode_batch(texts, add_special_tokens=False) == want, label
             for text, ids in zip(texts, want):
                 assert [w[0] for w in tok.encode_words(text)] == ids, (label, "words", text[:20])
