@@ -8,12 +8,17 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tokenizers import Regex
+from tokenizers import AddedToken, Regex
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models as hf_models
+from tokenizers import normalizers as hf_norm
 from tokenizers import pre_tokenizers as hf
 
+import pymtok
 from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, golden_cases, hf_tokenizer
 from pymtok import pre_tokenizers as pt
 from pymtok.errors import FormatError
+from pymtok.export import export
 
 # Characters where Oniguruma, Rust and Python disagree most easily: odd whitespace, separators,
 # marks, numerals of many scripts, letters changed or added in recent Unicode versions.
@@ -342,16 +347,10 @@ def test_legacy_metaspace_fields() -> None:
 # put characters before the first one. Whole tokenizers, so that the text paths (native and, with
 # PYMTOK_PURE=1, pure), .mtok, batches and encode_words all answer.
 
-from tokenizers import Tokenizer as HFTokenizer  # noqa: E402
-from tokenizers import models as hf_models  # noqa: E402
-from tokenizers import normalizers as hf_norm  # noqa: E402
-
-import pymtok  # noqa: E402
-from pymtok.export import export  # noqa: E402
-
 START_TEXTS = [
     "\u064e\u062a", "\u064e", "\u064e\u064e \u062a\u064e", "\ufeffhello world", "\ufeff", "\ufeff \ufeffa",
     "  abc  d", "\x01\x7fab c", "\u0301e b", "\u0130i a", "\u4e2d\u6587 b", " \u4e2d x", "xab c", "x",
+    "ab c", "\u064eab", "\ufeffxab",
     "\u064e<s>x", "<s>\u064ex", "x<s>\u064ey", "\ufeff<s> a", "<s>", "\ufeff\u064e\u062a<s>\u064e",
 ]
 
@@ -387,6 +386,8 @@ def _meta_tokenizer(normalizer, pre, model: str = "unigram") -> HFTokenizer:
     tok.normalizer = normalizer
     tok.pre_tokenizer = pre
     tok.add_special_tokens(["<s>"])
+    # matched in the normalized text: what follows it may still come from the text's start
+    tok.add_tokens([AddedToken("ab", normalized=True)])
     return tok
 
 
