@@ -8,12 +8,17 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tokenizers import Regex
+from tokenizers import AddedToken, Regex
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models as hf_models
+from tokenizers import normalizers as hf_norm
 from tokenizers import pre_tokenizers as hf
 
+import pymtok
 from conftest import TOKENIZER_NAMES, corpus_chunks, examples, fixture_path, golden_cases, hf_tokenizer
 from pymtok import pre_tokenizers as pt
 from pymtok.errors import FormatError
+from pymtok.export import export
 
 # Characters where Oniguruma, Rust and Python disagree most easily: odd whitespace, separators,
 # marks, numerals of many scripts, letters changed or added in recent Unicode versions.
@@ -334,3 +339,107 @@ def test_legacy_metaspace_fields() -> None:
     never = pt.from_config({"type": "Metaspace", "replacement": "\u2581",
                             "add_prefix_space": False, "prepend_scheme": "never"})
     assert our_pieces(never, "a b") == ["a", "\u2581b"]
+
+
+# ---- Metaspace "first" after a normalizer that deletes or inserts at the start -----------------
+# HF prepends to the piece whose *original* offset is 0 (metaspace.rs: offsets_original().0 == 0):
+# none when the normalizer deleted the text's first characters, every piece from them when it
+# put characters before the first one. Whole tokenizers, so that the text paths (native and, with
+# PYMTOK_PURE=1, pure), .mtok, batches and encode_words all answer.
+
+START_TEXTS = [
+    "\u064e\u062a", "\u064e", "\u064e\u064e \u062a\u064e", "\ufeffhello world", "\ufeff", "\ufeff \ufeffa",
+    "  abc  d", "\x01\x7fab c", "\u0301e b", "\u0130i a", "\u4e2d\u6587 b", " \u4e2d x", "xab c", "x",
+    "ab c", "\u064eab", "\ufeffxab",
+    "\u064e<s>x", "<s>\u064ex", "x<s>\u064ey", "\ufeff<s> a", "<s>", "\ufeff\u064e\u062a<s>\u064e",
+]
+
+DELETING = {
+    "StripAccents": hf_norm.StripAccents(),
+    "NFD+StripAccents": hf_norm.Sequence([hf_norm.NFD(), hf_norm.StripAccents()]),
+    "Bert": hf_norm.BertNormalizer(clean_text=True, strip_accents=True, lowercase=False),
+    "Bert+Lowercase": hf_norm.Sequence([hf_norm.BertNormalizer(strip_accents=True), hf_norm.Lowercase()]),
+    "Strip": hf_norm.Strip(left=True, right=False),
+    "Replace-empty": hf_norm.Sequence([hf_norm.Replace("\ufeff", ""), hf_norm.NFKC()]),
+}
+INSERTING = {
+    "Prepend": hf_norm.Prepend("x"),
+    "Bert-CJK": hf_norm.BertNormalizer(handle_chinese_chars=True, strip_accents=False),
+    "Lowercase": hf_norm.Lowercase(),
+    "NFD": hf_norm.NFD(),
+}
+
+
+def _start_vocab() -> list[tuple[str, float]]:
+    chars = sorted({c for text in START_TEXTS for c in text} - {" ", "<", ">"} | set("abcdehlorwx"))
+    words = ["▁a", "▁b", "▁x", "▁hello", "▁world", "ab", "▁\u062a", "\u062a\u064e"]
+    return [("<unk>", 0.0), ("<s>", 0.0), ("▁", -2.0)] + [(w, -2.5) for w in words] + [(c, -3.0) for c in chars]
+
+
+def _meta_tokenizer(normalizer, pre, model: str = "unigram") -> HFTokenizer:
+    vocab = _start_vocab()
+    if model == "unigram":
+        tok = HFTokenizer(hf_models.Unigram(vocab, unk_id=0, byte_fallback=False))
+    else:
+        ids = {piece: i for i, (piece, _) in enumerate(vocab) if len(piece) == 1 or piece in ("<unk>", "<s>")}
+        tok = HFTokenizer(hf_models.BPE(ids, [], unk_token="<unk>"))
+    tok.normalizer = normalizer
+    tok.pre_tokenizer = pre
+    tok.add_special_tokens(["<s>"])
+    # matched in the normalized text: what follows it may still come from the text's start
+    tok.add_tokens([AddedToken("ab", normalized=True)])
+    return tok
+
+
+def _assert_meta_matches(oracle: HFTokenizer, texts: list[str], tmp_path, batch_words: bool = True) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    oracle.save(str(tmp_path / "tokenizer.json"))
+    encodings = oracle.encode_batch(texts, add_special_tokens=False)
+    want = [e.ids for e in encodings]
+    for label, tok in (("json", pymtok.load(tmp_path / "tokenizer.json")),
+                       ("mtok", pymtok.load(export(tmp_path, tmp_path / "mtok")))):
+        for text, ids in zip(texts, want):
+            assert tok.encode(text, add_special_tokens=False) == ids, (label, text[:20])
+        if batch_words:
+            for text, e in zip(texts, encodings):
+                got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+                assert (got["input_ids"], [tuple(o) for o in got["offset_mapping"]]) == (e.ids, e.offsets), (
+                    label, "offsets", text[:20])
+            assert tok.encode_batch(texts, add_special_tokens=False) == want, label
+            for text, ids in zip(texts, want):
+                assert [w[0] for w in tok.encode_words(text)] == ids, (label, "words", text[:20])
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("scheme", ["first", "always", "never"])
+@pytest.mark.parametrize("norm", sorted(DELETING))
+def test_metaspace_after_deleting_normalizer_matches_hf(norm: str, scheme: str, split: bool, tmp_path) -> None:
+    pre = hf.Metaspace(prepend_scheme=scheme, split=split)
+    for model in ("unigram", "bpe"):
+        _assert_meta_matches(_meta_tokenizer(DELETING[norm], pre, model), START_TEXTS, tmp_path / model)
+
+
+@pytest.mark.parametrize("norm", sorted(DELETING) + sorted(INSERTING))
+def test_metaspace_first_in_sequence_after_split_matches_hf(norm: str, tmp_path) -> None:
+    normalizer = DELETING.get(norm) or INSERTING[norm]
+    first = hf.Metaspace(prepend_scheme="first", split=True)
+    for i, pre in enumerate([hf.Sequence([hf.WhitespaceSplit(), first]),
+                             hf.Sequence([hf.Split("x", "isolated"), first]),
+                             hf.Sequence([hf.Split(Regex(r"\p{M}"), "isolated"), first])]):
+        _assert_meta_matches(_meta_tokenizer(normalizer, pre), START_TEXTS, tmp_path / str(i))
+
+
+def test_metaspace_first_bom_corpus_chunks_match_hf(tmp_path) -> None:
+    # long enough for the native path's parts (a long text read a part at a time)
+    texts = ["\ufeff" + chunk for chunk in corpus_chunks(40, seed=5)]
+    texts.append("\ufeff" + ("\n".join(samples()) * 4)[:200_000])
+    pre = hf.Metaspace(prepend_scheme="first", split=False)
+    for norm in ("Bert", "Replace-empty", "NFD+StripAccents"):
+        _assert_meta_matches(_meta_tokenizer(DELETING[norm], pre), texts, tmp_path / norm, batch_words=False)
+
+
+def test_metaspace_first_after_precompiled_deleting_matches_hf(tmp_path) -> None:
+    # sentencepiece's nmt_nfkc maps control characters to nothing
+    t5 = hf_tokenizer("t5-small")
+    tok = _meta_tokenizer(t5.normalizer, hf.Metaspace(prepend_scheme="first", split=True))
+    _assert_meta_matches(tok, START_TEXTS, tmp_path)

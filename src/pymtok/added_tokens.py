@@ -15,6 +15,7 @@ from typing import Any
 import regex
 
 from .errors import FormatError
+from .normalizers import first_offset
 from .onig import FLAGS, unicode_16_set
 
 # HF decides these with Rust's `regex` crate, whose Unicode \w and \s are spelled out here.
@@ -176,20 +177,30 @@ class AddedVocabulary:
         return self._normalized_form.get(id, token.content)
 
     def split(
-        self, text: str, normalizer: Callable[[str], str] | None, skip: frozenset[int] = frozenset()
+        self,
+        text: str,
+        normalizer: Callable[[str], str] | None,
+        skip: frozenset[int] = frozenset(),
+        first: Callable[[str], tuple[str, int]] | None = None,
     ) -> list[Segment]:
         """Cut ``text`` into added tokens and normalized text segments for the model.
 
         Tokens whose id is in ``skip`` are still matched but then left in the text, as HF's
         ``encode_special_tokens`` leaves them: a shorter token inside a skipped match does not
-        match there either.
+        match there either. ``first`` (``normalizers.normalize_first``) normalizes the segment at
+        the text's start, giving the offset its characters count from.
         """
         out: list[Segment] = []
         for piece, offset, id in self._find(text, 0, self._raw, skip):
             if id is not None:
                 out.append((piece, offset, id))
                 continue
-            normalized = normalizer(piece) if normalizer is not None else piece
+            if first is not None and offset == 0:
+                normalized, offset = first(piece)
+            elif normalizer is not None:
+                normalized = normalizer(piece)
+            else:
+                normalized = piece
             out.extend(self._find(normalized, offset, self._norm, skip))
         return out
 
@@ -198,7 +209,8 @@ class AddedVocabulary:
     ) -> list[AlignedSegment]:
         """``split``, each segment with the span of ``text`` each of its characters comes from.
 
-        ``normalize(text, spans)`` is the normalizer's aligned form; the offsets are ``split``'s.
+        ``normalize(text, spans)`` is the normalizer's aligned form; the offsets are ``split``'s
+        with ``normalizers.normalize_first``'s for the text's first segment.
         """
         out: list[AlignedSegment] = []
         for piece, offset, id in self._find(text, 0, self._raw):
@@ -207,8 +219,9 @@ class AddedVocabulary:
                 out.append((piece, offset, spans, id))
                 continue
             normalized, spans = normalize(piece, spans)
-            for sub, sub_offset, sub_id in self._find(normalized, offset, self._norm):
-                at = sub_offset - offset
+            base = first_offset(spans) if offset == 0 else offset
+            for sub, sub_offset, sub_id in self._find(normalized, base, self._norm):
+                at = sub_offset - base
                 out.append((sub, sub_offset, spans[at : at + len(sub)], sub_id))
         return out
 

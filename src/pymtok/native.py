@@ -231,6 +231,7 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
         return None
     encoder.set_added(raw, normalized)
     encoder.set_post(*affixes)
+    encoder.set_first(tokenizer._normalize_first)
     # a partial, not a Python function: the common encode call then runs no Python frame here
     encode: TextEncoder = functools.partial(encoder.encode_text, tokenizer.normalizer)
     return encode

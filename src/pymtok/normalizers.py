@@ -80,6 +80,26 @@ def normalize_aligned(normalizer: Normalizer | None, text: str) -> tuple[str, Sp
     return aligned(normalizer, text, spans)
 
 
+def normalize_first(normalizer: Normalizer, text: str) -> tuple[str, int]:
+    """``normalizer(text)`` for a text's first segment, and the offset its first character counts
+    from, so that Metaspace's ``"first"`` sees offset 0 or less exactly where HF prepends.
+
+    HF prepends to a piece that comes from the text's start (``offsets_original().0 == 0``), not
+    to the one that is first after normalizing: none does when the normalizer deleted the text's
+    first characters (a BOM, a leading mark or space), several may when it inserted some before
+    it (Prepend, the spaces around a CJK character). The ``k`` characters from the start count
+    from ``1 - k`` to 0, the others from 1 on.
+    """
+    normalized, spans = normalize_aligned(normalizer, text)
+    return normalized, first_offset(spans)
+
+
+def first_offset(spans: Spans) -> int:
+    """The offset a text's first segment counts from, given its characters' spans (see
+    ``normalize_first``)."""
+    return 1 - next((i for i, (start, _) in enumerate(spans) if start), len(spans))
+
+
 def aligned(normalizer: Normalizer, text: str, spans: Spans) -> tuple[str, Spans]:
     align = getattr(normalizer, "aligned", None)
     if align is None:

@@ -1,6 +1,9 @@
 """Pre-tokenizers: cut a normalized segment into the pieces the model sees, exactly as HF does.
 
 Every class takes and returns ``list[PreToken]``: ``(piece, offset of its first character)``.
+The offsets count from 0 at the text's first character, except that the first segment's may
+start elsewhere (``normalizers.normalize_first``): Metaspace's ``"first"`` prepends to the pieces
+at offset 0 or less, those that come from the text's start.
 Empty pieces are dropped, like HF's ``PreTokenizedString.split``.
 
 >>> Split(pattern={"Regex": r"\\s+"}, behavior="Removed")([("Hello  world", 0)])
@@ -389,7 +392,7 @@ class Metaspace:
             text = text.replace(" ", rep)
             # the prepended character stands for the piece's first one, so indices shift by 1
             shift = 0
-            if not text.startswith(rep) and (scheme == "always" or (scheme == "first" and offset == 0)):
+            if not text.startswith(rep) and (scheme == "always" or (scheme == "first" and offset <= 0)):
                 text = rep + text
                 shift = 1
             if not self.split or text.find(rep, 1) < 0:
@@ -461,6 +464,13 @@ class Sequence:
 
 AlignedPreToken = tuple[str, int, list[tuple[int, int]]]
 """A ``PreToken`` with, per character of its piece, the span of the caller's text it comes from."""
+
+
+def metaspace_first(pre: PreTokenizer | None) -> bool:
+    """Whether ``pre`` has a Metaspace that prepends to the first piece only."""
+    if isinstance(pre, Sequence):
+        return any(metaspace_first(member) for member in pre.pretokenizers)
+    return isinstance(pre, Metaspace) and pre.prepend_scheme == "first"
 
 
 def pre_tokenize_aligned(pre: PreTokenizer, pieces: list[AlignedPreToken]) -> list[AlignedPreToken]:

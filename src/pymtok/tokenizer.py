@@ -183,6 +183,12 @@ class Tokenizer:
         self._chat: Any = None
         # the file a reader loaded this from, so that pickling sends the file, not the tables
         self.source: FileSource | None = None
+        # HF's Metaspace "first" prepends to the piece from the text's start, which a normalizer
+        # may have deleted or put characters before: the first segment is normalized with its
+        # alignment then (only then: it costs more)
+        self._normalize_first: Callable[[str], tuple[str, int]] | None = None
+        if hasattr(normalizer, "aligned") and pre_tokenizers.metaspace_first(pre_tokenizer):
+            self._normalize_first = functools.partial(normalizers.normalize_first, normalizer)
         self._native_segment = native.accelerate(self)
         self._native_text = native.accelerate_text(self)
         # encode_batch in one native call, on the native core's own threads (the encoder
@@ -325,7 +331,7 @@ class Tokenizer:
             return self._native_text(text, add_special_tokens)  # checks for lone surrogates itself
         _check_encodable(text)
         ids: list[int] = []
-        for piece, offset, added_id in self.added.split(text, self.normalizer, skip):
+        for piece, offset, added_id in self.added.split(text, self.normalizer, skip, self._normalize_first):
             if added_id is not None:
                 ids.append(added_id)
             elif piece:
@@ -1090,9 +1096,12 @@ class Tokenizer:
         """The normalizer, pre-tokenizer and model on ``text``, matching no added token at all
         (``split_special_tokens`` leaves the other added tokens matched)."""
         _check_encodable(text)
-        if self.normalizer is not None:
+        offset = 0
+        if self._normalize_first is not None:
+            text, offset = self._normalize_first(text)
+        elif self.normalizer is not None:
             text = self.normalizer(text)
-        return self._encode_segment(text, 0) if text else []
+        return self._encode_segment(text, offset) if text else []
 
     def _call_marked(
         self, prompts: list[str], batched: bool, padding: Any, truncation: Any, max_length: int | None,

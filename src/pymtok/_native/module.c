@@ -74,6 +74,9 @@ typedef struct {
     PyObject *tables;    /* a .mtok's MtokTables the model reads in place, kept alive here */
     OffsetLengths offl;  /* encode_offsets' token lengths (set_offsets); first is NULL until then */
     PyObject **spans;    /* encode_offsets' shared (start, end) tuples (span_slot); NULL until then */
+    /* normalizers.normalize_first for the normalizer encode_text is given, when Metaspace's
+     * "first" needs the first segment's alignment (set_first); NULL otherwise */
+    PyObject *first;
 } Encoder;
 
 /* ---- reading Python tables -------------------------------------------------------------- */
@@ -452,6 +455,7 @@ static void Encoder_dealloc(Encoder *self) {
         free(self->spans);
     }
     Py_XDECREF(self->tables);
+    Py_XDECREF(self->first);
     ints_free(&self->ints);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -800,6 +804,29 @@ typedef struct {
     size_t nrest;
 } PartOps;
 
+/* The steps on the text's first segment in[0..n), as normalize_ops, with *at the offset its
+ * characters count from (normalizers.normalize_first): 1 - the number of them that come from the
+ * text's first character. -2 where only the pure normalizer knows the alignment. */
+static int normalize_first(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, Work *w,
+                           const uint32_t **res, size_t *res_n, int64_t *at) {
+    const uint32_t *align;
+    int err;
+    if (nops == 1 && ops[0].kind == NORM_BERT) {
+        if ((err = bert_normalize(ops[0].flags, in, n, &w->norm[0], &w->norm[1], w->align)))
+            return err;
+        *res = w->norm[1].v;
+        *res_n = w->norm[1].n;
+        align = w->align[1].v;
+    } else if ((err = normalize_aligned(ops, nops, in, n, w->norm, w->align, res, res_n, &align))) {
+        return err == -3 ? -2 : err;
+    }
+    size_t k = 0;
+    while (k < *res_n && (align ? align[k] : k) == 0)
+        k++;
+    *at = 1 - (int64_t)k;
+    return 0;
+}
+
 /* Encode a text, or the part of one at `origin`, with the GIL released: raw added tokens, each
  * segment between them through the native normalizer steps, normalized added tokens, segments.
  * *open says whether the part before this one ended inside a segment, which this part's first
@@ -823,14 +850,18 @@ static int encode_part(Encoder *self, const PartOps *po, const uint32_t *cps, si
         int continued = *open && c.start == 0;
         const NormOp *ops = continued ? po->rest : po->ops;
         size_t nops = continued ? po->nrest : po->nops;
-        if (nops) {
+        int64_t at = (int64_t)(origin + c.start);
+        if (nops && self->first && at == 0) {
+            int err = normalize_first(ops, nops, seg, len, w, &seg, &len, &at);
+            if (err)
+                return err;
+        } else if (nops) {
             int err = normalize_ops(ops, nops, seg, len, w->norm, &seg, &len);
             if (err)
                 return err;
         }
         if (!len)
             continue;
-        int64_t at = (int64_t)(origin + c.start);
         if (!self->norm.ntokens) {
             if (encode_segment(self, seg, len, at, w, out) < 0)
                 return -1;
@@ -1028,7 +1059,22 @@ static int encode_between(Encoder *self, PyObject *text, size_t start, size_t st
     PyObject *piece = PyUnicode_Substring(text, (Py_ssize_t)start, (Py_ssize_t)stop);
     if (!piece)
         return -1;
-    if (normalizer != Py_None) {
+    int64_t at = (int64_t)start;
+    if (self->first && !start) {
+        /* (normalized, the offset it counts from) */
+        PyObject *pair = PyObject_CallOneArg(self->first, piece);
+        Py_DECREF(piece);
+        if (!pair)
+            return -1;
+        long long base;
+        if (!PyArg_ParseTuple(pair, "UL", &piece, &base)) {
+            Py_DECREF(pair);
+            return -1;
+        }
+        Py_INCREF(piece);
+        Py_DECREF(pair);
+        at = base;
+    } else if (normalizer != Py_None) {
         Py_SETREF(piece, PyObject_CallOneArg(normalizer, piece));
         if (!piece)
             return -1;
@@ -1046,14 +1092,14 @@ static int encode_between(Encoder *self, PyObject *text, size_t start, size_t st
     if (!err && n) {
         Py_BEGIN_ALLOW_THREADS
         if (!self->norm.ntokens) {
-            err = encode_segment(self, w->text, n, (int64_t)start, w, out);
+            err = encode_segment(self, w->text, n, at, w, out);
         } else {
             err = added_split(&self->norm, w->text, n, &w->sub);
             for (size_t j = 0; !err && j < w->sub.n; j++) {
                 AddedCut d = w->sub.v[j];
                 err = d.id >= 0 ? ids_push(out, d.id)
                                 : encode_segment(self, w->text + d.start, d.stop - d.start,
-                                                 (int64_t)(start + d.start), w, out);
+                                                 at + (int64_t)d.start, w, out);
             }
         }
         Py_END_ALLOW_THREADS
@@ -1334,10 +1380,10 @@ static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cp
 
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
  * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
- * the one it stands before. */
-static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin,
+ * the one it stands before. `at` is segment_ids' offset of s[0]. */
+static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin, int64_t at,
                            const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
-    Span whole = {0, n, (int64_t)origin};
+    Span whole = {0, n, at};
     const uint32_t *buf = s;
     const Span *spans = &whole;
     size_t nspans = 1;
@@ -1422,10 +1468,10 @@ done:
     return err;
 }
 
-static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, const uint32_t *align,
-                                  int trim, Work *w, IdBuf *ids, IdBuf *offs) {
+static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, int64_t at,
+                                  const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Cache *cache = cache_enter(&self->cache);
-    int err = segment_offsets(self, cache, s, n, origin, align, trim, w, ids, offs);
+    int err = segment_offsets(self, cache, s, n, origin, at, align, trim, w, ids, offs);
     cache_leave(&self->cache, cache);
     return err;
 }
@@ -1484,8 +1530,16 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
         }
         if (!len)
             continue;
+        /* Metaspace's "first": the offset the characters from the text's first one end at 0 */
+        int64_t first = (int64_t)c.start;
+        if (self->first && !c.start) {
+            size_t k = 0;
+            while (k < len && (align ? align[k] : k) == 0)
+                k++;
+            first = 1 - (int64_t)k;
+        }
         if (!self->norm.ntokens) {
-            if ((err = segment_offsets_cached(self, seg, len, c.start, align, trim, w, ids, offs)))
+            if ((err = segment_offsets_cached(self, seg, len, c.start, first, align, trim, w, ids, offs)))
                 return err;
             continue;
         }
@@ -1496,8 +1550,8 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
             const uint32_t *sub_align = align ? align + d.start : NULL;
             size_t at = align ? c.start : c.start + d.start;
             err = d.id >= 0 ? added_offsets(ids, offs, d.id, seg + d.start, d.stop - d.start, at, sub_align, trim)
-                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, at, sub_align, trim, w,
-                                                     ids, offs);
+                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, at,
+                                                     first + (int64_t)d.start, sub_align, trim, w, ids, offs);
             if (err)
                 return err;
         }
@@ -1860,6 +1914,15 @@ static int read_ids(PyObject *seq, IdBuf *ids) {
     }
     Py_DECREF(tuple);
     return err;
+}
+
+static PyObject *Encoder_set_first(Encoder *self, PyObject *first) {
+    if (first != Py_None && !PyCallable_Check(first)) {
+        PyErr_SetString(PyExc_TypeError, "set_first(normalize_first: callable | None)");
+        return NULL;
+    }
+    Py_XSETREF(self->first, first == Py_None ? NULL : Py_NewRef(first));
+    Py_RETURN_NONE;
 }
 
 static PyObject *Encoder_set_post(Encoder *self, PyObject *args) {
@@ -2363,6 +2426,9 @@ static PyMethodDef Encoder_methods[] = {
      "set_added(raw, normalized): the added tokens encode_text matches, as (content, id, flags) lists."},
     {"set_post", (PyCFunction)Encoder_set_post, METH_VARARGS,
      "set_post(prefix, suffix): the ids add_special_tokens puts around a text's (the post-processor's)."},
+    {"set_first", (PyCFunction)Encoder_set_first, METH_O,
+     "set_first(normalize_first): normalizers.normalize_first for encode_text's normalizer, or None: the\n"
+     "first segment normalized with its alignment, for Metaspace's \"first\"."},
     {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_FASTCALL,
      "encode_text(normalizer, text, add_special_tokens) -> list[int]: added tokens, normalization and\n"
      "segments in one call; ValueError for a lone surrogate, as Tokenizer.encode."},

@@ -441,14 +441,15 @@ static int byte_level_prefixed(const Step *st, const Pieces *p, const Span *sp) 
 }
 
 /* Metaspace: spaces become the replacement, which is prepended unless the piece starts with
- * one (before the replacement: the check is on the replaced text) and per prepend_scheme. */
+ * one (before the replacement: the check is on the replaced text) and per prepend_scheme;
+ * "first": to the pieces from the text's start, at offset 0 or less (normalizers.normalize_first). */
 static int metaspace_prefixed(const Step *st, const Pieces *p, const Span *sp) {
     if (sp->end == sp->start)
         return 0;
     uint32_t first = p->buf[sp->start] == ' ' ? st->replacement : p->buf[sp->start];
     if (first == st->replacement)
         return 0;
-    return st->prepend == PS_ALWAYS || (st->prepend == PS_FIRST && sp->off == 0);
+    return st->prepend == PS_ALWAYS || (st->prepend == PS_FIRST && sp->off <= 0);
 }
 
 /* Split on whitespace (dropped) and, for BERT, isolate each punctuation character. */
