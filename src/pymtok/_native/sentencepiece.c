@@ -665,8 +665,11 @@ static int utf8_strict(const uint8_t *s, size_t n) {
 }
 
 /* NormalizePrefix: the normalized bytes of the input's next unit (*piece, *piece_n) and its
- * length in the input. The input is valid UTF-8 (a Python str's). Unless `last`, d[0, n) is only
- * the text so far: 1 when the unit could reach past it, whose answer the bytes after decide. */
+ * length in the input. The input is valid UTF-8 (a Python str's), but a charsmap key may end
+ * inside a character: the library then goes on from that byte, a continuation byte, which is
+ * one character to its trie and, unless a key starts there, malformed: U+FFFD for one byte.
+ * Unless `last`, d[0, n) is only the text so far: 1 when the unit could reach past it, whose
+ * answer the bytes after decide. */
 static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t pos, int last, const uint8_t **piece,
                      size_t *piece_n, size_t *used) {
     for (size_t k = 0; k < m->nuser_lengths; k++) {
@@ -680,7 +683,8 @@ static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t p
             return 0;
         }
     }
-    size_t size = utf8_len(d[pos]);
+    int inside = (d[pos] & 0xC0) == 0x80;
+    size_t size = inside ? 1 : utf8_len(d[pos]);
     if (size > n - pos) {
         if (!last)
             return 1;
@@ -710,6 +714,13 @@ static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t p
             *used = best;
             return utf8_strict(r, *piece_n) ? 0 : -2;
         }
+    }
+    if (inside) {
+        static const uint8_t replacement[3] = {0xEF, 0xBF, 0xBD};
+        *piece = replacement;
+        *piece_n = 3;
+        *used = 1;
+        return 0;
     }
     *piece = d + pos;
     *piece_n = *used = size;
