@@ -13,6 +13,9 @@ static const uint8_t SP_SPACE[3] = {0xE2, 0x96, 0x81}; /* U+2581, the escaped sp
 
 enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_USER_DEFINED = 4, SP_UNUSED = 5 };
 
+/* bpe_model.cc's kMaxBpeResegmentDepth */
+#define SP_MAX_RESEGMENT_DEPTH 100
+
 /* setdefault: the first id of a piece spelled twice wins, as in the library's maps */
 static int put_first(StrMap *m, const uint8_t *key, size_t len, int32_t id) {
     return strmap_get(m, key, len) >= 0 ? 0 : strmap_put(m, key, len, id);
@@ -283,18 +286,30 @@ static int propose(BpeRun *r, int64_t left, int64_t right) {
     return 0;
 }
 
-static int emit(BpeRun *r, size_t start, size_t len) {
+/* The symbol text[start, start + len) resegmented (bpe_model.cc): only a piece that could have
+ * been merged is found, a control, unknown or byte piece of that spelling is the unknown id; an
+ * UNUSED one is split back into the pair it was proposed from, or without one (a character) is
+ * the unknown id. Past the library's depth limit a symbol is looked up as it is. */
+static int emit(BpeRun *r, size_t start, size_t len, int depth) {
     const SpModel *m = r->m;
-    int32_t id = strmap_get(&m->ids, r->text + start, len);
-    if (id < 0)
-        id = m->unk_id;
-    if (m->types[id] == SP_UNUSED && r->rev_ready) {
-        int32_t at = strmap_get(&r->rev_keys, r->text + start, len);
-        if (at >= 0) {
-            RevMerge rv = r->rev[at];
-            return emit(r, rv.left_start, rv.left_len) < 0 ? -1 : emit(r, rv.right_start, rv.right_len);
+    int32_t id;
+    if (depth > SP_MAX_RESEGMENT_DEPTH) {
+        id = strmap_get(&m->ids, r->text + start, len);
+    } else {
+        id = strmap_get(&m->matchable, r->text + start, len);
+        if (id >= 0 && m->types[id] == SP_UNUSED) {
+            int32_t at = r->rev_ready ? strmap_get(&r->rev_keys, r->text + start, len) : -1;
+            if (at >= 0) {
+                RevMerge rv = r->rev[at];
+                return emit(r, rv.left_start, rv.left_len, depth + 1) < 0
+                           ? -1
+                           : emit(r, rv.right_start, rv.right_len, depth + 1);
+            }
+            id = -1;
         }
     }
+    if (id < 0)
+        id = m->unk_id;
     int unknown = m->types[id] == SP_UNKNOWN;
     r->any_unk |= unknown;
     if (unknown && m->byte_fallback) {
@@ -354,7 +369,7 @@ static int bpe_word(const SpModel *m, const uint8_t *text, size_t start, size_t 
             goto done;
     }
     for (int64_t i = count ? 0 : -1; i >= 0; i = r.sym[i].next)
-        if (emit(&r, r.sym[i].start, r.sym[i].len) < 0)
+        if (emit(&r, r.sym[i].start, r.sym[i].len, 0) < 0)
             goto done;
     err = 0;
 done:
