@@ -633,7 +633,8 @@ static size_t unit_offset(uint32_t unit) {
 
 /* darts-clone's common-prefix search over d[start, end) from node: the longest key's length and
  * value; *node is where the walk stands after all of it, or -1 if it ended. -2 for a value
- * outside the replacements. */
+ * outside the replacements. A NUL byte is a label like any other (the library searches by the
+ * text's length): no trainer's trie has a unit it matches, one made by hand can. */
 static int walk(const SpNormalizer *m, const uint8_t *d, size_t start, size_t end, int64_t *node, size_t *best,
                 uint32_t *value) {
     size_t count = m->nunits;
@@ -643,7 +644,7 @@ static int walk(const SpNormalizer *m, const uint8_t *d, size_t start, size_t en
     for (size_t i = start; i < end; i++) {
         uint8_t byte = d[i];
         at ^= byte;
-        if (byte == 0 || (size_t)at >= count || (m->units[at] & 0x800000FFu) != byte) {
+        if ((size_t)at >= count || (m->units[at] & 0x800000FFu) != byte) {
             *node = -1;
             return 0;
         }
