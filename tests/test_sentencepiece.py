@@ -186,7 +186,7 @@ def test_txt_export_lists_its_losses(tmp_path: Path) -> None:
 # forms, combining marks), text of control pieces, ▁ itself, and characters only byte
 # fallback can encode
 _ALPHABET = list(" \t\n\r\u3000\u00a0\u2581\u200b") + list("ﬁﬂ①Ａｂ㌔ｶﾞ\u0301e\u0308Å") + list("ab-.,'") + [
-    "<s>", "</s>", "<unk>", "<pad>", "\U0001f600", "\u4e0d", "\ud55c", "\u0e01", "\x00", "\x7f",
+    "<s>", "</s>", "<unk>", "<pad>", "\U0001f600", "\u4e0d", "\ud55c", "\u0e01", "\x00", "\x7f", "x", "q", "\u00e9",
 ]
 
 
@@ -290,6 +290,9 @@ EDITS: dict[str, list[Callable[[Any], None]]] = {
     "nfkc": [_charsmap("nfkc")],
     "identity": [_charsmap("identity")],
     "control_text": [_retype(3, ["<ctl>", "\u2581a"])],
+    # characters that are reserved or UNUSED pieces: text gives them the unknown id
+    "control_chars": [_retype(3, ["x", "k", "\u2581", "\u00e9"])],
+    "unused_chars": [_retype(5, ["q", "e", "\u4e0d"])],
     "unk_surface": [lambda p: setattr(p.trainer_spec, "unk_surface", "[?]")],
     "denormalizer": [lambda p: _denormalizer(p, "nfkc_cf")],
 }
@@ -313,6 +316,7 @@ def edited(base: str, edit: str) -> bytes:
 _EDIT_TEXTS = (
     "Hello  world ", "  the thing is\tthat ", "a b", "x<tag>y the<tag>", "ﬁne Ｆｕｌｌ　ｗｉｄｔｈ ＡＢＣ",
     "Straße ΣΑΣ İstanbul", "\U0001f600 12 ing", "▁lead ▁▁ trail▁", "", " ", "<ctl> <s> </s> <unk>",
+    "axb xx kxk q qq eqe \u00e9t\u00e9 \u4e0d\u662f",
     "e\u0301 \u00e9", "\u4e0d\u662f 한국어 \u0e01", "tab\tand\nnew\r\nline",
 )
 
@@ -336,7 +340,8 @@ def test_edited_models(base: str, edit: str, tmp_path: Path) -> None:
         assert tok.decode(ids) == sp.decode(ids), ids
 
 
-@pytest.mark.parametrize("edit", ["suffix", "keep_spaces", "user_defined", "nfkc_cf", "no_escape", "unused"])
+@pytest.mark.parametrize("edit", ["suffix", "keep_spaces", "user_defined", "nfkc_cf", "no_escape", "unused",
+                                  "control_chars", "unused_chars"])
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=_texts())
 def test_edited_models_hypothesis(edit: str, text: str) -> None:
@@ -508,17 +513,30 @@ def test_call_fields_beside_the_offsets(name: str) -> None:
     assert [o for o, mask in zip(pair["offset_mapping"], pair["special_tokens_mask"]) if not mask] == offsets
 
 
-def _charsmap_of_one_byte(key: int, value: bytes) -> bytes:
-    """A precompiled charsmap mapping the single byte ``key`` to ``value``: darts-clone units (the
-    root's child for a byte ``b`` at ``1 ^ b``, the child's leaf beside it) in the 1024-byte
-    blocks the library reads, then the replacements."""
-    units = [0] * 256
-    units[0] = 1 << 10
-    child = 1 ^ key
-    units[child] = 1 << 10 | 0x100 | key
-    units[child ^ 1] = 1 << 31
+def _charsmap_of(rules: dict[bytes, bytes]) -> bytes:
+    """A precompiled charsmap replacing each key of ``rules`` (any bytes) by its value: a
+    darts-clone double array that passes the library's validation, one 256-unit block per trie
+    node (a node's children at its block plus their byte, its leaf, the offset of its
+    replacement, at the block's start), then the NUL-terminated replacements. Unlike a
+    trainer's, its empty units match a NUL byte: the start of a block without a leaf passes it
+    on to the block itself."""
+    replacements = b""
+    value_of: dict[bytes, int] = {}
+    for key, value in rules.items():
+        value_of[key] = len(replacements)
+        replacements += value + b"\0"
+    nodes = sorted({key[:i] for key in rules for i in range(len(key) + 1)})
+    block = {node: 256 * (k + 1) for k, node in enumerate(nodes)}
+    units = [0] * (256 * (len(nodes) + 1))
+    units[0] = block[b""] << 10
+    for node in nodes:
+        if node:
+            at = block[node[:-1]] ^ node[-1]
+            units[at] = (at ^ block[node]) << 10 | (0x100 if node in rules else 0) | node[-1]
+        if node in rules:
+            units[block[node]] = 1 << 31 | value_of[node]
     trie = struct.pack(f"<{len(units)}I", *units)
-    return struct.pack("<I", len(trie)) + trie + value + b"\0"
+    return struct.pack("<I", len(trie)) + trie + replacements
 
 
 def test_offsets_inside_a_character_are_refused() -> None:
@@ -526,7 +544,7 @@ def test_offsets_inside_a_character_are_refused() -> None:
     the library's offsets then fall inside the character, which no character offset can say, so
     asking for offsets raises rather than rounding them."""
     proto = proto_of("test_model.model")
-    proto.normalizer_spec.precompiled_charsmap = _charsmap_of_one_byte(0xC3, b"x")  # é's first byte
+    proto.normalizer_spec.precompiled_charsmap = _charsmap_of({b"\xc3": b"x"})  # é's first byte
     data = proto.SerializeToString()
     tok, sp = _loaded(data), _sp(data)
     with pytest.raises(KeyError):
@@ -534,6 +552,100 @@ def test_offsets_inside_a_character_are_refused() -> None:
     assert call_offsets(tok, "ab") == sentencepiece_offsets(sp, "ab")
     with pytest.raises(FormatError, match="charsmap key ends inside a character"):
         tok("a\u00e9", return_offsets_mapping=True)
+
+
+# keys that end inside a character (é's and ö's first byte, 一's and 不's first two, an emoji's
+# first two, deleted), one across a character into the next, one that starts at a continuation
+# byte (é's second): the library goes on inside the character, each byte no key starts at U+FFFD
+_INSIDE_RULES = {b"\xc3": b"x", b"\xa9": b"z", b"\xe4\xb8": b"y", b"o\xc3": b"Q", b"\xf0\x9f": b""}
+_INSIDE_TEXTS = (
+    "a\u00e9b", "\u00e9", "\u00e9\u00e9", "o\u00e9 o\u00f6 \u00f6", "Stra\u00dfe na\u00efve", "\u4e00\u4e0d\u4e0e \u4e0d\u662f",
+    "\U0001f600\U0001f601 x\U0001f600", "\u00e9\u4e00\U0001f600o", "\x00\u00e9 \x00\x00o\x00\u00e9 \x00",
+)
+
+
+@functools.lru_cache(maxsize=None)
+def _inside(base: str) -> bytes:
+    proto = proto_of(base)
+    proto.normalizer_spec.precompiled_charsmap = _charsmap_of(_INSIDE_RULES)
+    return proto.SerializeToString()
+
+
+@pytest.mark.parametrize("base", MODELS)
+def test_charsmap_key_inside_a_character_gives_the_librarys_ids(base: str, tmp_path: Path) -> None:
+    """No trainer writes such a key but a .model may hold one: the ids are the library's, read
+    from the .model and from its .mtok, and on a text long enough to be normalized in parts."""
+    data = _inside(base)
+    path = tmp_path / "inside.model"
+    path.write_bytes(data)
+    sp = _sp(data)
+    texts = _INSIDE_TEXTS + _EDIT_TEXTS + chunks(DEFAULT_CHUNKS)
+    for tok in (pymtok.load(path), pymtok.load(export_report(path, tmp_path / "out")[0])):
+        assert mismatches(tok, sp, texts) == []
+    long = "".join(_INSIDE_TEXTS) * (PART // 40)
+    ids = _loaded(data).encode(long, add_special_tokens=False)
+    if KINDS[base] == "SentencePieceUnigram":  # the library's sums part from float32 ones on long texts
+        assert ids == _whole_viterbi(_loaded(data), sp.normalize(long))
+    else:
+        assert ids == sp.encode(long)
+
+
+@pytest.mark.parametrize("base", MODELS)
+@settings(max_examples=examples(100), deadline=None)
+@given(text=_texts())
+def test_charsmap_key_inside_a_character_hypothesis(base: str, text: str) -> None:
+    data = _inside(base)
+    assert _loaded(data).encode(text, add_special_tokens=False) == _sp(data).encode(text), text
+
+
+def test_byte_fallback_reserved_characters(tmp_path: Path) -> None:
+    """Mistral (byte fallback) with characters that are CONTROL or UNUSED pieces: the unknown
+    id's byte pieces, from the .model, its .mtok and its type-0 .txt (exact for mistral)."""
+    proto = proto_of("mistral-7b-v0.1.model")
+    for step in EDITS["control_chars"] + EDITS["unused_chars"]:
+        step(proto)
+    data = proto.SerializeToString()
+    path = tmp_path / "m.model"
+    path.write_bytes(data)
+    sp = _sp(data)
+    assert sp.encode("1x2q3", out_type=str) == [f"<0x{b:02X}>" for b in "\u2581".encode()] + [
+        "1", "<0x78>", "2", "<0x71>", "3"]
+    readers = [pymtok.load(path), pymtok.load(export_report(path, tmp_path / "mtok")[0]),
+               pymtok.load(export_report(path, tmp_path / "txt", format="txt")[0])]
+    for tok in readers:
+        check_model(tok, sp, _EDIT_TEXTS + chunks(DEFAULT_CHUNKS)[:100])
+
+
+@pytest.mark.parametrize("length", [101, 102, 103])
+@pytest.mark.parametrize("kind", [1, 3, 5])
+def test_unused_merges_deeper_than_the_librarys_limit(length: int, kind: int) -> None:
+    """A chain of UNUSED pieces each one character longer (the first character NORMAL, CONTROL
+    or UNUSED): the library splits it back 100 levels deep, then takes each symbol as it is,
+    a control or UNUSED piece's own id included."""
+    proto = proto_of("botchan_en_bpe_1000.model")
+    chars = [chr(0x4E00 + i) for i in range(length)]
+    proto.pieces.add(piece=chars[0], score=-5.0, type=kind)
+    for k in range(2, length + 1):
+        proto.pieces.add(piece="".join(chars[:k]), score=-5.0, type=5)
+    data = proto.SerializeToString()
+    for text in ("".join(chars), "a" + "".join(chars) + "b " + "".join(chars[:50])):
+        assert _loaded(data).encode(text, add_special_tokens=False) == _sp(data).encode(text)
+
+
+def test_bpe_piece_spelled_twice_is_refused() -> None:
+    """The library keeps a BPE model's pieces in one map and refuses a second of any type;
+    Unigram keeps reserved pieces apart, and text yields the other."""
+    for base in ("botchan_en_bpe_1000.model", "test_model.model"):
+        proto = proto_of(base)
+        proto.pieces.add(piece="\u2581a", score=0.0, type=3)
+        data = proto.SerializeToString()
+        if KINDS[base] == "SentencePieceBPE":
+            with pytest.raises(RuntimeError, match="already defined"):
+                spm.SentencePieceProcessor(model_proto=data)
+            with pytest.raises(FormatError, match="already defined"):
+                _loaded(data)
+        else:
+            assert _loaded(data).encode("a b", add_special_tokens=False) == _sp(data).encode("a b")
 
 
 # -- the wire-format reader ------------------------------------------------------------------

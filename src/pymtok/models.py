@@ -771,9 +771,10 @@ class SentencePieceBPE(_VocabModel):
     The text is cut into characters (a user-defined piece is one symbol that never merges);
     then, repeatedly, the adjacent pair whose concatenation is a NORMAL, USER_DEFINED or UNUSED
     piece with the highest float32 score is merged, the leftmost on ties. An UNUSED result is
-    split back into the two symbols that made it. A symbol that is no piece is the unknown id
-    (a run of them one id), or with byte fallback its ``<0xXX>`` pieces. ``vocab`` and
-    ``piece_types`` are as in :class:`SentencePieceUnigram`.
+    split back into the two symbols that made it (100 levels deep at most, as the library). A
+    symbol that is no NORMAL or USER_DEFINED piece is the unknown id (a run of them one id), or
+    with byte fallback its ``<0xXX>`` pieces: a character that is a CONTROL or UNUSED piece too.
+    ``vocab`` and ``piece_types`` are as in :class:`SentencePieceUnigram`.
 
     >>> m = SentencePieceBPE(vocab=[["<unk>", 0.0], ["a", 0.0], ["b", 0.0], ["ab", -1.0]],
     ...                      piece_types=[2, 1, 1, 1], unk_id=0)
@@ -782,6 +783,8 @@ class SentencePieceBPE(_VocabModel):
     """
 
     _NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
+    # bpe_model.cc's kMaxBpeResegmentDepth: deeper than this a symbol is taken as it is
+    _MAX_RESEGMENT_DEPTH = 100
 
     def __init__(
         self,
@@ -801,7 +804,9 @@ class SentencePieceBPE(_VocabModel):
         piece_types = _piece_types("SentencePieceBPE", piece_types, len(pieces))
         if not isinstance(unk_id, int) or not 0 <= unk_id < len(pieces) or piece_types[unk_id] != self._UNKNOWN:
             raise FormatError(f"SentencePieceBPE unk_id {unk_id!r} is not the id of an UNKNOWN piece")
-        # sentencepiece keeps two maps and looks the reserved one (control, unknown, byte) up first
+        # The library refuses a BPE model with a piece spelled twice; a vocabulary from elsewhere
+        # may have one: an id lookup then finds the reserved piece (control, unknown, byte), as
+        # sentencepiece's Unigram does, and text only ever the mergeable one.
         ids: dict[str, int] = {}
         symbols: dict[str, int] = {}
         for i, (piece, kind) in enumerate(zip(pieces, piece_types)):
@@ -847,8 +852,9 @@ class SentencePieceBPE(_VocabModel):
                 i += 1
         return parts, frozen
 
-    def _symbols(self, piece: str) -> list[str]:
-        """The piece's symbols once merged, in order, each UNUSED one split back into its two."""
+    def _symbols(self, piece: str) -> list[tuple[str, int]]:
+        """The piece's symbols once merged, in order, each UNUSED one split back into its two,
+        with their ids (``resegment`` in ``bpe_model.cc``)."""
         parts, frozen = self._split(piece)
         symbols, scores, types, unused = self._mergeable, self._scores, self.piece_types, self._UNUSED
         n = len(parts)
@@ -882,27 +888,35 @@ class SentencePieceBPE(_VocabModel):
             push(prev[left], left)
             push(left, nxt[left])
 
-        out: list[str] = []
+        out: list[tuple[str, int]] = []
+        unk_id = self.unk_id
 
-        def resegment(word: str) -> None:
-            if types[self.vocab.get(word, self.unk_id)] == unused and word in rev_merge:
-                left, right = rev_merge[word]
-                resegment(left)
-                resegment(right)
-            else:
-                out.append(word)
+        def resegment(word: str, depth: int) -> None:
+            if depth > self._MAX_RESEGMENT_DEPTH:
+                out.append((word, self.vocab.get(word, unk_id)))
+                return
+            # only what could have been merged is a piece here: a control, unknown or byte
+            # piece of the same spelling is the unknown id
+            id = symbols.get(word)
+            if id is not None and types[id] == unused:
+                if word in rev_merge:
+                    left, right = rev_merge[word]
+                    resegment(left, depth + 1)
+                    resegment(right, depth + 1)
+                    return
+                id = None  # an UNUSED character, never merged into
+            out.append((word, unk_id if id is None else id))
 
         i = 0 if n else -1
         while i >= 0:
-            resegment(parts[i])
+            resegment(parts[i], 0)
             i = nxt[i]
         return out
 
     def _tokenize(self, piece: str) -> list[int]:
         out: list[int] = []
         previous_unk = False
-        for word in self._symbols(piece):
-            id = self.vocab.get(word, self.unk_id)
+        for word, id in self._symbols(piece):
             unknown = self.piece_types[id] == self._UNKNOWN
             if unknown and self.byte_fallback:
                 out.extend(self.vocab.get(byte_token(b), id) for b in word.encode("utf-8"))
@@ -917,9 +931,8 @@ class SentencePieceBPE(_VocabModel):
         out: list[TokenSpan] = []
         previous_unk = False
         at = 0
-        for word in self._symbols(piece):
+        for word, id in self._symbols(piece):
             start, at = at, at + len(word.encode("utf-8"))
-            id = self.vocab.get(word, self.unk_id)
             unknown = self.piece_types[id] == self._UNKNOWN
             if unknown and self.byte_fallback:
                 out += _byte_pieces(self.vocab, word, id, start, at)

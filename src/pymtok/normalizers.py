@@ -968,13 +968,16 @@ class SentencePiece:
 
     def _walk(self, data: bytes, start: int, end: int, node: int) -> tuple[int, int, int]:
         """darts-clone's common-prefix search over ``data[start:end]`` from ``node``: the longest
-        key's length and value, and the node reached after all of it (-1 if the walk ended)."""
+        key's length and value, and the node reached after all of it (-1 if the walk ended).
+
+        The library searches by the text's length, so a NUL byte is a label like any other: no
+        trainer's trie has a unit it matches, but one made by hand can (an empty unit)."""
         units, count = self._units, len(self._units)
         best = value = 0
         for i in range(start, end):
             byte = data[i]
             node ^= byte
-            if byte == 0 or node >= count or units[node] & 0x800000FF != byte:
+            if node >= count or units[node] & 0x800000FF != byte:
                 return best, value, -1
             unit = units[node]
             node ^= _unit_offset(unit)

@@ -319,10 +319,13 @@ def _check(proto: ModelProto) -> None:
     unk: list[int] = []
     bytes_found: set[str] = set()
     byte_names = {_byte_piece(b) for b in range(256)}
+    # BPE keeps every piece in one map (its merges skip the reserved ones), Unigram the reserved
+    # pieces apart: only there may a reserved piece share its spelling with another
+    one_map = spec.model_type == BPE
     for i, p in enumerate(proto.pieces):
         if not p.piece:
             raise FormatError(f"ModelProto.pieces[{i}]: piece is empty")
-        table = normal if p.type in (NORMAL, USER_DEFINED, UNUSED) else reserved
+        table = normal if one_map or p.type in (NORMAL, USER_DEFINED, UNUSED) else reserved
         if p.piece in table:
             raise FormatError(f"ModelProto.pieces[{i}]: piece {p.piece!r} is already defined")
         table.add(p.piece)

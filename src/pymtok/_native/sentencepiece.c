@@ -13,6 +13,9 @@ static const uint8_t SP_SPACE[3] = {0xE2, 0x96, 0x81}; /* U+2581, the escaped sp
 
 enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_USER_DEFINED = 4, SP_UNUSED = 5 };
 
+/* bpe_model.cc's kMaxBpeResegmentDepth */
+#define SP_MAX_RESEGMENT_DEPTH 100
+
 /* setdefault: the first id of a piece spelled twice wins, as in the library's maps */
 static int put_first(StrMap *m, const uint8_t *key, size_t len, int32_t id) {
     return strmap_get(m, key, len) >= 0 ? 0 : strmap_put(m, key, len, id);
@@ -283,18 +286,30 @@ static int propose(BpeRun *r, int64_t left, int64_t right) {
     return 0;
 }
 
-static int emit(BpeRun *r, size_t start, size_t len) {
+/* The symbol text[start, start + len) resegmented (bpe_model.cc): only a piece that could have
+ * been merged is found, a control, unknown or byte piece of that spelling is the unknown id; an
+ * UNUSED one is split back into the pair it was proposed from, or without one (a character) is
+ * the unknown id. Past the library's depth limit a symbol is looked up as it is. */
+static int emit(BpeRun *r, size_t start, size_t len, int depth) {
     const SpModel *m = r->m;
-    int32_t id = strmap_get(&m->ids, r->text + start, len);
-    if (id < 0)
-        id = m->unk_id;
-    if (m->types[id] == SP_UNUSED && r->rev_ready) {
-        int32_t at = strmap_get(&r->rev_keys, r->text + start, len);
-        if (at >= 0) {
-            RevMerge rv = r->rev[at];
-            return emit(r, rv.left_start, rv.left_len) < 0 ? -1 : emit(r, rv.right_start, rv.right_len);
+    int32_t id;
+    if (depth > SP_MAX_RESEGMENT_DEPTH) {
+        id = strmap_get(&m->ids, r->text + start, len);
+    } else {
+        id = strmap_get(&m->matchable, r->text + start, len);
+        if (id >= 0 && m->types[id] == SP_UNUSED) {
+            int32_t at = r->rev_ready ? strmap_get(&r->rev_keys, r->text + start, len) : -1;
+            if (at >= 0) {
+                RevMerge rv = r->rev[at];
+                return emit(r, rv.left_start, rv.left_len, depth + 1) < 0
+                           ? -1
+                           : emit(r, rv.right_start, rv.right_len, depth + 1);
+            }
+            id = -1;
         }
     }
+    if (id < 0)
+        id = m->unk_id;
     int unknown = m->types[id] == SP_UNKNOWN;
     r->any_unk |= unknown;
     if (unknown && m->byte_fallback) {
@@ -354,7 +369,7 @@ static int bpe_word(const SpModel *m, const uint8_t *text, size_t start, size_t 
             goto done;
     }
     for (int64_t i = count ? 0 : -1; i >= 0; i = r.sym[i].next)
-        if (emit(&r, r.sym[i].start, r.sym[i].len) < 0)
+        if (emit(&r, r.sym[i].start, r.sym[i].len, 0) < 0)
             goto done;
     err = 0;
 done:
@@ -618,7 +633,8 @@ static size_t unit_offset(uint32_t unit) {
 
 /* darts-clone's common-prefix search over d[start, end) from node: the longest key's length and
  * value; *node is where the walk stands after all of it, or -1 if it ended. -2 for a value
- * outside the replacements. */
+ * outside the replacements. A NUL byte is a label like any other (the library searches by the
+ * text's length): no trainer's trie has a unit it matches, one made by hand can. */
 static int walk(const SpNormalizer *m, const uint8_t *d, size_t start, size_t end, int64_t *node, size_t *best,
                 uint32_t *value) {
     size_t count = m->nunits;
@@ -628,7 +644,7 @@ static int walk(const SpNormalizer *m, const uint8_t *d, size_t start, size_t en
     for (size_t i = start; i < end; i++) {
         uint8_t byte = d[i];
         at ^= byte;
-        if (byte == 0 || (size_t)at >= count || (m->units[at] & 0x800000FFu) != byte) {
+        if ((size_t)at >= count || (m->units[at] & 0x800000FFu) != byte) {
             *node = -1;
             return 0;
         }
@@ -665,8 +681,11 @@ static int utf8_strict(const uint8_t *s, size_t n) {
 }
 
 /* NormalizePrefix: the normalized bytes of the input's next unit (*piece, *piece_n) and its
- * length in the input. The input is valid UTF-8 (a Python str's). Unless `last`, d[0, n) is only
- * the text so far: 1 when the unit could reach past it, whose answer the bytes after decide. */
+ * length in the input. The input is valid UTF-8 (a Python str's), but a charsmap key may end
+ * inside a character: the library then goes on from that byte, a continuation byte, which is
+ * one character to its trie and, unless a key starts there, malformed: U+FFFD for one byte.
+ * Unless `last`, d[0, n) is only the text so far: 1 when the unit could reach past it, whose
+ * answer the bytes after decide. */
 static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t pos, int last, const uint8_t **piece,
                      size_t *piece_n, size_t *used) {
     for (size_t k = 0; k < m->nuser_lengths; k++) {
@@ -680,7 +699,8 @@ static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t p
             return 0;
         }
     }
-    size_t size = utf8_len(d[pos]);
+    int inside = (d[pos] & 0xC0) == 0x80;
+    size_t size = inside ? 1 : utf8_len(d[pos]);
     if (size > n - pos) {
         if (!last)
             return 1;
@@ -710,6 +730,13 @@ static int next_unit(const SpNormalizer *m, const uint8_t *d, size_t n, size_t p
             *used = best;
             return utf8_strict(r, *piece_n) ? 0 : -2;
         }
+    }
+    if (inside) {
+        static const uint8_t replacement[3] = {0xEF, 0xBF, 0xBD};
+        *piece = replacement;
+        *piece_n = 3;
+        *used = 1;
+        return 0;
     }
     *piece = d + pos;
     *piece_n = *used = size;
