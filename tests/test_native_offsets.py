@@ -83,14 +83,7 @@ def test_covered_tokenizers_take_no_pure_detour(name: str, monkeypatch: pytest.M
     assert native.accelerate_offsets(tok) is not None, name
     texts = [c[:1500] for c in corpus_chunks(12, seed=7)]
     wants = [oracle(name).encode(text, add_special_tokens=False) for text in texts]
-
-    def no_pure(*args: Any) -> Any:
-        raise AssertionError("the pure aligned pipeline ran")
-
-    monkeypatch.setattr(pymtok.Tokenizer, "encode_words", no_pure)
-    for text, want in zip(texts, wants):
-        got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
-        assert got["input_ids"] == want.ids and got["offset_mapping"] == want.offsets, (name, text[:80])
+    _assert_hf_offsets(tok, name, texts, wants, monkeypatch, native_only=True)
     batch = tok(texts, add_special_tokens=False, return_offsets_mapping=True, truncation=True, max_length=64)
     assert batch["offset_mapping"] == [w.offsets[:64] for w in wants], name
 
@@ -137,7 +130,14 @@ def test_offsets_of_an_exported_mtok(name: str, exported_tokenizer: Any, monkeyp
     wants = [oracle(name).encode(text, add_special_tokens=False) for text in texts]
     if not PURE:
         assert native.accelerate_offsets(tok) is not None, name
+    _assert_hf_offsets(tok, name, texts, wants, monkeypatch, native_only=not PURE)
 
+
+def _assert_hf_offsets(tok: Any, name: str, texts: list[str], wants: list[Any], monkeypatch: pytest.MonkeyPatch,
+                       native_only: bool) -> None:
+    """tok's ids and offsets of each text are HF's (wants); native_only: with the pure aligned
+    pipeline (encode_words) never called."""
+    if native_only:
         def no_pure(*args: Any) -> Any:
             raise AssertionError("the pure aligned pipeline ran")
 
