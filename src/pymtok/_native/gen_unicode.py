@@ -16,6 +16,8 @@ import sys
 import types
 from pathlib import Path
 
+import regex
+
 HERE = Path(__file__).resolve().parent
 PACKAGE = HERE.parent
 
@@ -52,6 +54,12 @@ def class_bits() -> list[int]:
     predicates.append(("BERT_PUNCT", pt._PUNCTUATION))
     rust_ws = re.compile(pt.hex_class(pt._WHITESPACE_RANGES))
     predicates.append(("RUST_WS", lambda t: [m.span() for m in rust_ws.finditer(t)]))
+    # Digits: Rust's char::is_numeric (Unicode 17.0); Whitespace: the Rust regex crate's \w
+    # (Unicode 16.0), as the pure path spells them.
+    numeric = regex.compile(pt.unicode_17_set(r"\p{N}"), pt.FLAGS)
+    predicates.append(("NUMERIC", lambda t: [m.span() for m in numeric.finditer(t)]))
+    word = regex.compile(pt.unicode_16_set(r"[\w]"), pt.FLAGS)
+    predicates.append(("WORD", lambda t: [m.span() for m in word.finditer(t)]))
     for bit, (_name, spans) in enumerate(predicates):
         for start, end in spans(text):
             for c in range(start, end):
@@ -63,7 +71,7 @@ def class_bits() -> list[int]:
 def render() -> str:
     """The text of unicode_data.h."""
     bits = class_bits()
-    names = [n for n, _ in CLASSES] + ["BERT_PUNCT", "RUST_WS"]
+    names = [n for n, _ in CLASSES] + ["BERT_PUNCT", "RUST_WS", "NUMERIC", "WORD"]
     blocks: dict[tuple[int, ...], int] = {}
     index: list[int] = []
     for start in range(0, 0x110000, BLOCK):
@@ -77,13 +85,13 @@ def render() -> str:
         "#define PYMTOK_UNICODE_DATA_H",
         "#include <stdint.h>",
     ]
-    lines += [f"#define U_{name} 0x{1 << i:04X}u" for i, name in enumerate(names)]
+    lines += [f"#define U_{name} 0x{1 << i:05X}u" for i, name in enumerate(names)]
     lines.append(f"#define U_BLOCK_SHIFT {BLOCK.bit_length() - 1}")
     lines.append(f"static const uint16_t u_block_index[{len(index)}] = {{")
     for i in range(0, len(index), 24):
         lines.append("  " + ",".join(str(x) for x in index[i : i + 24]) + ",")
     lines.append("};")
-    lines.append(f"static const uint16_t u_blocks[{len(blocks) * BLOCK}] = {{")
+    lines.append(f"static const uint32_t u_blocks[{len(blocks) * BLOCK}] = {{")
     for block in blocks:
         for i in range(0, BLOCK, 32):
             lines.append("  " + ",".join(str(x) for x in block[i : i + 32]) + ",")
