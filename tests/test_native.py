@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -55,7 +56,7 @@ ACCELERATED = [
 
 # Pre-tokenizers the native core has no program for: the pure pre-tokenizer, then the native model
 MODEL_ONLY = [
-    "falcon",            # Punctuation and Digits, ByteLevel before other steps
+    "falcon",            # a Split pattern without a scanner ([0-9][0-9][0-9])
 ]
 
 
@@ -152,6 +153,85 @@ texts = st.one_of(
 @given(text=texts)
 def test_generated_strings(name: str, text: str) -> None:
     assert_same_ids(name, text)
+
+
+_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+_MAPPING = {**_BYTE_LEVEL, "use_regex": False}
+
+# HF's character splitters and every split behavior, before ByteLevel and after it (where they
+# cut the GPT-2 characters of the bytes, a character's bytes apart: "²" is byte 0xB2's)
+NATIVE_PIPELINES = {
+    "falcon_without_its_split": [{"type": "Punctuation", "behavior": "Contiguous"}, _BYTE_LEVEL,
+                                 {"type": "Digits", "individual_digits": False}],
+    "digits_each": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL],
+    "whitespace": [{"type": "Whitespace"}, _MAPPING],
+    "delimiter": [{"type": "CharDelimiterSplit", "delimiter": "e"}, _BYTE_LEVEL],
+    "space_delimiter": [{"type": "CharDelimiterSplit", "delimiter": " "}, _MAPPING],
+    **{f"punctuation_{b}": [{"type": "Punctuation", "behavior": b}, _MAPPING]
+       for b in ("Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")},
+    **{f"digits_split_{b}_{invert}": [{"type": "Split", "pattern": {"Regex": r"\p{N}{1,3}"}, "behavior": b,
+                                       "invert": invert}, _BYTE_LEVEL]
+       for b in ("MergedWithPrevious", "MergedWithNext", "Contiguous") for invert in (False, True)},
+    "mapped_then_cut": [_BYTE_LEVEL, {"type": "Punctuation", "behavior": "MergedWithNext"},
+                        {"type": "Digits", "individual_digits": True}, {"type": "WhitespaceSplit"}],
+    "mapped_then_split": [_MAPPING, {"type": "Split", "pattern": {"Regex": native._GPT2}, "behavior": "Isolated",
+                                     "invert": False}, {"type": "Whitespace"}],
+}
+
+
+@functools.lru_cache(maxsize=None)
+def native_pipeline(name: str) -> tuple[pymtok.Tokenizer, Any]:
+    """Falcon's byte-level BPE behind the named pre-tokenizer: pymtok's tokenizer and HF's."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = json.loads(Path(fixture_path("tokenizers", "falcon", "tokenizer.json")).read_text(encoding="utf-8"))
+    config["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": NATIVE_PIPELINES[name]}
+    tok = pymtok.Tokenizer.from_config(config)
+    assert tok._native_text is not None, "the native core does not run this pipeline"
+    return tok, tokenizers.Tokenizer.from_str(json.dumps(config))
+
+
+def assert_pipeline_as_hf(name: str, text: str) -> None:
+    tok, hf = native_pipeline(name)
+    encoding = hf.encode(text)
+    assert tok.encode(text) == encoding.ids, f"{name}: {text!r}"
+    assert tok(text, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets, f"{name}: {text!r}"
+
+
+@pytest.mark.parametrize("name", NATIVE_PIPELINES)
+def test_native_pre_tokenizer_steps_corpus(name: str) -> None:
+    for text in corpus_chunks(150, seed=5):
+        assert_pipeline_as_hf(name, text)
+
+
+@pytest.mark.parametrize("name", NATIVE_PIPELINES)
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts)
+def test_native_pre_tokenizer_steps_generated(name: str, text: str) -> None:
+    assert_pipeline_as_hf(name, text)
+
+
+@pytest.mark.parametrize("pre, separator", [
+    ({"type": "Whitespace"}, " "), ({"type": "Whitespace"}, "!"), ({"type": "Whitespace"}, "a"),
+    ({"type": "Punctuation", "behavior": "Isolated"}, "a"), ({"type": "Digits", "individual_digits": False}, "a"),
+])
+def test_native_splitter_classes_every_code_point(pre: dict[str, Any], separator: str) -> None:
+    """Every code point between separators: the pieces (a WordPiece model's unknown token each,
+    their offsets) show which class the splitter puts it in (with a separator of each class,
+    Whitespace's three), as HF's Rust predicates and regex crate say."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+              "pre_tokenizer": pre, "post_processor": None, "decoder": None,
+              "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                        "max_input_chars_per_word": 1, "vocab": {"[UNK]": 0}}}
+    tok = pymtok.Tokenizer.from_config(config)
+    assert tok._native_text is not None
+    text = separator.join(map(chr, ALL_CODE_POINTS))
+    hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    ours = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    theirs = hf.encode(text, add_special_tokens=False).offsets
+    if ours != theirs:
+        differ = sorted(set(ours) ^ set(theirs))[:10]
+        pytest.fail(f"pieces differ: {[text[s:e][:20] for s, e in differ]}")
 
 
 @functools.lru_cache(maxsize=None)

@@ -78,6 +78,9 @@ def pre_tokenizer(r: random.Random, byte_level: bool) -> Any:
     chosen = [r.choice(steps)() for _ in range(r.choice([0, 1, 1, 2]))]
     if byte_level:
         chosen.append(P.ByteLevel(add_prefix_space=r.random() < .5, use_regex=r.random() < .7))
+        if r.random() < .3:
+            # after ByteLevel a step cuts GPT-2 characters, which can part a character's bytes
+            chosen.append(r.choice([step for k, step in enumerate(steps) if k != 4])())
     if not chosen:
         return None
     return chosen[0] if len(chosen) == 1 else P.Sequence(chosen)

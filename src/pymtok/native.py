@@ -80,8 +80,6 @@ SCANNERS: dict[str, str] = {
     r"<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+": "clip",
 }
 
-_NATIVE_BEHAVIORS = ("Isolated", "Removed")
-
 
 def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
     """A native ``encode_segment(normalized_text, offset)`` for ``tokenizer``, or None.
@@ -92,16 +90,12 @@ def accelerate(tokenizer: Tokenizer) -> SegmentEncoder | None:
     _native = _core()
     if _native is None:
         return None
-    config = tokenizer.config
-    # Split keeps no pattern string: that comes from the config the pipeline was built from.
-    pre_config = config.get("pre_tokenizer") if "model" in config else None
-    steps = _steps(tokenizer.pre_tokenizer, pre_config, _unseen_literals(tokenizer._pure_normalizer))
-    kinds = [step[0] for step in steps or ()]
-    # ByteLevel maps to GPT-2 characters: the native core works on the bytes themselves, so it
-    # must be the last step (later steps would cut the mapped characters).
-    if steps is None or len(steps) > _native.MAX_STEPS or "byte_level" in kinds[:-1]:
+    steps = _program(tokenizer)
+    if steps is None or len(steps) > _native.MAX_STEPS:
         return _pieces_encoder(tokenizer)
-    byte_level = bool(kinds) and kinds[-1] == "byte_level"
+    # A last ByteLevel leaves the mapping to the model, which then works on the bytes themselves;
+    # before other steps it maps the text to GPT-2 characters, which the model takes as they are.
+    byte_level = bool(steps) and steps[-1][0] == "byte_level"
     encoder = _model_encoder(_native, tokenizer.model, steps, byte_level)
     if encoder is None:
         return None
@@ -285,9 +279,7 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         tokenizer._pure_normalizer
     ):
         return None
-    config = tokenizer.config
-    steps = _steps(tokenizer.pre_tokenizer, config.get("pre_tokenizer") if "model" in config else None,
-                   _unseen_literals(tokenizer._pure_normalizer))
+    steps = _program(tokenizer)
     if steps is None or any(step[0] == "byte_level" and step[1] for step in steps):
         return None  # ByteLevel's prefix space: its offsets are trimmed by rules not followed here
     model = tokenizer.model
@@ -805,7 +797,37 @@ def _steps(pre: object, cfg: Any, unseen: frozenset[str] = frozenset()) -> list[
             # Oniguruma's \s is White_Space, WhitespaceSplit's char::is_whitespace: the same pieces
             return [("whitespace_split",)]
         scanner = SCANNERS.get(regex) if isinstance(regex, str) else None
-        if scanner is None or sp.behavior not in _NATIVE_BEHAVIORS:
+        if scanner is None:
             return None
         return [("split", scanner, sp.behavior, bool(sp.invert))]
+    # HF's character-predicate splitters
+    if kind is pre_tokenizers.Punctuation:
+        return [("split", "punctuation", pre.behavior, False)]  # type: ignore[attr-defined]
+    if kind is pre_tokenizers.Digits:
+        return [("split", "numeric", "Isolated" if pre.individual_digits else "Contiguous", False)]  # type: ignore[attr-defined]
+    if kind is pre_tokenizers.Whitespace:
+        return [("split", "words", "Removed", True)]
+    if kind is pre_tokenizers.CharDelimiterSplit:
+        return [("delimiter", pre.delimiter)]  # type: ignore[attr-defined]
     return None
+
+
+def _program(tokenizer: Tokenizer) -> list[Step] | None:
+    """The native pre-tokenizer program of ``tokenizer`` (:func:`_steps`), its ByteLevel step
+    told whether later steps follow it; None where the core has none."""
+    config = tokenizer.config
+    # Split keeps no pattern string: that comes from the config the pipeline was built from.
+    pre_config = config.get("pre_tokenizer") if "model" in config else None
+    steps = _steps(tokenizer.pre_tokenizer, pre_config, _unseen_literals(tokenizer._pure_normalizer))
+    if steps is None:
+        return None
+    kinds = [step[0] for step in steps]
+    levels = [k for k, kind in enumerate(kinds) if kind == "byte_level"]
+    # after ByteLevel the steps see GPT-2 characters: a second mapping or a Metaspace (whose
+    # "first" scheme reads offsets the mapping does not keep) stay on the pure path
+    if len(levels) > 1 or levels and "metaspace" in kinds[levels[0]:]:
+        return None
+    if levels:
+        k = levels[0]
+        steps[k] = (*steps[k], k < len(steps) - 1)
+    return steps

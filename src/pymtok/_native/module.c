@@ -375,14 +375,17 @@ static int lookup(const char *name, const char *const *names, int n) {
 }
 
 /* The pre-tokenizer program native.py builds: a tuple of step tuples,
- *   ("split", scanner, behavior, invert)      ("byte_level", add_prefix_space, use_regex)
- *   ("bert",)   ("whitespace_split",)         ("metaspace", replacement, prepend_scheme, split) */
+ *   ("split", scanner, behavior, invert)      ("byte_level", add_prefix_space, use_regex, to_chars)
+ *   ("delimiter", character)                  ("metaspace", replacement, prepend_scheme, split)
+ *   ("bert",)   ("whitespace_split",) */
 static int parse_steps(Encoder *self, PyObject *steps) {
     static const char *const scanners[] = {
         [SC_GPT2] = "gpt2", [SC_CL100K] = "cl100k", [SC_QWEN2] = "qwen2", [SC_O200K] = "o200k",
         [SC_DS_DIGITS] = "deepseek_digits", [SC_DS_CJK] = "deepseek_cjk", [SC_DS_MAIN] = "deepseek_main",
-        [SC_CLIP] = "clip"};
-    static const char *const behaviors[] = {[BH_ISOLATED] = "Isolated", [BH_REMOVED] = "Removed"};
+        [SC_CLIP] = "clip", [SC_PUNCTUATION] = "punctuation", [SC_NUMERIC] = "numeric", [SC_WORDS] = "words"};
+    static const char *const behaviors[] = {
+        [BH_ISOLATED] = "Isolated", [BH_REMOVED] = "Removed", [BH_MERGED_WITH_PREVIOUS] = "MergedWithPrevious",
+        [BH_MERGED_WITH_NEXT] = "MergedWithNext", [BH_CONTIGUOUS] = "Contiguous"};
     static const char *const schemes[] = {[PS_ALWAYS] = "always", [PS_FIRST] = "first", [PS_NEVER] = "never"};
     if (!PyTuple_Check(steps) || PyTuple_GET_SIZE(steps) > MAX_STEPS) {
         PyErr_SetString(PyExc_ValueError, "steps must be a tuple of at most 16 step tuples");
@@ -409,9 +412,18 @@ static int parse_steps(Encoder *self, PyObject *steps) {
                 PyErr_Format(PyExc_ValueError, "no native split %s with behavior %s", a, b);
                 return -1;
             }
+        } else if (strcmp(kind, "delimiter") == 0) {
+            *st = (Step){.kind = ST_SPLIT, .scanner = SC_DELIMITER, .behavior = BH_REMOVED};
+            if (!PyArg_ParseTuple(t, "sU", &kind, &rep))
+                return -1;
+            if (PyUnicode_GET_LENGTH(rep) != 1) {
+                PyErr_SetString(PyExc_ValueError, "delimiter needs one character");
+                return -1;
+            }
+            st->delimiter = PyUnicode_READ_CHAR(rep, 0);
         } else if (strcmp(kind, "byte_level") == 0) {
             st->kind = ST_BYTE_LEVEL;
-            if (!PyArg_ParseTuple(t, "spp", &kind, &st->add_prefix_space, &st->use_regex))
+            if (!PyArg_ParseTuple(t, "sppp", &kind, &st->add_prefix_space, &st->use_regex, &st->to_chars))
                 return -1;
         } else if (strcmp(kind, "bert") == 0) {
             st->kind = ST_BERT;
@@ -749,9 +761,14 @@ static int windowed(const Encoder *self) {
         return 0;
     const Step *st = &self->steps[0];
     switch (st->kind) {
-    case ST_SPLIT: /* the space starts a match of these and the match before ends there, whatever is kept */
+    case ST_SPLIT:
+        /* the space starts a match of these and the match before ends there, whatever is kept;
+         * the behaviors that join segments may join across it */
+        if (st->behavior != BH_ISOLATED && st->behavior != BH_REMOVED)
+            return 0;
         return st->scanner == SC_GPT2 || st->scanner == SC_CL100K || st->scanner == SC_QWEN2 ||
-               st->scanner == SC_O200K;
+               st->scanner == SC_O200K || st->scanner == SC_WORDS ||
+               (st->scanner == SC_DELIMITER && st->delimiter == ' ');
     case ST_BYTE_LEVEL:
         return st->use_regex;
     case ST_METASPACE:

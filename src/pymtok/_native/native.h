@@ -333,14 +333,22 @@ typedef struct {
 } Spans;
 
 enum StepKind { ST_SPLIT, ST_BYTE_LEVEL, ST_BERT, ST_WHITESPACE_SPLIT, ST_METASPACE };
-enum Scanner { SC_GPT2, SC_CL100K, SC_QWEN2, SC_O200K, SC_DS_DIGITS, SC_DS_CJK, SC_DS_MAIN, SC_CLIP };
-enum Behavior { BH_ISOLATED, BH_REMOVED };
+/* What a split cuts at: the patterns real tokenizers ship (the first eight), and the character
+ * classes of HF's Punctuation, Digits, Whitespace and CharDelimiterSplit, which are splits too. */
+enum Scanner {
+    SC_GPT2, SC_CL100K, SC_QWEN2, SC_O200K, SC_DS_DIGITS, SC_DS_CJK, SC_DS_MAIN, SC_CLIP,
+    SC_PUNCTUATION, SC_NUMERIC, SC_WORDS, SC_DELIMITER
+};
+/* HF's SplitDelimiterBehavior */
+enum Behavior { BH_ISOLATED, BH_REMOVED, BH_MERGED_WITH_PREVIOUS, BH_MERGED_WITH_NEXT, BH_CONTIGUOUS };
 enum Prepend { PS_ALWAYS, PS_FIRST, PS_NEVER };
 
 typedef struct {
     int kind;
     int scanner, behavior, invert;    /* ST_SPLIT */
+    uint32_t delimiter;               /* ST_SPLIT with SC_DELIMITER */
     int add_prefix_space, use_regex;  /* ST_BYTE_LEVEL */
+    int to_chars;                     /* ST_BYTE_LEVEL not last: later steps see GPT-2 characters */
     uint32_t replacement;             /* ST_METASPACE */
     int prepend, split;
 } Step;

@@ -339,12 +339,43 @@ static size_t m_clip(const uint32_t *s, size_t n, size_t i) {
     return i;
 }
 
+/* HF's Whitespace: \w+|[^\w\s]+ in the Rust regex crate (its \w, White_Space for \s) */
+static size_t m_words(const uint32_t *s, size_t n, size_t i) {
+    uint32_t cls = ucls(s[i]);
+    if (cls & U_WORD)
+        return run(s, n, i, U_WORD);
+    if (cls & U_RUST_WS)
+        return i;
+    size_t e = i + 1;
+    while (e < n && !IS(s[e], U_WORD | U_RUST_WS))
+        e++;
+    return e;
+}
+
 typedef size_t (*Matcher)(const uint32_t *, size_t, size_t);
 
 static const Matcher MATCHERS[] = {
     [SC_GPT2] = m_gpt2, [SC_CL100K] = m_cl100k, [SC_QWEN2] = m_qwen2, [SC_O200K] = m_o200k,
     [SC_DS_DIGITS] = m_ds_digits, [SC_DS_CJK] = m_ds_cjk, [SC_DS_MAIN] = m_ds_main, [SC_CLIP] = m_clip,
+    [SC_WORDS] = m_words,
 };
+
+/* The scanners whose every match is one character of a class: HF's char predicates, which
+ * yield each such character as a match of its own (a run of them is several matches). */
+static inline int single_char(const Step *st) {
+    return st->scanner == SC_PUNCTUATION || st->scanner == SC_NUMERIC || st->scanner == SC_DELIMITER;
+}
+
+static inline int char_member(const Step *st, uint32_t c) {
+    switch (st->scanner) {
+    case SC_PUNCTUATION:
+        return IS(c, U_BERT_PUNCT);
+    case SC_NUMERIC:
+        return IS(c, U_NUMERIC);
+    default:
+        return c == st->delimiter;
+    }
+}
 
 /* ---- the steps -------------------------------------------------------------------------- */
 
@@ -361,32 +392,102 @@ static int spans_push(Spans *sp, size_t start, size_t end, int64_t off) {
     return 0;
 }
 
-/* HF's NormalizedString.split with Isolated (every segment) or Removed (the segments that
- * are not matches, or with invert only the matches); empty pieces are dropped. */
+/* One piece's segments (matches and the text between, in order, none empty) folded into pieces
+ * as HF's NormalizedString.split folds them for the behaviors that join segments: Contiguous
+ * joins neighbours that are both matches or both not, MergedWithPrevious a match to the segment
+ * before it, MergedWithNext a match to a non-match after it (HF folds that one from the end:
+ * a match followed by a match stays alone). */
+typedef struct {
+    Spans *out;
+    Span piece;
+    size_t first;       /* the piece's first entry in out */
+    int behavior, prev; /* prev: whether the previous segment was a match */
+    size_t held;        /* MergedWithNext: the start of a match waiting for what follows, or SIZE_MAX */
+    size_t held_end;
+} Fold;
+
+static int fold_push(Fold *f, size_t start, size_t end) {
+    return spans_push(f->out, f->piece.start + start, f->piece.start + end, f->piece.off + (int64_t)start);
+}
+
+static int fold_segment(Fold *f, size_t start, size_t end, int is_match) {
+    int joins = 0;
+    switch (f->behavior) {
+    case BH_CONTIGUOUS:
+        joins = is_match == f->prev;
+        break;
+    case BH_MERGED_WITH_PREVIOUS:
+        joins = is_match && !f->prev;
+        break;
+    case BH_MERGED_WITH_NEXT:
+        f->prev = is_match;
+        if (f->held != SIZE_MAX) {
+            size_t held = f->held;
+            f->held = SIZE_MAX;
+            if (!is_match)
+                return fold_push(f, held, end);
+            if (fold_push(f, held, f->held_end))
+                return -1;
+        }
+        if (is_match) {
+            f->held = start;
+            f->held_end = end;
+            return 0;
+        }
+        return fold_push(f, start, end);
+    }
+    f->prev = is_match;
+    if (joins && f->out->n > f->first) {
+        f->out->v[f->out->n - 1].end = f->piece.start + end;
+        return 0;
+    }
+    return fold_push(f, start, end);
+}
+
+static int fold_end(Fold *f) { return f->held != SIZE_MAX ? fold_push(f, f->held, f->held_end) : 0; }
+
+/* The end of the match at i (i when there is none there). */
+static inline size_t match_at(const Step *st, Matcher match, const uint32_t *s, size_t n, size_t i) {
+    return match ? match(s, n, i) : i + (size_t)char_member(st, s[i]);
+}
+
+/* HF's NormalizedString.split: Isolated (every segment) or Removed (the segments that are not
+ * matches, or with invert only the matches) in one pass; the other behaviors fold the segments
+ * (Fold). Empty pieces are dropped. */
 static int split_step(const Step *st, Pieces *p) {
-    Matcher match = MATCHERS[st->scanner];
+    Matcher match = single_char(st) ? NULL : MATCHERS[st->scanner];
     Spans *out = &p->tmp;
     out->n = 0;
+    int simple = st->behavior == BH_ISOLATED || st->behavior == BH_REMOVED;
     int keep_match = st->behavior == BH_ISOLATED || st->invert;
     int keep_gap = st->behavior == BH_ISOLATED || !st->invert;
     for (size_t k = 0; k < p->spans.n; k++) {
         Span sp = p->spans.v[k];
         const uint32_t *s = p->buf + sp.start;
         size_t n = sp.end - sp.start, gap = 0, i = 0;
+        Fold f = {out, sp, out->n, st->behavior, 0, SIZE_MAX, 0};
         while (i < n) {
-            size_t e = match(s, n, i);
+            size_t e = match_at(st, match, s, n, i);
             if (e == i) {
                 i++;
                 continue;
             }
-            if (gap < i && keep_gap && spans_push(out, sp.start + gap, sp.start + i, sp.off + (int64_t)gap))
+            if (simple) {
+                if (gap < i && keep_gap && spans_push(out, sp.start + gap, sp.start + i, sp.off + (int64_t)gap))
+                    return -1;
+                if (keep_match && spans_push(out, sp.start + i, sp.start + e, sp.off + (int64_t)i))
+                    return -1;
+            } else if ((gap < i && fold_segment(&f, gap, i, st->invert)) || fold_segment(&f, i, e, !st->invert)) {
                 return -1;
-            if (keep_match && spans_push(out, sp.start + i, sp.start + e, sp.off + (int64_t)i))
-                return -1;
+            }
             i = gap = e;
         }
-        if (gap < n && keep_gap && spans_push(out, sp.start + gap, sp.start + n, sp.off + (int64_t)gap))
+        if (simple) {
+            if (gap < n && keep_gap && spans_push(out, sp.start + gap, sp.start + n, sp.off + (int64_t)gap))
+                return -1;
+        } else if ((gap < n && fold_segment(&f, gap, n, st->invert)) || fold_end(&f)) {
             return -1;
+        }
     }
     Spans t = p->spans;
     p->spans = *out;
@@ -450,6 +551,57 @@ static int metaspace_prefixed(const Step *st, const Pieces *p, const Span *sp) {
     if (first == st->replacement)
         return 0;
     return st->prepend == PS_ALWAYS || (st->prepend == PS_FIRST && sp->off <= 0);
+}
+
+/* GPT-2's character for byte b (pymtok.byte_level): the printable bytes stand for themselves,
+ * the others, in order, for U+0100 on. */
+static inline uint32_t gpt2_char(uint8_t b) {
+    if (b <= 0x20)
+        return 0x100u + b;
+    if (b >= 0x7F && b <= 0xA0)
+        return 0x100u + 33 + (b - 0x7Fu);
+    return b == 0xAD ? 0x143u : b;
+}
+
+static inline size_t utf8_size(uint32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+
+/* ByteLevel's mapping, for the steps after it: every piece's characters become the GPT-2
+ * characters of their UTF-8 bytes, each standing (for offsets) for the character it encodes. */
+static int to_byte_chars(Pieces *p) {
+    size_t need = 0;
+    for (size_t k = 0; k < p->spans.n; k++)
+        for (size_t i = p->spans.v[k].start; i < p->spans.v[k].end; i++)
+            need += utf8_size(p->buf[i]);
+    uint32_t *buf = malloc((need ? need : 1) * sizeof *buf), *at = NULL;
+    if (!buf || (p->track && !(at = malloc((need ? need : 1) * sizeof *at)))) {
+        free(buf);
+        return -1;
+    }
+    size_t w = 0;
+    uint8_t u[4];
+    for (size_t k = 0; k < p->spans.n; k++) {
+        Span *sp = &p->spans.v[k];
+        size_t start = w;
+        for (size_t i = sp->start; i < sp->end; i++) {
+            size_t len = utf8_put(p->buf[i], u);
+            for (size_t j = 0; j < len; j++, w++) {
+                if (at)
+                    at[w] = p->at ? p->at[i] : (uint32_t)i;
+                buf[w] = gpt2_char(u[j]);
+            }
+        }
+        sp->start = start;
+        sp->end = w;
+    }
+    free(p->buf);
+    p->buf = buf;
+    p->cap = need ? need : 1;
+    p->len = w;
+    if (at) {
+        free(p->at);
+        p->at = at;
+    }
+    return 0;
 }
 
 /* Split on whitespace (dropped) and, for BERT, isolate each punctuation character. */
@@ -526,13 +678,15 @@ int pretokenize(const Step *steps, size_t nsteps, Pieces *p) {
             err = split_step(st, p);
             break;
         case ST_BYTE_LEVEL:
-            /* always the last step (native.py checks): later offsets are never read */
+            /* the last step leaves the mapping to bytes to the model */
             if (st->add_prefix_space)
                 err = rebuild(p, byte_level_prefixed, st, ' ', ' ');
             if (!err && st->use_regex) {
                 Step gpt2 = {.kind = ST_SPLIT, .scanner = SC_GPT2, .behavior = BH_ISOLATED};
                 err = split_step(&gpt2, p);
             }
+            if (!err && st->to_chars)
+                err = to_byte_chars(p);
             break;
         case ST_BERT:
             err = char_split(p, U_RUST_WS, U_BERT_PUNCT);
