@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 import os
 import random
 import shutil
@@ -899,6 +900,130 @@ def test_models_sentencepiece_refuses_are_refused(tmp_path: Path) -> None:
         pymtok.load(path)
 
 
+
+def _set_score(index: int, score: float) -> Callable[[Any], None]:
+    def edit(proto: Any) -> None:
+        proto.pieces[index].score = score
+
+    return edit
+
+
+def _add_piece(text: str, kind: int = NORMAL) -> Callable[[Any], None]:
+    return lambda proto: proto.pieces.add(piece=text, score=-1.0, type=kind)
+
+
+def _only_reserved(proto: Any) -> None:
+    del proto.pieces[3:]
+
+
+def _charsmap_defect(spec: str, defect: Callable[[list[int], bytes], tuple[list[int], bytes]]) -> Callable[[Any], None]:
+    """``spec``'s charsmap a small valid one (a -> b, cd -> xyz) with ``defect`` applied to its
+    trie units and replacements."""
+    def edit(proto: Any) -> None:
+        good = _charsmap_of({b"a": b"b", b"cd": b"xyz"})
+        (size,) = struct.unpack_from("<I", good)
+        units, replacements = defect(list(struct.unpack_from(f"<{size // 4}I", good, 4)), good[4 + size :])
+        trie = struct.pack(f"<{len(units)}I", *units)
+        target = getattr(proto, spec)
+        target.precompiled_charsmap = struct.pack("<I", len(trie)) + trie + replacements
+        if spec == "denormalizer_spec":
+            target.add_dummy_prefix = target.remove_extra_whitespaces = target.escape_whitespaces = False
+
+    return edit
+
+
+def _values(units: list[int], value: int) -> list[int]:
+    return [1 << 31 | value if unit >> 31 else unit for unit in units]
+
+
+def _garbage_block(unit: int) -> Callable[[list[int], bytes], tuple[list[int], bytes]]:
+    """A block no key reaches, holding ``unit``: the library checks every unit."""
+    return lambda units, rest: ([*units, *[0] * 255, unit], rest)
+
+
+_CHARSMAP_DEFECTS: dict[str, tuple[Callable[[list[int], bytes], tuple[list[int], bytes]], str]] = {
+    "a trie of part of a block": (lambda units, rest: (units[:-1], rest), "1024-byte blocks"),
+    "no trie": (lambda units, rest: ([], rest), "1024-byte blocks"),
+    "replacements without NUL": (lambda units, rest: (units, rest[:-1]), "NUL"),
+    "no replacements": (lambda units, rest: (units, b""), "no replacements"),
+    "a value past the replacements": (lambda units, rest: (_values(units, len(rest)), rest), "past the replacements"),
+    "the root a leaf": (lambda units, rest: ([units[0] | 0x100, *units[1:]], rest), "root"),
+    "the root without children": (lambda units, rest: ([0, *units[1:]], rest), "root"),
+    "children past the trie": (_garbage_block(5000 << 10 | ord("q")), "children outside"),
+    "a value past, unreached": (_garbage_block(1 << 31 | 99), "past the replacements"),
+    "a leaf flag on no value": (_garbage_block(1 << 10 | 0x100 | ord("q")), "no value"),
+}
+
+# what sentencepiece 0.2.3 refuses to load, as (fixture, edit, what pymtok's error says)
+_REFUSED: dict[str, tuple[str, Callable[[Any], None], str]] = {
+    "unigram NaN score": ("test_model.model", _set_score(10, math.nan), "NaN"),
+    "unigram infinite score": ("test_model.model", _set_score(10, -math.inf), "infinite"),
+    "unigram NaN score on a control piece": ("test_model.model", _set_score(1, math.nan), "NaN"),
+    "unigram without a piece for its trie": ("test_model.model", _only_reserved, "no NORMAL"),
+    "unigram piece with NUL": ("test_model.model", _add_piece("x\0y"), "NUL"),
+    "bpe piece with NUL": ("botchan_en_bpe_1000.model", _add_piece("\0"), "NUL"),
+    "byte fallback piece with NUL after it": ("mistral-7b-v0.1.model", _add_piece("\0\0"), "NUL"),
+    "unigram piece of 8000 bytes": ("test_model.model", _add_piece("x" * 8000), "too long"),
+    "bpe control piece of 8000 bytes": ("botchan_en_bpe_1000.model", _add_piece("\u00e9" * 4000, CONTROL), "too long"),
+    **{f"normalizer: {name}": ("test_model.model", _charsmap_defect("normalizer_spec", defect), reason)
+       for name, (defect, reason) in _CHARSMAP_DEFECTS.items()},
+    **{f"bpe denormalizer: {name}": ("botchan_en_bpe_1000.model", _charsmap_defect("denormalizer_spec", defect), reason)
+       for name, (defect, reason) in list(_CHARSMAP_DEFECTS.items())[::3]},
+}
+
+
+def test_bpe_with_a_nan_score_is_refused() -> None:
+    """The library loads it, but a NaN is neither above nor below a score, so where it merges
+    depends on how its heap holds the pairs: no pymtok path gives that order, so it is refused."""
+    proto = proto_of("botchan_en_bpe_1000.model")
+    proto.pieces[10].score = math.nan
+    spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+    with pytest.raises(FormatError, match="NaN"):
+        _config(proto.SerializeToString())
+
+
+@pytest.mark.parametrize("case", sorted(_REFUSED))
+def test_what_the_library_refuses_is_refused(case: str) -> None:
+    base, edit, reason = _REFUSED[case]
+    proto = proto_of(base)
+    edit(proto)
+    data = proto.SerializeToString()
+    with pytest.raises(RuntimeError):
+        spm.SentencePieceProcessor(model_proto=data)
+    with pytest.raises(FormatError, match=reason):
+        _config(data)
+
+
+# 7,999 UTF-8 bytes, one byte short of too long; no repeats, so that no piece search from
+# inside it runs long (pymtok looks each prefix up whole)
+_LONG_PIECE = "".join(random.Random(3).sample([chr(c) for c in range(0x4E00, 0x9FA0)], 2666)) + "x"
+
+# the nearest models the library loads
+_LOADED: dict[str, tuple[str, Callable[[Any], None]]] = {
+    "bpe infinite score": ("botchan_en_bpe_1000.model", _set_score(10, math.inf)),
+    "unigram piece of 7999 bytes": ("test_model.model", _add_piece(_LONG_PIECE)),
+    "bpe piece of 7999 bytes": ("botchan_en_bpe_1000.model", _add_piece(_LONG_PIECE, USER_DEFINED)),
+    "unigram only UNUSED pieces for its trie": ("test_model.model", lambda p: [setattr(x, "type", UNUSED) for x in p.pieces[3:]]),
+    # with byte fallback the NUL piece is an UNUSED piece in no map: the text's NUL is <0x00>
+    "NUL piece with byte fallback": ("mistral-7b-v0.1.model", _add_piece("\0")),
+    "NUL pieces with byte fallback": ("mistral-7b-v0.1.model", lambda p: [_add_piece("\0", k)(p) for k in (1, 2, 4)]),
+    "a charsmap value at its last NUL": ("test_model.model", _charsmap_defect("normalizer_spec", lambda units, rest: (
+        _values(units, len(rest) - 1), rest))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_LOADED))
+def test_what_the_library_loads_is_loaded(case: str) -> None:
+    base, edit = _LOADED[case]
+    proto = proto_of(base)
+    edit(proto)
+    data = proto.SerializeToString()
+    tok, sp = _loaded(data), _sp(data)
+    texts = ("a\0b \0\0x", f"a{_LONG_PIECE} {_LONG_PIECE[:-1]}", "cd a", *_EDIT_TEXTS, *chunks(DEFAULT_CHUNKS)[:30])
+    assert mismatches(tok, sp, texts) == []
+    n = sp.get_piece_size()
+    for ids in ([n - 1, 3, n - 1], [n - 3, n - 2], list(range(10, 40))):
+        assert tok.decode(ids) == sp.decode(ids), ids
 
 def test_folder_files_beside_the_model(tmp_path: Path) -> None:
     """tokenizer_config.json, special_tokens_map.json and generation_config.json beside tokenizer.model."""
