@@ -457,7 +457,8 @@ def test_byte_fallback_user_defined_model(tmp_path: Path) -> None:
 
 # -- Unigram's lattice: user-defined pieces, the score reset ----------------------------------
 
-UNIGRAM, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED = 1, 1, 2, 3, 4, 5
+UNIGRAM = 1  # TrainerSpec.model_type
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6  # ModelProto.SentencePiece.type
 
 
 def _unigram(pieces: list[tuple[str, float, int]], *, byte_fallback: bool = False) -> bytes:
@@ -473,7 +474,7 @@ def _unigram(pieces: list[tuple[str, float, int]], *, byte_fallback: bool = Fals
         proto.pieces.add(piece=text, score=score, type=kind)
     if byte_fallback:
         for b in range(256):
-            proto.pieces.add(piece=f"<0x{b:02X}>", type=6)
+            proto.pieces.add(piece=f"<0x{b:02X}>", type=BYTE)
     return proto.SerializeToString()
 
 
