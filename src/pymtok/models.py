@@ -29,8 +29,8 @@ _SHORT_WORD = 16
 _NO_RANK = sys.maxsize
 _NO_MERGE = (_NO_RANK, -1)
 _RANK = itemgetter(0)
-# C's FLT_MIN: the smallest positive normal float32
-_FLT_MIN = 1.1754943508222875e-38
+# C's FLT_MAX: the largest float32
+_FLT_MAX = 3.4028234663852886e38
 
 
 class Model(Protocol):
@@ -638,11 +638,13 @@ class SentencePieceUnigram(Unigram):
     """The ``sentencepiece`` library's own unigram Viterbi, for pieces kept with SentencePiece types.
 
     It differs from HF's ``Unigram`` exactly where the library does (``unigram_model.cc``,
-    ``EncodeOptimized``; ``sentencepiece_processor.cc``): path scores are stored as float32;
+    ``EncodeOptimized``; ``sentencepiece_processor.cc``): scores and path sums are float32;
     only NORMAL and USER_DEFINED pieces are matched in text (control, unknown, byte and unused
-    pieces never are); a user-defined piece scores ``bytes * max_score - 0.1`` so it always wins;
-    the unknown score is ``min(NORMAL scores) - 10``; with byte fallback every unknown character
-    becomes its ``<0xXX>`` pieces, without it a run of unknown characters is one unknown id.
+    pieces never are); a user-defined piece of ``n`` UTF-8 bytes scores ``0.1 * (n - 1)``; the
+    unknown score is ``min(NORMAL scores) - 10`` (``FLT_MAX`` without NORMAL pieces); once the
+    best path to a character start passes 100000 in either direction, the sums from there on
+    are taken relative to it; with byte fallback every unknown character becomes its
+    ``<0xXX>`` pieces, without it a run of unknown characters is one unknown id.
     ``piece_types`` are SentencePiece's codes (1 NORMAL, 2 UNKNOWN, 3 CONTROL, 4 USER_DEFINED,
     5 UNUSED, 6 BYTE), one per vocabulary entry.
 
@@ -653,6 +655,11 @@ class SentencePieceUnigram(Unigram):
     """
 
     _NORMAL, _USER_DEFINED = 1, 4
+    # the float32 0.1 a user-defined piece scores per UTF-8 byte past its first
+    _USER_DEFINED_STEP = array("f", [0.1])[0]
+    # the library's kScoreResetThreshold: float32 sums this far from 0 have lost the precision
+    # its ties are decided in, so it moves the origin to the start reached
+    _SCORE_RESET = 100000.0
 
     def __init__(
         self,
@@ -667,16 +674,21 @@ class SentencePieceUnigram(Unigram):
             raise FormatError("SentencePieceUnigram needs the id of its UNKNOWN piece (unk_id)")
         f32 = array("f", self.scores)  # the library keeps scores as float32
         self.piece_types = _piece_types("SentencePieceUnigram", piece_types, len(self.pieces))
-        normal = [i for i, t in enumerate(piece_types) if t == self._NORMAL]
-        min_score = min((f32[i] for i in normal), default=0.0)
-        # max_score_ starts at FLT_MIN in the library, so it is never below that
-        self._max_score = max([_FLT_MIN, *(f32[i] for i in normal)])
+        # min_score_ starts at FLT_MAX in the library: without NORMAL pieces an unknown
+        # character outscores every piece
+        min_score = min((f32[i] for i, t in enumerate(piece_types) if t == self._NORMAL), default=_FLT_MAX)
         self._unk_score = array("f", [min_score - self._UNK_PENALTY])[0]
         self._matchable: dict[str, int] = {}
         for i, t in enumerate(piece_types):
             if t in (self._NORMAL, self._USER_DEFINED):
                 self._matchable.setdefault(self.pieces[i], i)
         self._f32_scores = list(f32)
+        # what a piece scores in the lattice; a user-defined one's own score is never read
+        lattice = array("f", f32)
+        for i, t in enumerate(piece_types):
+            if t == self._USER_DEFINED:
+                lattice[i] = self._USER_DEFINED_STEP * (len(self.pieces[i].encode("utf-8")) - 1)
+        self._lattice_scores = list(lattice)
 
     def _tokenize(self, piece: str) -> list[int]:
         out: list[int] = []
@@ -719,14 +731,20 @@ class SentencePieceUnigram(Unigram):
 
     def _viterbi(self, text: str) -> list[tuple[str, int]]:
         n = len(text)
-        matchable, prefixes, scores, types = self._matchable, self._prefixes, self._f32_scores, self.piece_types
-        unk_id, unk_score = self.unk_id, self._unk_score
+        matchable, prefixes, scores = self._matchable, self._prefixes, self._lattice_scores
+        unk_id, unk_score, reset = self.unk_id, self._unk_score, self._SCORE_RESET
         best = array("f", bytes(4 * (n + 1)))  # float32 path scores, as in the library
         start_of = [-1] * (n + 1)
         node_id = [0] * (n + 1)
+        frontier = 0  # the farthest end a node has reached
         rounded = array("f", [0.0])
         for i in range(n):
             here = best[i]
+            if here < -reset or here > reset:  # a NaN sum is never reset
+                for j in range(i + 1, frontier + 1):
+                    if start_of[j] != -1:
+                        best[j] -= here
+                here = 0.0
             single = False
             end = i + 1
             while end <= n:
@@ -735,26 +753,24 @@ class SentencePieceUnigram(Unigram):
                     break
                 id = matchable.get(sub)
                 if id is not None:
-                    if types[id] == self._USER_DEFINED:
-                        rounded[0] = len(sub.encode("utf-8")) * self._max_score
-                        score = rounded[0] - 0.1
-                    else:
-                        score = scores[id]
-                    # The C++ source reads as a double sum, but sentencepiece 0.2.x as shipped
-                    # rounds every candidate to float32 before comparing: ties then break the
-                    # way it does (measured on exact ties such as "--"+"-" vs "-"+"--").
-                    rounded[0] = here + score
+                    # every candidate is a float32 sum, compared as one: ties break the
+                    # library's way (measured on exact ties such as "--"+"-" vs "-"+"--")
+                    rounded[0] = here + scores[id]
                     cand = rounded[0]
                     if start_of[end] == -1 or cand > best[end]:
                         best[end], start_of[end], node_id[end] = cand, i, id
                     if end == i + 1:
                         single = True
+                    if end > frontier:
+                        frontier = end
                 end += 1
             if not single:
-                rounded[0] = unk_score + here  # float32 sum
+                rounded[0] = unk_score + here
                 cand = rounded[0]
                 if start_of[i + 1] == -1 or cand > best[i + 1]:
                     best[i + 1], start_of[i + 1], node_id[i + 1] = cand, i, unk_id
+                if i + 1 > frontier:
+                    frontier = i + 1
         nodes: list[tuple[str, int]] = []
         end = n
         while end > 0:

@@ -23,6 +23,8 @@ back to the same pipeline.
 from __future__ import annotations
 
 import base64
+import functools
+import math
 import os
 import struct
 from collections.abc import Mapping
@@ -303,8 +305,19 @@ def _byte_piece(b: int) -> str:
     return f"<0x{b:02X}>"
 
 
+# model_interface.cc refuses a piece of this many UTF-8 bytes or more (measured on 0.2.3)
+_MAX_PIECE_BYTES = 8000
+
+
+def _null_piece(piece: Piece, spec: TrainerSpec) -> bool:
+    """A piece that is the NUL character alone, which sentencepiece 0.2.3 loads with byte
+    fallback as an UNUSED piece in no map (its text is then byte ``<0x00>``)."""
+    return spec.byte_fallback and piece.piece == "\0"
+
+
 def _check(proto: ModelProto) -> None:
-    """What sentencepiece's ``ModelInterface::InitializePieces`` refuses to load."""
+    """What sentencepiece 0.2.3 refuses to load: ``ModelInterface::InitializePieces``'s pieces,
+    ``unigram::Model``'s scores and trie, the normalizers' ``precompiled_charsmap``."""
     spec = proto.trainer_spec
     if spec.model_type not in _MODEL_TYPES:
         names = {WORD: "WORD", CHAR: "CHAR"}
@@ -323,8 +336,23 @@ def _check(proto: ModelProto) -> None:
     # pieces apart: only there may a reserved piece share its spelling with another
     one_map = spec.model_type == BPE
     for i, p in enumerate(proto.pieces):
+        if spec.model_type == UNIGRAM and not math.isfinite(p.score):
+            raise FormatError(f"ModelProto.pieces[{i}]: score {p.score} is NaN or infinite")
+        if math.isnan(p.score):
+            # sentencepiece loads it, but a NaN compares neither above nor below any score, so
+            # its merges go in the order its heap happens to hold them, which pymtok does not
+            # reproduce: refused rather than a tokenizer that differs somewhere
+            raise FormatError(f"ModelProto.pieces[{i}]: BPE score is NaN (pymtok cannot order merges by it)")
+        if _null_piece(p, spec):
+            continue
         if not p.piece:
             raise FormatError(f"ModelProto.pieces[{i}]: piece is empty")
+        # at most 4 bytes a character: a piece of fewer characters than a quarter cannot be too long
+        if len(p.piece) >= _MAX_PIECE_BYTES // 4 and (size := len(p.piece.encode("utf-8"))) >= _MAX_PIECE_BYTES:
+            raise FormatError(f"ModelProto.pieces[{i}]: piece of {size} bytes is too long "
+                              f"(sentencepiece takes fewer than {_MAX_PIECE_BYTES})")
+        if "\0" in p.piece:
+            raise FormatError(f"ModelProto.pieces[{i}]: piece {p.piece!r} holds a NUL character")
         table = normal if one_map or p.type in (NORMAL, USER_DEFINED, UNUSED) else reserved
         if p.piece in table:
             raise FormatError(f"ModelProto.pieces[{i}]: piece {p.piece!r} is already defined")
@@ -341,6 +369,51 @@ def _check(proto: ModelProto) -> None:
         raise FormatError(f"ModelProto has {len(unk)} UNKNOWN pieces (sentencepiece needs exactly one)")
     if spec.byte_fallback and len(bytes_found) != 256:
         raise FormatError(f"byte_fallback is true but the model has {len(bytes_found)} of the 256 byte pieces")
+    if spec.model_type == UNIGRAM and not normal:
+        raise FormatError("ModelProto has no NORMAL, USER_DEFINED or UNUSED piece for Unigram's trie")
+    for name, normalizer in (("normalizer_spec", proto.normalizer_spec), ("denormalizer_spec", proto.denormalizer_spec)):
+        if normalizer is not None and normalizer.precompiled_charsmap:
+            defect = _charsmap_defect(normalizer.precompiled_charsmap)
+            if defect:
+                raise FormatError(f"ModelProto.{name}.precompiled_charsmap: {defect}")
+
+
+@functools.lru_cache(maxsize=16)
+def _charsmap_defect(blob: bytes) -> str | None:
+    """Why ``normalizer.cc`` refuses a precompiled charsmap (a little-endian trie size, a
+    darts-clone trie, NUL-terminated replacements), or None. The whole trie is checked, reached
+    or not: every unit's 256 children inside it, every leaf flag on a value unit, every value
+    inside the replacements. Remembered: models share a few charsmaps, each ~5 ms to check."""
+    if len(blob) <= 4:
+        return f"{len(blob)} bytes is too short for its trie size"
+    (trie_size,) = struct.unpack_from("<I", blob)
+    if trie_size >= len(blob) - 4:
+        return f"a trie of {trie_size} bytes leaves no replacements in {len(blob)} bytes"
+    if not trie_size or trie_size % 1024:
+        return f"its trie of {trie_size} bytes is not whole 1024-byte blocks"
+    replacements = len(blob) - 4 - trie_size
+    if blob[-1]:
+        return "its replacements do not end in NUL"
+    units = struct.unpack_from(f"<{trie_size // 4}I", blob, 4)
+    blocks = len(units) >> 8
+    root = units[0]
+    if root & 0x800001FF or not _unit_offset(root) or _unit_offset(root) >> 8 >= blocks:
+        return "its trie's root unit is not one"
+    for i, unit in enumerate(units):
+        if unit >> 31:
+            if unit & 0x7FFFFFFF >= replacements:
+                return f"trie unit {i} points past the replacements"
+            continue
+        child = i ^ _unit_offset(unit)
+        if child >> 8 >= blocks:
+            return f"trie unit {i} has children outside the trie"
+        if unit & 0x100 and not units[child] >> 31:
+            return f"trie unit {i} has a leaf that is no value"
+    return None
+
+
+def _unit_offset(unit: int) -> int:
+    return (unit >> 10) << ((unit & 0x200) >> 6)
 
 
 def normalizer_config(spec: NormalizerSpec, *, treat_whitespace_as_suffix: bool = False,
@@ -376,7 +449,7 @@ def tokenizer_config(proto: ModelProto, *, add_bos: bool = False, add_eos: bool 
     _check(proto)
     spec = proto.trainer_spec
     pieces = [p.piece for p in proto.pieces]
-    types = [p.type for p in proto.pieces]
+    types = [UNUSED if _null_piece(p, spec) else p.type for p in proto.pieces]
     unk_id = types.index(UNKNOWN)
     user_defined = [p for p, t in zip(pieces, types) if t == USER_DEFINED]
     denormalizer = proto.denormalizer_spec

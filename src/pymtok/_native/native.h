@@ -696,10 +696,10 @@ typedef struct {
     StrMap user;          /* user-defined pieces: BPE's unmergeable symbols */
     StrMap prefixes;      /* Unigram: prefixes of matchable pieces -> id + 1, or 0 */
     uint8_t *types;       /* SentencePiece piece types, one per id */
-    float *scores;
+    float *scores;        /* Unigram: as its lattice scores them (user-defined pieces by length) */
     size_t *user_lengths; /* distinct byte lengths of the user-defined pieces, longest first */
     size_t nuser_lengths;
-    float max_score, unk_score;
+    float unk_score;
     int32_t unk_id;
     int byte_fallback;
     int word_split;       /* BPE: texts may be cut before each U+2581 (sp_model_init) */

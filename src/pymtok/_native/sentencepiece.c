@@ -13,6 +13,11 @@ static const uint8_t SP_SPACE[3] = {0xE2, 0x96, 0x81}; /* U+2581, the escaped sp
 
 enum { SP_NORMAL = 1, SP_UNKNOWN = 2, SP_USER_DEFINED = 4, SP_UNUSED = 5 };
 
+/* unigram_model.cc's kScoreResetThreshold: once the best path to a start is this far from 0,
+ * the library takes the sums from there on relative to it (float32 sums lose the precision its
+ * ties are decided in) */
+#define SP_SCORE_RESET 100000.0f
+
 /* bpe_model.cc's kMaxBpeResegmentDepth */
 #define SP_MAX_RESEGMENT_DEPTH 100
 
@@ -55,9 +60,7 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
         m->fallback[b] = -1;
     /* Two maps in the library: the reserved pieces (control, unknown, byte) looked up first,
      * then the others, which are also the ones matched or merged in text. */
-    m->max_score = FLT_MIN;
-    float min_score = FLT_MAX;
-    int any_normal = 0;
+    float min_score = FLT_MAX; /* as the library's: without NORMAL pieces an unknown outscores all */
     for (size_t i = 0; i < n; i++) {
         int t = types[i];
         int matched = kind == SP_KIND_BPE ? (t == SP_NORMAL || t == SP_USER_DEFINED || t == SP_UNUSED)
@@ -70,13 +73,11 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
         }
         if (t == SP_USER_DEFINED && put_first(&m->user, pieces[i], lens[i], (int32_t)i) < 0)
             goto fail;
-        if (t == SP_NORMAL) {
-            any_normal = 1;
-            if (scores[i] > m->max_score)
-                m->max_score = scores[i];
-            if (scores[i] < min_score)
-                min_score = scores[i];
-        }
+        if (t == SP_NORMAL && scores[i] < min_score)
+            min_score = scores[i];
+        /* Unigram's lattice scores a user-defined piece 0.1f per UTF-8 byte past its first */
+        if (t == SP_USER_DEFINED && kind == SP_KIND_UNIGRAM)
+            m->scores[i] = 0.1f * (float)(lens[i] - 1);
     }
     for (size_t i = 0; i < n; i++) {
         int t = types[i];
@@ -103,7 +104,7 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
                 m->fallback[(hi - hex) * 16 + (lo - hex)] = (int32_t)i;
         }
     }
-    m->unk_score = (float)((double)(any_normal ? min_score : 0.0f) - 10.0);
+    m->unk_score = min_score - 10.0f;
     if (kind == SP_KIND_UNIGRAM) {
         /* every prefix of a matchable piece at a character boundary: Viterbi's search stops at
          * the first that is none. Values are id + 1 for a piece, 0 for a prefix only. */
@@ -468,6 +469,13 @@ static int unigram_part(const SpModel *m, SpRun *run, const uint8_t *text, size_
         if (!last && first < utf8_len(text[i]))
             break;
         float here = best[i];
+        if (here < -SP_SCORE_RESET || here > SP_SCORE_RESET) { /* a NaN sum is never reset */
+            for (size_t j = i + 1; j <= run->reach; j++)
+                if (start_of[j] != -1)
+                    best[j] -= here;
+            /* stored, not only used: a start redone with more text must not move them again */
+            best[i] = here = 0.0f;
+        }
         int single = 0, open = 0;
         size_t reach = run->reach;
         for (size_t end = i + first; end <= n;) {
@@ -476,15 +484,8 @@ static int unigram_part(const SpModel *m, SpRun *run, const uint8_t *text, size_
                 break;
             if (value > 0) {
                 int32_t id = value - 1;
-                double score;
-                if (m->types[id] == SP_USER_DEFINED) {
-                    float rounded = (float)((double)(end - i) * (double)m->max_score);
-                    score = (double)rounded - 0.1;
-                } else {
-                    score = (double)m->scores[id];
-                }
-                /* every candidate rounded to float32 before the comparison, as the library */
-                float cand = (float)((double)here + score);
+                /* a float32 sum, compared as one, as the library's */
+                float cand = here + m->scores[id];
                 if (start_of[end] == -1 || cand > best[end]) {
                     best[end] = cand;
                     start_of[end] = (int64_t)i;
@@ -504,7 +505,7 @@ static int unigram_part(const SpModel *m, SpRun *run, const uint8_t *text, size_
         if (open)
             break; /* a piece may run on into the text to come: redone with it */
         if (!single) {
-            float cand = (float)((double)m->unk_score + (double)here);
+            float cand = m->unk_score + here;
             if (start_of[i + first] == -1 || cand > best[i + first]) {
                 best[i + first] = cand;
                 start_of[i + first] = (int64_t)i;
