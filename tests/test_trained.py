@@ -50,6 +50,7 @@ def normalizer(r: random.Random) -> Any:
         lambda: N.NFC(), lambda: N.NFD(), lambda: N.NFKC(), lambda: N.NFKD(), lambda: N.Lowercase(),
         lambda: N.StripAccents(), lambda: N.Strip(left=r.random() < .5, right=r.random() < .5),
         lambda: N.Replace(r.choice([" ", "a", "  ", "e"]), r.choice(["\u2581", "", "X", "  "])),
+        lambda: N.Replace(Regex(r.choice([r"\s+", " {2,}", r"\p{P}", r"[0-9]+", r"(?i:the)"])), r.choice([" ", "", "#"])),
         lambda: N.Prepend("\u2581"),
         lambda: N.BertNormalizer(clean_text=r.random() < .5, handle_chinese_chars=r.random() < .5,
                                  strip_accents=r.choice([None, True, False]), lowercase=r.random() < .5),
@@ -63,8 +64,10 @@ def normalizer(r: random.Random) -> Any:
 
 def pre_tokenizer(r: random.Random, byte_level: bool) -> Any:
     def split() -> Any:
-        pattern = r.choice([" ", "-", "e"]) if r.random() < .5 else Regex(r.choice(
-            [r"\s+", r"\d", "[a-z]+", "(?i:'s|'t)", r"\p{L}+", r" ?[^\s\p{L}\p{N}]+", r"\s+(?!\S)"]))
+        pattern = r.choice([" ", "-", "e", "the"]) if r.random() < .5 else Regex(r.choice(
+            [r"\s+", r"\d", "[a-z]+", "(?i:'s|'t)", r"\p{L}+", r" ?[^\s\p{L}\p{N}]+", r"\s+(?!\S)",
+             "[0-9][0-9][0-9]", r"\p{N}{1,3}", r" ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+",
+             r"[\p{Lu}\p{Lt}]*[\p{Ll}\p{M}]+|\p{N}|[^\r\n\p{L}\p{N}]+", r"\w+|[^\w\s]+", r"[.,!?;:]"]))
         return P.Split(pattern=pattern, behavior=r.choice(BEHAVIORS), invert=r.random() < .3)
 
     steps = [
@@ -118,8 +121,14 @@ def trained(seed: int) -> Tokenizer:
         tok.decoder = decoders.ByteLevel()
     elif kind == "WordPiece":
         tok.decoder = decoders.WordPiece(cleanup=r.random() < .5)
-    elif r.random() < .5:
+    elif r.random() < .3:
         tok.decoder = decoders.Metaspace(prepend_scheme=r.choice(["always", "never", "first"]))
+    elif r.random() < .4:
+        # Llama's and Mistral's decoder, shuffled and cut
+        parts = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                 decoders.Strip(" ", r.choice([0, 1]), r.choice([0, 1]))]
+        r.shuffle(parts)
+        tok.decoder = decoders.Sequence(parts[:r.choice([2, 3, 4])])
     tok.train_from_iterator(training_text(), trainer)
     bos, eos = ("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))
     roll = r.random()
@@ -131,8 +140,13 @@ def trained(seed: int) -> Tokenizer:
     elif roll < .7:
         tok.post_processor = PP.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> $B:1 </s>:1",
                                                    special_tokens=[bos, eos])
-    elif byte_level:
+    elif byte_level and r.random() < .5:
         tok.post_processor = PP.ByteLevel(trim_offsets=r.random() < .5)
+    elif byte_level:
+        # Llama 3's: byte-level offsets, then the template
+        tok.post_processor = PP.Sequence([
+            PP.ByteLevel(trim_offsets=r.random() < .5),
+            PP.TemplateProcessing(single="<s> $A", pair="<s> $A <s>:1 $B:1", special_tokens=[bos])])
     tok.add_tokens([AddedToken(word, single_word=r.random() < .3, lstrip=r.random() < .3, rstrip=r.random() < .3,
                                normalized=r.random() < .5, special=r.random() < .5)
                     for word in r.sample(["hello", "the", " is", "<tag>", "\u65e5\u672c", "ab c", "\uff21\uff22"], 3)])
@@ -168,5 +182,12 @@ def test_trained_pipeline_matches_hf(seed: int, tmp_path: Path) -> None:
             assert tok(text, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets, \
                 f"{label} {where}: offsets of {text!r}"
             for skip in (False, True):
-                assert tok.decode(encoding.ids, skip_special_tokens=skip, clean_up_tokenization_spaces=False) == \
-                    hf.decode(encoding.ids, skip_special_tokens=skip), f"{label} {where}: decode of {text!r}"
+                ours = tok.decode(encoding.ids, skip_special_tokens=skip, clean_up_tokenization_spaces=False)
+                try:
+                    theirs = hf.decode(encoding.ids, skip_special_tokens=skip)
+                except BaseException as panic:  # pyo3's PanicException is no Exception
+                    # HF's Strip decoder indexes before a token's start when it strips more
+                    # characters than the token has: nothing to compare with
+                    assert type(panic).__name__ == "PanicException", panic
+                    continue
+                assert ours == theirs, f"{label} {where}: decode of {text!r}"
