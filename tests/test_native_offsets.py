@@ -308,3 +308,33 @@ def test_bpe_tokens_placed_after_unknown_and_dropped_characters(kind: str) -> No
     if kind in ("byte fallback", "some byte tokens") and not PURE:
         # 日's first byte has no byte token among the first 200: only the full set covers it
         assert _native_answers(tok, "abc xéa 日é" if kind == "byte fallback" else "abc xéa")
+
+
+@pytest.mark.parametrize("name, pre", [
+    ("all-minilm-l6-v2", {"type": "Punctuation", "behavior": "Isolated"}),  # "[UNK]" for a long piece, "##"
+    ("t5-small", None),                                                      # Unigram's "<unk>"
+    ("mistral-7b-v0.1", None),                                               # "<0x0A>" for a newline
+])
+def test_trimmed_offsets_read_token_strings(name: str, pre: dict[str, Any] | None, tmp_path: Path) -> None:
+    """An offsets-trimming post-processor (RoBERTa's) trims by the spaces of each token's string:
+    an unknown token, a byte token or a "##" continuation has none where the text it covers has
+    some (pieces hold spaces behind Punctuation): none is
+    trimmed, as HF trims none."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = json.loads(Path(fixture_path("tokenizers", name, "tokenizer.json")).read_text(encoding="utf-8"))
+    if pre is not None:
+        config["pre_tokenizer"] = pre
+    if config["model"].get("type") == "WordPiece":
+        config["model"]["max_input_chars_per_word"] = 6
+    config["padding"] = config["truncation"] = None
+    config["post_processor"] = {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1],
+                                "trim_offsets": True, "add_prefix_space": False}
+    # both read the file: Unigram's ties fall by the scores as HF's JSON reader rounds them
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    tok = pymtok.load(path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    texts = [" \n a\n", "word  \t\n", "over  long  pieces here.\n\nAnd more\u3000text", *corpus_chunks(60, seed=9)]
+    for text in texts:
+        want = hf.encode(text)
+        assert tok(text, return_offsets_mapping=True)["offset_mapping"] == want.offsets, (name, text)

@@ -326,9 +326,16 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     else:
         return None
     encode_offsets = encoder.encode_offsets
+    # HF trims a token's offsets by the spaces of its string, which the core counts in the text
+    # the token covers: the same characters but for an unknown token, a byte token, and the
+    # prefix or suffix a model adds (a WordPiece "##", a BPE end-of-word suffix), whose strings
+    # are not their text. Those models' trimmed offsets are the pure path's.
+    strings_are_text = type(model) is models.BPE and not model.byte_fallback and not model.end_of_word_suffix
 
     def encode(text: str, trim: int, before: Sequence[int], after: Sequence[int]
                ) -> tuple[list[int], list[tuple[int, int]]] | None:
+        if trim != -1 and not strings_are_text:
+            return None
         if (before or after) and max(*before, *after, 0) > _MAX_ID:
             found = encode_offsets(text, normalizer, trim)  # ids beyond the native core's int32
             if found is None:
