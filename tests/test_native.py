@@ -165,6 +165,7 @@ NATIVE_PIPELINES = {
                                  {"type": "Digits", "individual_digits": False}],
     "digits_each": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL],
     "whitespace": [{"type": "Whitespace"}, _MAPPING],
+    "scripts": [{"type": "UnicodeScripts"}, _BYTE_LEVEL],
     "delimiter": [{"type": "CharDelimiterSplit", "delimiter": "e"}, _BYTE_LEVEL],
     "space_delimiter": [{"type": "CharDelimiterSplit", "delimiter": " "}, _MAPPING],
     **{f"punctuation_{b}": [{"type": "Punctuation", "behavior": b}, _MAPPING]
@@ -213,11 +214,12 @@ def test_native_pre_tokenizer_steps_generated(name: str, text: str) -> None:
 @pytest.mark.parametrize("pre, separator", [
     ({"type": "Whitespace"}, " "), ({"type": "Whitespace"}, "!"), ({"type": "Whitespace"}, "a"),
     ({"type": "Punctuation", "behavior": "Isolated"}, "a"), ({"type": "Digits", "individual_digits": False}, "a"),
+    ({"type": "UnicodeScripts"}, "a"), ({"type": "UnicodeScripts"}, "\u4e00"), ({"type": "UnicodeScripts"}, " "),
 ])
 def test_native_splitter_classes_every_code_point(pre: dict[str, Any], separator: str) -> None:
     """Every code point between separators: the pieces (a WordPiece model's unknown token each,
     their offsets) show which class the splitter puts it in (with a separator of each class,
-    Whitespace's three), as HF's Rust predicates and regex crate say."""
+    Whitespace's three), as HF's Rust predicates, regex crate and script table say."""
     tokenizers = pytest.importorskip("tokenizers")
     config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
               "pre_tokenizer": pre, "post_processor": None, "decoder": None,

@@ -816,6 +816,8 @@ def _steps(pre: object, cfg: Any, unseen: frozenset[str] = frozenset()) -> list[
         return [("split", "words", "Removed", True)]
     if kind is pre_tokenizers.CharDelimiterSplit:
         return [("delimiter", pre.delimiter)]  # type: ignore[attr-defined]
+    if kind is pre_tokenizers.UnicodeScripts:
+        return [("scripts",)]
     return None
 
 

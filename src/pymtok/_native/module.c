@@ -377,7 +377,7 @@ static int lookup(const char *name, const char *const *names, int n) {
 /* The pre-tokenizer program native.py builds: a tuple of step tuples,
  *   ("split", scanner, behavior, invert)      ("byte_level", add_prefix_space, use_regex, to_chars)
  *   ("delimiter", character)                  ("metaspace", replacement, prepend_scheme, split)
- *   ("bert",)   ("whitespace_split",) */
+ *   ("bert",)   ("whitespace_split",)   ("scripts",) */
 static int parse_steps(Encoder *self, PyObject *steps) {
     static const char *const scanners[] = {
         [SC_GPT2] = "gpt2", [SC_CL100K] = "cl100k", [SC_QWEN2] = "qwen2", [SC_O200K] = "o200k",
@@ -429,6 +429,8 @@ static int parse_steps(Encoder *self, PyObject *steps) {
             st->kind = ST_BERT;
         } else if (strcmp(kind, "whitespace_split") == 0) {
             st->kind = ST_WHITESPACE_SPLIT;
+        } else if (strcmp(kind, "scripts") == 0) {
+            st->kind = ST_SCRIPTS;
         } else if (strcmp(kind, "metaspace") == 0) {
             st->kind = ST_METASPACE;
             if (!PyArg_ParseTuple(t, "sUsp", &kind, &rep, &b, &st->split))
@@ -773,7 +775,9 @@ static int windowed(const Encoder *self) {
         return st->use_regex;
     case ST_METASPACE:
         return st->split;
-    default: /* ST_BERT, ST_WHITESPACE_SPLIT, and any other Split: a space always ends a piece */
+    case ST_SCRIPTS: /* a space has no script: it joins the letters around it */
+        return 0;
+    default: /* ST_BERT, ST_WHITESPACE_SPLIT: a space always ends a piece */
         return 1;
     }
 }

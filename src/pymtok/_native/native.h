@@ -332,7 +332,7 @@ typedef struct {
     size_t n, cap;
 } Spans;
 
-enum StepKind { ST_SPLIT, ST_BYTE_LEVEL, ST_BERT, ST_WHITESPACE_SPLIT, ST_METASPACE };
+enum StepKind { ST_SPLIT, ST_BYTE_LEVEL, ST_BERT, ST_WHITESPACE_SPLIT, ST_METASPACE, ST_SCRIPTS };
 /* What a split cuts at: the patterns real tokenizers ship (the first eight), and the character
  * classes of HF's Punctuation, Digits, Whitespace and CharDelimiterSplit, which are splits too. */
 enum Scanner {

@@ -631,6 +631,42 @@ static int char_split(Pieces *p, uint32_t drop, uint32_t isolate) {
     return 0;
 }
 
+static inline uint8_t script_class(uint32_t c) {
+    if (c >= 0x110000)
+        return 0;
+    return u_script_blocks[((uint32_t)u_script_index[c >> U_BLOCK_SHIFT] << U_BLOCK_SHIFT) |
+                           (c & ((1u << U_BLOCK_SHIFT) - 1))];
+}
+
+/* UnicodeScripts: a piece is cut where a character's script (its class, 0 for "Any") differs
+ * from the last script seen; "Any" characters join the piece they are in. As in HF, the cuts
+ * make the pieces: characters before the first cut (a piece's leading "Any" ones, or all of a
+ * piece holding no other) are dropped. */
+static int scripts_step(Pieces *p) {
+    Spans *out = &p->tmp;
+    out->n = 0;
+    for (size_t k = 0; k < p->spans.n; k++) {
+        Span sp = p->spans.v[k];
+        size_t start = SIZE_MAX;
+        int last = -1;
+        for (size_t i = sp.start; i < sp.end; i++) {
+            int script = script_class(p->buf[i]);
+            if (!script || script == last)
+                continue;
+            if (start != SIZE_MAX && spans_push(out, start, i, sp.off + (int64_t)(start - sp.start)))
+                return -1;
+            start = i;
+            last = script;
+        }
+        if (start != SIZE_MAX && spans_push(out, start, sp.end, sp.off + (int64_t)(start - sp.start)))
+            return -1;
+    }
+    Spans t = p->spans;
+    p->spans = *out;
+    *out = t;
+    return 0;
+}
+
 /* Cut every piece before each occurrence of `c` (keeping it). Offsets follow the pure path's
  * Metaspace arithmetic: a prepended character (shift[k] = 1) stands for the piece's first one. */
 static int cut_before(Pieces *p, uint32_t c, const unsigned char *shift) {
@@ -696,6 +732,9 @@ int pretokenize(const Step *steps, size_t nsteps, Pieces *p) {
             break;
         case ST_METASPACE:
             err = metaspace_step(st, p);
+            break;
+        case ST_SCRIPTS:
+            err = scripts_step(p);
             break;
         }
         if (err)
