@@ -338,3 +338,23 @@ def test_trimmed_offsets_read_token_strings(name: str, pre: dict[str, Any] | Non
     for text in texts:
         want = hf.encode(text)
         assert tok(text, return_offsets_mapping=True)["offset_mapping"] == want.offsets, (name, text)
+
+
+def test_trimmed_offsets_of_an_unknown_bpe_token(tmp_path: Path) -> None:
+    """A BPE model's (fused) unknown token over whitespace keeps it in its offsets when they are
+    trimmed: its string, "<unk>", has no space to trim."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+              "pre_tokenizer": None, "decoder": None,
+              "post_processor": {"type": "RobertaProcessing", "sep": ["</s>", 5], "cls": ["<s>", 4],
+                                 "trim_offsets": True, "add_prefix_space": False},
+              "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                        "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": False, "ignore_merges": False,
+                        "vocab": {"<unk>": 0, "a": 1, "b": 2, "ab": 3, "<s>": 4, "</s>": 5}, "merges": [["a", "b"]]}}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    tok = pymtok.load(path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    for text in ["ab\r\tb", " a", "b\n", "\u3000\u3000ab \tab", "a b"]:
+        want = hf.encode(text)
+        assert tok(text, return_offsets_mapping=True)["offset_mapping"] == want.offsets, text

@@ -330,7 +330,8 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     # the token covers: the same characters but for an unknown token, a byte token, and the
     # prefix or suffix a model adds (a WordPiece "##", a BPE end-of-word suffix), whose strings
     # are not their text. Those models' trimmed offsets are the pure path's.
-    strings_are_text = type(model) is models.BPE and not model.byte_fallback and not model.end_of_word_suffix
+    strings_are_text = (type(model) is models.BPE and not model.byte_fallback and not model.end_of_word_suffix
+                        and (model.unk_token is None or model.unk_token not in model.vocab))
 
     def encode(text: str, trim: int, before: Sequence[int], after: Sequence[int]
                ) -> tuple[list[int], list[tuple[int, int]]] | None:
