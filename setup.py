@@ -18,7 +18,7 @@ setup(
                 str(NATIVE / name)
                 for name in (
                     "module.c", "pretok.c", "models.c", "normalize.c", "added.c", "tables.c", "mtok_tables.c", "decode.c",
-                    "sentencepiece.c", "offsets.c",
+                    "sentencepiece.c", "offsets.c", "regex.c",
                 )
             ],
             depends=[str(NATIVE / name) for name in ("native.h", "unicode_data.h", "normalize_data.h", "mtok_tables.h")],

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import byte_level as _byte_level
 from . import decoders, models, normalizers, pre_tokenizers, processors
+from .backtracking import may_backtrack
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
@@ -57,7 +58,8 @@ _DEEPSEEK_MAIN = (
 )
 
 # Split patterns with a hand-written native scanner, spelled exactly as tokenizer.json files
-# ship them (Oniguruma syntax); any other pattern keeps the tokenizer on the pure path.
+# ship them (Oniguruma syntax); any other pattern runs on the native regex engine where it takes
+# it (engine_takes), else keeps the tokenizer on the pure path.
 SCANNERS: dict[str, str] = {
     _GPT2: "gpt2",
     # cl100k as Llama 3 ships it
@@ -804,10 +806,14 @@ def _steps(pre: object, cfg: Any, unseen: frozenset[str] = frozenset()) -> list[
         if regex in _WHITESPACE_RUNS and sp.behavior == "Removed" and not sp.invert:
             # Oniguruma's \s is White_Space, WhitespaceSplit's char::is_whitespace: the same pieces
             return [("whitespace_split",)]
-        scanner = SCANNERS.get(regex) if isinstance(regex, str) else None
-        if scanner is None:
+        if not isinstance(regex, str):
             return None
-        return [("split", scanner, sp.behavior, bool(sp.invert))]
+        scanner = SCANNERS.get(regex)
+        if scanner is not None:
+            return [("split", scanner, sp.behavior, bool(sp.invert))]
+        if not engine_takes(regex):
+            return None
+        return [("split", "regex", sp.behavior, bool(sp.invert), regex)]
     # HF's character-predicate splitters
     if kind is pre_tokenizers.Punctuation:
         return [("split", "punctuation", pre.behavior, False)]  # type: ignore[attr-defined]
@@ -841,3 +847,16 @@ def _program(tokenizer: Tokenizer) -> list[Step] | None:
         k = levels[0]
         steps[k] = (*steps[k], k < len(steps) - 1)
     return steps
+
+
+def engine_takes(pattern: str) -> bool:
+    """Whether the native regex engine runs a Split pattern exactly as HF's Oniguruma: one it
+    compiles (regex.c lists what it refuses) and that cannot backtrack catastrophically (the
+    engine has no time limit)."""
+    _native = _core()
+    return _native is not None and _engine_compiles(_native, pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _engine_compiles(_native: Any, pattern: str) -> bool:
+    return not may_backtrack(pattern) and _native.regex_refusal(pattern) is None

@@ -27,6 +27,20 @@ CLASSES = [
     ("LO", r"\p{Lo}"), ("M", r"\p{M}"), ("N", r"\p{N}"), ("P", r"\p{P}"), ("S", r"\p{S}"),
     ("WS", r"\s"),
 ]
+# The classes only the regex engine (regex.c) tests, after the others: Oniguruma's \w and the
+# POSIX brackets it takes, each as the pure path spells it.
+ENGINE_CLASSES = [
+    ("ONIG_WORD", r"\w"), ("ALPHA", "[[:alpha:]]"), ("ALNUM", "[[:alnum:]]"), ("PUNCT", "[[:punct:]]"),
+    ("SPACE", "[[:space:]]"), ("UPPER", "[[:upper:]]"), ("LOWER", "[[:lower:]]"), ("XDIGIT", "[[:xdigit:]]"),
+    ("POSIX_WORD", "[[:word:]]"),
+]
+# Each code point's general category (as the pure path's \p{..} has it) in the top bits of its
+# word, as an index: unassigned (Cn, and code points beyond the table) 0, then these in order.
+CATEGORIES = [
+    "Cc", "Cf", "Co", "Cs", "Ll", "Lm", "Lo", "Lt", "Lu", "Mc", "Me", "Mn", "Nd", "Nl", "No", "Pc",
+    "Pd", "Pe", "Pf", "Pi", "Po", "Ps", "Sc", "Sk", "Sm", "So", "Zl", "Zp", "Zs",
+]
+GC_SHIFT = 27
 BLOCK = 128
 
 
@@ -60,11 +74,24 @@ def class_bits() -> list[int]:
     predicates.append(("NUMERIC", lambda t: [m.span() for m in numeric.finditer(t)]))
     word = regex.compile(pt.unicode_16_set(r"[\w]"), pt.FLAGS)
     predicates.append(("WORD", lambda t: [m.span() for m in word.finditer(t)]))
+    predicates += [
+        (name, lambda t, c=pt.onig_regex(pattern): [m.span() for m in c.finditer(t)])
+        for name, pattern in ENGINE_CLASSES
+    ]
+    assert len(predicates) <= GC_SHIFT
     for bit, (_name, spans) in enumerate(predicates):
         for start, end in spans(text):
             for c in range(start, end):
                 if not 0xD800 <= c < 0xE000:
                     bits[c] |= 1 << bit
+    for index, name in enumerate(CATEGORIES, 1):
+        members = pt.onig_regex(rf"\p{{{name}}}")
+        for start, end in ([(0xD800, 0xE000)] if name == "Cs" else [m.span() for m in members.finditer(text)]):
+            for c in range(start, end):
+                if name != "Cs" and 0xD800 <= c < 0xE000:
+                    continue
+                assert bits[c] >> GC_SHIFT == 0, f"U+{c:04X} in two categories"
+                bits[c] |= index << GC_SHIFT
     return bits
 
 
@@ -103,7 +130,7 @@ def table(lines: list[str], ctype: str, name: str, values: list[int], width: int
 def render() -> str:
     """The text of unicode_data.h."""
     bits = class_bits()
-    names = [n for n, _ in CLASSES] + ["BERT_PUNCT", "RUST_WS", "NUMERIC", "WORD"]
+    names = [n for n, _ in CLASSES] + ["BERT_PUNCT", "RUST_WS", "NUMERIC", "WORD"] + [n for n, _ in ENGINE_CLASSES]
     index, blocks = compressed(bits)
     script_index, script_blocks = compressed(script_classes())
     lines = [
@@ -112,13 +139,18 @@ def render() -> str:
         "#define PYMTOK_UNICODE_DATA_H",
         "#include <stdint.h>",
     ]
-    lines += [f"#define U_{name} 0x{1 << i:05X}u" for i, name in enumerate(names)]
+    lines += [f"#define U_{name} 0x{1 << i:08X}u" for i, name in enumerate(names)]
+    lines.append(f"#define U_GC_SHIFT {GC_SHIFT}")
+    lines += [f"#define U_GC_{name} {i}" for i, name in enumerate(["Cn"] + CATEGORIES)]
     lines.append(f"#define U_BLOCK_SHIFT {BLOCK.bit_length() - 1}")
+    # regex.c takes the names only, and reads the classes through pretok.c
+    lines.append("#ifndef U_NAMES_ONLY")
     table(lines, "uint16_t", "u_block_index", index, 24)
     table(lines, "uint32_t", "u_blocks", [x for block in blocks for x in block], 32)
     # UnicodeScripts' classes, the same way
     table(lines, "uint16_t", "u_script_index", script_index, 24)
     table(lines, "uint8_t", "u_script_blocks", [x for block in script_blocks for x in block], 32)
+    lines.append("#endif")
     lines.append("#endif")
     return "\n".join(lines) + "\n"
 

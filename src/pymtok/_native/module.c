@@ -374,15 +374,39 @@ static int lookup(const char *name, const char *const *names, int n) {
     return -1;
 }
 
+/* The regex engine's program for a Split pattern, NULL with ValueError saying why it refuses it. */
+static Regex *compile_pattern(PyObject *pattern) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(pattern);
+    uint32_t *cps = PyUnicode_AsUCS4Copy(pattern);
+    if (!cps)
+        return NULL;
+    const char *why = NULL;
+    Regex *re = regex_compile(cps, (size_t)n, &why);
+    PyMem_Free(cps);
+    if (!re)
+        PyErr_Format(PyExc_ValueError, "the regex engine refuses %R: %s", pattern, why);
+    return re;
+}
+
+static void steps_free(Step *steps, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        regex_free(steps[k].regex);
+        steps[k].regex = NULL;
+    }
+}
+
 /* The pre-tokenizer program native.py builds: a tuple of step tuples,
  *   ("split", scanner, behavior, invert)      ("byte_level", add_prefix_space, use_regex, to_chars)
  *   ("delimiter", character)                  ("metaspace", replacement, prepend_scheme, split)
- *   ("bert",)   ("whitespace_split",)   ("scripts",) */
-static int parse_steps(Encoder *self, PyObject *steps) {
+ *   ("bert",)   ("whitespace_split",)   ("scripts",)
+ *   ("split", "regex", behavior, invert, pattern): the regex engine's program for the pattern.
+ * The programs are the Steps', freed by steps_free (also when this fails). */
+static int parse_steps(Step *out, size_t *nsteps, PyObject *steps) {
     static const char *const scanners[] = {
         [SC_GPT2] = "gpt2", [SC_CL100K] = "cl100k", [SC_QWEN2] = "qwen2", [SC_O200K] = "o200k",
         [SC_DS_DIGITS] = "deepseek_digits", [SC_DS_CJK] = "deepseek_cjk", [SC_DS_MAIN] = "deepseek_main",
-        [SC_CLIP] = "clip", [SC_PUNCTUATION] = "punctuation", [SC_NUMERIC] = "numeric", [SC_WORDS] = "words"};
+        [SC_CLIP] = "clip", [SC_PUNCTUATION] = "punctuation", [SC_NUMERIC] = "numeric", [SC_WORDS] = "words",
+        [SC_REGEX] = "regex"};
     static const char *const behaviors[] = {
         [BH_ISOLATED] = "Isolated", [BH_REMOVED] = "Removed", [BH_MERGED_WITH_PREVIOUS] = "MergedWithPrevious",
         [BH_MERGED_WITH_NEXT] = "MergedWithNext", [BH_CONTIGUOUS] = "Contiguous"};
@@ -391,10 +415,12 @@ static int parse_steps(Encoder *self, PyObject *steps) {
         PyErr_SetString(PyExc_ValueError, "steps must be a tuple of at most 16 step tuples");
         return -1;
     }
-    self->nsteps = (size_t)PyTuple_GET_SIZE(steps);
-    for (size_t k = 0; k < self->nsteps; k++) {
+    steps_free(out, *nsteps);
+    *nsteps = (size_t)PyTuple_GET_SIZE(steps);
+    memset(out, 0, *nsteps * sizeof *out);
+    for (size_t k = 0; k < *nsteps; k++) {
         PyObject *t = PyTuple_GET_ITEM(steps, k);
-        Step *st = &self->steps[k];
+        Step *st = &out[k];
         const char *kind, *a, *b;
         PyObject *rep;
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(t, 0)) ||
@@ -404,14 +430,17 @@ static int parse_steps(Encoder *self, PyObject *steps) {
         }
         if (strcmp(kind, "split") == 0) {
             st->kind = ST_SPLIT;
-            if (!PyArg_ParseTuple(t, "sssp", &kind, &a, &b, &st->invert))
+            PyObject *pattern = NULL;
+            if (!PyArg_ParseTuple(t, "sssp|U", &kind, &a, &b, &st->invert, &pattern))
                 return -1;
             st->scanner = lookup(a, scanners, sizeof scanners / sizeof *scanners);
             st->behavior = lookup(b, behaviors, sizeof behaviors / sizeof *behaviors);
-            if (st->scanner < 0 || st->behavior < 0) {
+            if (st->scanner < 0 || st->behavior < 0 || (st->scanner == SC_REGEX) != (pattern != NULL)) {
                 PyErr_Format(PyExc_ValueError, "no native split %s with behavior %s", a, b);
                 return -1;
             }
+            if (pattern && !(st->regex = compile_pattern(pattern)))
+                return -1;
         } else if (strcmp(kind, "delimiter") == 0) {
             *st = (Step){.kind = ST_SPLIT, .scanner = SC_DELIMITER, .behavior = BH_REMOVED};
             if (!PyArg_ParseTuple(t, "sU", &kind, &rep))
@@ -452,6 +481,7 @@ static int parse_steps(Encoder *self, PyObject *steps) {
 /* ---- the type --------------------------------------------------------------------------- */
 
 static void Encoder_dealloc(Encoder *self) {
+    steps_free(self->steps, self->nsteps);
     bpe_free(&self->bpe);
     wordpiece_free(&self->wp);
     unigram_free(&self->ug);
@@ -491,7 +521,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
                                      &scores, &byte_level, &ignore_merges, &byte_fallback, &fuse_unk, &unk_id,
                                      &prefix, &max_chars, &unk_score, &suffix))
         return -1;
-    if (parse_steps(self, steps) < 0)
+    if (parse_steps(self->steps, &self->nsteps, steps) < 0)
         return -1;
     int32_t max_id = unk_id;
     if (strcmp(model, "BPE") == 0) {
@@ -3648,7 +3678,79 @@ static PyObject *work_peak(PyObject *module, PyObject *unused) {
     return PyLong_FromSize_t(__atomic_exchange_n(&work_peak_bytes, 0, __ATOMIC_RELAXED));
 }
 
+static PyObject *regex_refusal(PyObject *module, PyObject *pattern) {
+    (void)module;
+    if (!PyUnicode_Check(pattern)) {
+        PyErr_SetString(PyExc_TypeError, "regex_refusal: the pattern must be str");
+        return NULL;
+    }
+    Regex *re = compile_pattern(pattern);
+    if (re) {
+        regex_free(re);
+        Py_RETURN_NONE;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_ValueError))
+        return NULL;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *why = PyObject_Str(value);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return why;
+}
+
+/* The pieces a pre-tokenizer program cuts a text into, as (start, end) code point spans of the
+ * text: what the Encoder's model would be given, for tests. */
+static PyObject *pretokenize_spans(PyObject *module, PyObject *args) {
+    (void)module;
+    PyObject *steps, *text;
+    if (!PyArg_ParseTuple(args, "OU", &steps, &text))
+        return NULL;
+    Step parsed[MAX_STEPS];
+    size_t nsteps = 0;
+    if (parse_steps(parsed, &nsteps, steps) < 0) {
+        steps_free(parsed, nsteps);
+        return NULL;
+    }
+    for (size_t k = 0; k < nsteps; k++)
+        if (parsed[k].kind != ST_SPLIT) {
+            steps_free(parsed, nsteps);
+            PyErr_SetString(PyExc_ValueError, "pretokenize: split steps only (others rebuild the text)");
+            return NULL;
+        }
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
+    Pieces p = {.buf = n ? PyUnicode_AsUCS4Copy(text) : PyMem_Malloc(sizeof(uint32_t)), .len = n, .cap = n};
+    PyObject *out = NULL;
+    if (p.buf && !(p.spans.v = malloc(sizeof *p.spans.v)))
+        PyErr_NoMemory();
+    else if (p.buf) {
+        p.spans.v[0] = (Span){0, n, 0};
+        p.spans.n = p.spans.cap = 1;
+        if (pretokenize(parsed, nsteps, &p) < 0)
+            PyErr_NoMemory();
+        else if ((out = PyList_New((Py_ssize_t)p.spans.n)))
+            for (size_t k = 0; k < p.spans.n; k++) {
+                PyObject *span = Py_BuildValue("nn", (Py_ssize_t)p.spans.v[k].start, (Py_ssize_t)p.spans.v[k].end);
+                if (!span) {
+                    Py_CLEAR(out);
+                    break;
+                }
+                PyList_SET_ITEM(out, (Py_ssize_t)k, span);
+            }
+    }
+    PyMem_Free(p.buf);
+    free(p.spans.v);
+    free(p.tmp.v);
+    steps_free(parsed, nsteps);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
+    {"regex_refusal", regex_refusal, METH_O,
+     "regex_refusal(pattern) -> str | None: why the regex engine refuses an Oniguruma pattern, None if it takes it."},
+    {"pretokenize", pretokenize_spans, METH_VARARGS,
+     "pretokenize(steps, text) -> list[(start, end)]: the pieces a program of split steps cuts text into."},
     {"grapheme_ends", grapheme_ends, METH_O, "grapheme_ends(text) -> list[int]: the end of each grapheme cluster."},
     {"token_lengths", token_lengths, METH_VARARGS,
      "token_lengths(vocab, bound, kind, affix) -> (first, second): Encoder.set_offsets' lengths (int32 as bytes)\n"

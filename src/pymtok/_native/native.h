@@ -333,20 +333,24 @@ typedef struct {
 } Spans;
 
 enum StepKind { ST_SPLIT, ST_BYTE_LEVEL, ST_BERT, ST_WHITESPACE_SPLIT, ST_METASPACE, ST_SCRIPTS };
-/* What a split cuts at: the patterns real tokenizers ship (the first eight), and the character
- * classes of HF's Punctuation, Digits, Whitespace and CharDelimiterSplit, which are splits too. */
+/* What a split cuts at: the patterns real tokenizers ship (the first eight), the character
+ * classes of HF's Punctuation, Digits, Whitespace, any other pattern the regex engine takes
+ * (regex.c), and CharDelimiterSplit's character, which are splits too. A "split" step names one
+ * up to SC_REGEX; SC_DELIMITER comes from a "delimiter" step. */
 enum Scanner {
     SC_GPT2, SC_CL100K, SC_QWEN2, SC_O200K, SC_DS_DIGITS, SC_DS_CJK, SC_DS_MAIN, SC_CLIP,
-    SC_PUNCTUATION, SC_NUMERIC, SC_WORDS, SC_DELIMITER
+    SC_PUNCTUATION, SC_NUMERIC, SC_WORDS, SC_REGEX, SC_DELIMITER
 };
 /* HF's SplitDelimiterBehavior */
 enum Behavior { BH_ISOLATED, BH_REMOVED, BH_MERGED_WITH_PREVIOUS, BH_MERGED_WITH_NEXT, BH_CONTIGUOUS };
+typedef struct Regex Regex;
 enum Prepend { PS_ALWAYS, PS_FIRST, PS_NEVER };
 
 typedef struct {
     int kind;
     int scanner, behavior, invert;    /* ST_SPLIT */
     uint32_t delimiter;               /* ST_SPLIT with SC_DELIMITER */
+    Regex *regex;                     /* ST_SPLIT with SC_REGEX: its program, the Encoder's */
     int add_prefix_space, use_regex;  /* ST_BYTE_LEVEL */
     int to_chars;                     /* ST_BYTE_LEVEL not last: later steps see GPT-2 characters */
     uint32_t replacement;             /* ST_METASPACE */
@@ -365,6 +369,25 @@ typedef struct {
 } Pieces;
 
 int pretokenize(const Step *steps, size_t nsteps, Pieces *p);
+
+/* Its class bits (unicode_data.h), for code outside pretok.c. */
+uint32_t unicode_class(uint32_t c);
+
+/* The regex engine (regex.c) for Split patterns without a hand-written scanner. */
+typedef struct RegexFrame RegexFrame;
+typedef struct {
+    RegexFrame *v;
+    size_t n, cap;
+} RegexStack; /* a matcher's backtracking frames, kept by its caller between matches */
+
+#define REGEX_NONE SIZE_MAX
+#define REGEX_NOMEM (SIZE_MAX - 1)
+
+/* NULL when the pattern (code points) is refused, with *why saying why. */
+Regex *regex_compile(const uint32_t *pattern, size_t n, const char **why);
+void regex_free(Regex *re);
+/* The end of the match starting exactly at i, REGEX_NONE, or REGEX_NOMEM. */
+size_t regex_match(const Regex *re, const uint32_t *s, size_t n, size_t i, RegexStack *st);
 
 /* One code point's UTF-8 at o; returns its length. */
 static inline size_t utf8_put(uint32_t c, uint8_t *o) {

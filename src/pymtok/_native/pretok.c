@@ -30,6 +30,8 @@ static inline uint32_t ucls(uint32_t c) {
 #define IS_OTHER(c) (!IS(c, L_ | N_ | WS_))
 #define IS_CRLF(c) ((c) == '\r' || (c) == '\n')
 
+uint32_t unicode_class(uint32_t c) { return ucls(c); }
+
 int rust_white_space(uint32_t c) { return IS(c, U_RUST_WS); }
 
 int regex_white_space(uint32_t c) { return IS(c, WS_); }
@@ -446,8 +448,14 @@ static int fold_segment(Fold *f, size_t start, size_t end, int is_match) {
 
 static int fold_end(Fold *f) { return f->held != SIZE_MAX ? fold_push(f, f->held, f->held_end) : 0; }
 
-/* The end of the match at i (i when there is none there). */
-static inline size_t match_at(const Step *st, Matcher match, const uint32_t *s, size_t n, size_t i) {
+/* The end of the match at i (i when there is none there), or REGEX_NOMEM. The engine's matches
+ * are never empty (regex_compile refuses nullable patterns). */
+static inline size_t match_at(const Step *st, Matcher match, const uint32_t *s, size_t n, size_t i,
+                              RegexStack *stack) {
+    if (st->scanner == SC_REGEX) {
+        size_t e = regex_match(st->regex, s, n, i, stack);
+        return e == REGEX_NONE ? i : e;
+    }
     return match ? match(s, n, i) : i + (size_t)char_member(st, s[i]);
 }
 
@@ -455,7 +463,9 @@ static inline size_t match_at(const Step *st, Matcher match, const uint32_t *s, 
  * matches, or with invert only the matches) in one pass; the other behaviors fold the segments
  * (Fold). Empty pieces are dropped. */
 static int split_step(const Step *st, Pieces *p) {
-    Matcher match = single_char(st) ? NULL : MATCHERS[st->scanner];
+    Matcher match = single_char(st) || st->scanner == SC_REGEX ? NULL : MATCHERS[st->scanner];
+    RegexStack stack = {0};
+    int err = -1;
     Spans *out = &p->tmp;
     out->n = 0;
     int simple = st->behavior == BH_ISOLATED || st->behavior == BH_REMOVED;
@@ -467,32 +477,37 @@ static int split_step(const Step *st, Pieces *p) {
         size_t n = sp.end - sp.start, gap = 0, i = 0;
         Fold f = {out, sp, out->n, st->behavior, 0, SIZE_MAX, 0};
         while (i < n) {
-            size_t e = match_at(st, match, s, n, i);
+            size_t e = match_at(st, match, s, n, i, &stack);
+            if (e == REGEX_NOMEM)
+                goto done;
             if (e == i) {
                 i++;
                 continue;
             }
             if (simple) {
                 if (gap < i && keep_gap && spans_push(out, sp.start + gap, sp.start + i, sp.off + (int64_t)gap))
-                    return -1;
+                    goto done;
                 if (keep_match && spans_push(out, sp.start + i, sp.start + e, sp.off + (int64_t)i))
-                    return -1;
+                    goto done;
             } else if ((gap < i && fold_segment(&f, gap, i, st->invert)) || fold_segment(&f, i, e, !st->invert)) {
-                return -1;
+                goto done;
             }
             i = gap = e;
         }
         if (simple) {
             if (gap < n && keep_gap && spans_push(out, sp.start + gap, sp.start + n, sp.off + (int64_t)gap))
-                return -1;
+                goto done;
         } else if ((gap < n && fold_segment(&f, gap, n, st->invert)) || fold_end(&f)) {
-            return -1;
+            goto done;
         }
     }
     Spans t = p->spans;
     p->spans = *out;
     *out = t;
-    return 0;
+    err = 0;
+done:
+    free(stack.v);
+    return err;
 }
 
 /* Rebuild the buffer so that each piece may gain one leading character, `pre` (ByteLevel's
