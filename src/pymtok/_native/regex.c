@@ -107,7 +107,6 @@ typedef struct {
 
 struct Regex {
     Inst *code;
-    size_t ncode;
     Class *classes;
     size_t nclasses;
     uint32_t first[4]; /* the ASCII characters a match may start with */
@@ -952,7 +951,6 @@ Regex *regex_compile(const uint32_t *pattern, size_t n, const char **why) {
     }
     first_chars(&em, root, re->first);
     re->code = em.code;
-    re->ncode = em.n;
     re->classes = ps.classes;
     re->nclasses = ps.nclasses;
     free(ps.nodes);
