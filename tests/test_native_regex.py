@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pymtok
-from conftest import corpus_chunks, examples, fixture_path, slow_for
+from conftest import corpus_chunks, examples, fixture_path, full_tier, slow_for
 from pymtok import native
 from pymtok.backtracking import may_backtrack
 
@@ -56,6 +57,8 @@ NEW_PATTERNS = [
     r"(?:ab|a)(?:c|bc)|(?:ab)+c|(?:a\d){2,3}|(?=\p{Lu})\p{L}{2,4}|(?!\d)\w+|x\p{L}{,2}", r"[[:alpha:]]+|[[:punct:]]|[[:^space:]][[:digit:]]?",
     r"\h+|\H|[\x41-\x{5A}\u00e0-\u00ff]+|\t|\x0b|\x{1F600}|\a|\e|\v|\f|\x412|[\a\e]", r"[\w-]+|[^\w\s]{2,}|.", r"\'|\`|]|}|[a-]|[-b]|[\]]|[\[]+|\/|a\ b|#", r"\p{Lu}\p{Ll}*|\P{L}",
     r"[\p{Zs}\p{Cc}\p{Cf}]+|[\p{Sm}\p{Sc}\p{Sk}\p{So}]|\p{Letter}{1,2}",
+    # a long alternation, as of many literals
+    "|".join(f"<w{i}>|the{i}" for i in range(600)) + r"|<w\d*|the|\w+|\s+|[^\w\s]",
 ]
 PATTERNS = NEW_PATTERNS + list(native.SCANNERS)
 
@@ -93,7 +96,8 @@ HYPOTHESIS = settings(max_examples=examples(100, 25), deadline=None, suppress_he
 
 @functools.cache
 def texts() -> list[str]:
-    return corpus_chunks(200, seed=23) + [STRESS, STRESS[::-1], "a\n", "\n", "x\n\n", " ", "ab c\r\n d  "]
+    return corpus_chunks(200, seed=23) + [STRESS, STRESS[::-1], "a\n", "\n", "x\n\n", " ", "ab c\r\n d  ",
+                                           "<w1><w59>the599 <w600> the42x<w"]
 
 
 @functools.cache
@@ -231,6 +235,52 @@ def test_tokenizer_with_a_new_pattern_is_native_with_hf_ids(pattern: str) -> Non
     theirs = hf.encode("Hello wörld 12345 日本語\r\n  x", add_special_tokens=False)
     assert offsets["input_ids"] == theirs.ids
     assert [tuple(o) for o in offsets["offset_mapping"]] == theirs.offsets
+
+
+class RandomPatterns:
+    """Patterns drawn from the constructs the engine takes, nested two deep."""
+
+    ATOMS = ["a", "b", " ", r"\n", ".", "[ab]", r"[^a\s]", r"\p{L}", r"\d", r"\w", r"\s", r"\S", "[[:alpha:]]",
+             "(?i:ab)", "(?i:k)", "A", "1", r"\p{Lu}", r"[\w-]", r"\h", "é"]
+    ANCHORS = ["^", "$", r"\z", r"\Z", r"\A"]
+    QUANTIFIERS = ["", "", "", "?", "*", "+", "{1,2}", "{2}", "{0,3}", "{2,}"]
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def atom(self, depth: int) -> str:
+        r = self.rng.random()
+        if depth and r < 0.15:
+            group = "|".join(self.sequence(depth - 1) for _ in range(self.rng.randint(1, 3)))
+            return f"(?:{group})" + self.rng.choice(self.QUANTIFIERS)
+        if depth and r < 0.22:
+            return self.rng.choice(["(?=", "(?!"]) + self.sequence(depth - 1) + ")"
+        if r < 0.28:
+            return self.rng.choice(self.ANCHORS)
+        return self.rng.choice(self.ATOMS) + self.rng.choice(self.QUANTIFIERS)
+
+    def sequence(self, depth: int) -> str:
+        return "".join(self.atom(depth) for _ in range(self.rng.randint(1, 3)))
+
+    def pattern(self) -> str:
+        return "|".join(self.sequence(2) for _ in range(self.rng.randint(1, 3)))
+
+
+def test_random_patterns_match_hf() -> None:
+    """Random patterns the engine takes (and HF compiles) on random strings of the characters
+    they tell apart."""
+    draw = RandomPatterns(37)
+    rng = random.Random(41)
+    alphabet = "ab \n\tA1ſK½é日Bk-"
+    checked = 0
+    while checked < (1500 if full_tier() else 150):
+        pattern = draw.pattern()
+        if may_backtrack(pattern) or _native.regex_refusal(pattern) is not None:
+            continue
+        checked += 1
+        for _ in range(20):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+            assert engine_spans(pattern, text) == hf_spans(pattern, text), (pattern, text)
 
 
 def test_compile_errors_are_value_errors() -> None:

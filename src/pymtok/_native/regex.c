@@ -14,6 +14,7 @@
  *     option flags but (?i:...), \b \B \G \K \R \X, octal escapes, control escapes;
  *   - in classes: intersections (&&), negated nested classes, a leading ']', a '-' that is no
  *     range between two characters nor the first or last item;
+ *   - patterns of more than MAX_CODE instructions, intervals expanded (x{2,4} is xx(x(x)?)?);
  *   - \p{..} that is no general category (scripts, binary properties), POSIX brackets other
  *     than alpha alnum digit punct space upper lower xdigit word ascii, a \x byte beyond ASCII
  *     (Oniguruma takes it for a piece of UTF-8 and fails);
@@ -93,7 +94,7 @@ enum Op { OP_CHAR, OP_SET, OP_RUN, OP_SPLIT, OP_JMP, OP_LOOK, OP_ASSERT, OP_MATC
 enum Anchor { A_BOL, A_EOL, A_BEGIN, A_END, A_SEMI_END };
 
 #define UNBOUNDED UINT32_MAX
-#define MAX_CODE 4096
+#define MAX_CODE 65536
 #define MAX_COUNT 1000
 
 typedef struct {
@@ -821,6 +822,16 @@ static void first_chars(const Emitter *em, int k, uint32_t f[4]) {
 
 static int emit_node(Emitter *em, int k);
 
+/* Points every instruction of a chain (linked through x, ending in UINT32_MAX) at the next one
+ * to be emitted. */
+static void patch_chain(Emitter *em, uint32_t chain) {
+    while (chain != UINT32_MAX) {
+        uint32_t prev = em->code[chain].x;
+        em->code[chain].x = (uint32_t)em->n;
+        chain = prev;
+    }
+}
+
 static int emit_split(Emitter *em, int branch) {
     Inst in = {.op = OP_SPLIT};
     if (branch >= 0 && em->nodes[branch].minlen) {
@@ -845,23 +856,22 @@ static int emit_node(Emitter *em, int k) {
                 return -1;
         return 0;
     case N_ALT: {
-        /* each alternative but the last: SPLIT to the next one, the alternative, JMP to the end */
-        int jumps[256], njumps = 0;
+        /* each alternative but the last: SPLIT to the next one, the alternative, JMP to the end;
+         * the JMPs are chained through x until the end is known */
+        uint32_t chain = UINT32_MAX;
         for (int c = nd->child; c >= 0; c = em->nodes[c].next) {
             if (em->nodes[c].next < 0) {
                 if (emit_node(em, c) < 0)
                     return -1;
                 break;
             }
-            int split = emit_split(em, c);
-            if (split < 0 || emit_node(em, c) < 0 || njumps == 256)
+            int split = emit_split(em, c), jump;
+            if (split < 0 || emit_node(em, c) < 0 || (jump = emit(em, (Inst){.op = OP_JMP, .x = chain})) < 0)
                 return -1;
-            if ((jumps[njumps++] = emit(em, (Inst){.op = OP_JMP})) < 0)
-                return -1;
+            chain = (uint32_t)jump;
             em->code[split].x = (uint32_t)em->n;
         }
-        for (int j = 0; j < njumps; j++)
-            em->code[jumps[j]].x = (uint32_t)em->n;
+        patch_chain(em, chain);
         return 0;
     }
     case N_LOOK: {
@@ -900,11 +910,7 @@ static int emit_node(Emitter *em, int k) {
             if (emit_node(em, nd->child) < 0)
                 return -1;
         }
-        while (chain != UINT32_MAX) {
-            uint32_t prev = em->code[chain].x;
-            em->code[chain].x = (uint32_t)em->n;
-            chain = prev;
-        }
+        patch_chain(em, chain);
         return 0;
     }
     }
