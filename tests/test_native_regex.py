@@ -57,6 +57,9 @@ NEW_PATTERNS = [
     r"(?:ab|a)(?:c|bc)|(?:ab)+c|(?:a\d){2,3}|(?=\p{Lu})\p{L}{2,4}|(?!\d)\w+|x\p{L}{,2}", r"[[:alpha:]]+|[[:punct:]]|[[:^space:]][[:digit:]]?",
     r"\h+|\H|[\x41-\x{5A}\u00e0-\u00ff]+|\t|\x0b|\x{1F600}|\a|\e|\v|\f|\x412|[\a\e]", r"[\w-]+|[^\w\s]{2,}|.", r"\'|\`|]|}|[a-]|[-b]|[\]]|[\[]+|\/|a\ b|#", r"\p{Lu}\p{Ll}*|\P{L}",
     r"[\p{Zs}\p{Cc}\p{Cf}]+|[\p{Sm}\p{Sc}\p{Sk}\p{So}]|\p{Letter}{1,2}",
+    # llama.cpp's bailingmoe: an ASCII class under (?i), possessive quantifiers
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",
+    r"(?i:[a-z]+)|(?i:[^s0-9])|(?i:[K-M]x)|a?+a|\d*+1|[ab]++b|.",
     # a long alternation, as of many literals
     "|".join(f"<w{i}>|the{i}" for i in range(600)) + r"|<w\d*|the|\w+|\s+|[^\w\s]",
 ]
@@ -72,6 +75,7 @@ REFUSED = [
     r"\p{L}+?|\s+|[^\s\p{L}]+",               # a lazy quantifier
     r"(?i:é)|\p{L}+|\s+|[^\s\p{L}]+",         # folding beyond ASCII
     r"(?i:ß)|\p{L}+", r"(?i:ss)|\p{L}+", r"(?i:s(?:t))", r"(?i:s)+",  # full case folding may apply
+    r"(?i:[\w])", r"(?:ab)?+c", r"a{1,2}+",  # a class escape under (?i), possessive groups, repeats of repeats
     r"[\p{L}&&[^a-z]]+|\s+", r"[a[^b]]+", r"\bx", r"\p{L}+|[]a]", r"x{",  # intersections, ...
     r"\xe9",                                 # a byte beyond ASCII: Oniguruma fails on it
 ]
@@ -241,9 +245,9 @@ class RandomPatterns:
     """Patterns drawn from the constructs the engine takes, nested two deep."""
 
     ATOMS = ["a", "b", " ", r"\n", ".", "[ab]", r"[^a\s]", r"\p{L}", r"\d", r"\w", r"\s", r"\S", "[[:alpha:]]",
-             "(?i:ab)", "(?i:k)", "A", "1", r"\p{Lu}", r"[\w-]", r"\h", "é"]
+             "(?i:ab)", "(?i:k)", "A", "1", r"\p{Lu}", r"[\w-]", r"\h", "é", "(?i:[a-c])", "(?i:[^k])", "(?i:s)"]
     ANCHORS = ["^", "$", r"\z", r"\Z", r"\A"]
-    QUANTIFIERS = ["", "", "", "?", "*", "+", "{1,2}", "{2}", "{0,3}", "{2,}"]
+    QUANTIFIERS = ["", "", "", "?", "*", "+", "{1,2}", "{2}", "{0,3}", "{2,}", "?+", "*+", "++"]
 
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -271,7 +275,7 @@ def test_random_patterns_match_hf() -> None:
     they tell apart."""
     draw = RandomPatterns(37)
     rng = random.Random(41)
-    alphabet = "ab \n\tA1ſK½é日Bk-"
+    alphabet = "ab \n\tA1ſK½é日Bk-sSßﬁ\u212a"
     checked = 0
     while checked < (1500 if full_tier() else 150):
         pattern = draw.pattern()

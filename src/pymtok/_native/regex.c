@@ -9,7 +9,8 @@
  *
  *   - patterns that can match the empty string, and quantifiers on a body that can (where
  *     Oniguruma's empty-loop checks would decide);
- *   - lazy and possessive quantifiers, quantifiers of quantifiers, braces that are no interval;
+ *   - lazy quantifiers, possessive ones but on a single character, quantifiers of quantifiers,
+ *     braces that are no interval;
  *   - backreferences, named groups, lookbehind, atomic groups, absent operators, conditionals,
  *     option flags but (?i:...), \b \B \G \K \R \X, octal escapes, control escapes;
  *   - in classes: intersections (&&), negated nested classes, a leading ']', a '-' that is no
@@ -18,13 +19,14 @@
  *   - \p{..} that is no general category (scripts, binary properties), POSIX brackets other
  *     than alpha alnum digit punct space upper lower xdigit word ascii, a \x byte beyond ASCII
  *     (Oniguruma takes it for a piece of UTF-8 and fails);
- *   - under (?i:...): classes, class escapes and characters beyond ASCII. Oniguruma
+ *   - under (?i:...): class escapes, POSIX brackets and characters beyond ASCII. Oniguruma
  *     folds with Unicode's case folding, simple and full: an ASCII letter matches its other case,
  *     's' also U+017F (long s) and 'k' U+212A (Kelvin sign), no other code point folds onto
  *     an ASCII letter by a simple folding. Full (multi-character) foldings make a string
  *     match one character (Oniguruma's "ss" matches U+00DF, "st" U+FB06, "ff" "fi" "fl" their
  *     ligatures), so an 's' or 'f' that may be followed by one of 's', 't', 'f', 'i', 'l' is
- *     refused, as are the characters that fold to several (U+00DF), being beyond ASCII.
+ *     refused, as are the characters that fold to several (U+00DF), being beyond ASCII
+ *     (classes of ASCII characters take no part in these: see class_fold).
  *
  * Character classes come from unicode_data.h, generated from the pure path's own predicates
  * (onig.py), through unicode_class(); a class keeps its ASCII members as a bitmap. As in
@@ -99,7 +101,7 @@ enum Anchor { A_BOL, A_EOL, A_BEGIN, A_END, A_SEMI_END };
 
 typedef struct {
     uint8_t op;
-    uint8_t neg;      /* OP_LOOK: (?!...) */
+    uint8_t neg;      /* OP_LOOK: (?!...); OP_RUN: possessive, nothing given back */
     uint8_t filter;   /* OP_SPLIT: the first branch consumes a character first, one of `first` when ASCII */
     uint32_t x;       /* the character, class, branch or jump target, end of a lookahead, anchor */
     uint32_t min, max; /* OP_RUN */
@@ -412,6 +414,8 @@ static int class_items(Parser *ps, Class *cl) {
             return refuse(ps, "class intersection");
         if (c == '[') {
             if (ps->i + 1 < ps->n && ps->p[ps->i + 1] == ':') {
+                if (ps->fold)
+                    return refuse(ps, "a POSIX bracket under (?i)");
                 if (posix_class(ps, cl) < 0)
                     return -1;
             } else {
@@ -435,6 +439,8 @@ static int class_items(Parser *ps, Class *cl) {
             int r = class_escape(ps, cl, 0);
             if (r < 0)
                 return -1;
+            if (r && ps->fold)
+                return refuse(ps, "a class escape under (?i)");
             if (r) {
                 if (at(ps, '-') && !(ps->i + 1 < ps->n && ps->p[ps->i + 1] == ']'))
                     return refuse(ps, "a range from a class");
@@ -473,6 +479,8 @@ static int class_items(Parser *ps, Class *cl) {
             if (hi < lo)
                 return refuse(ps, "an empty range");
         }
+        if (ps->fold && hi >= 0x80)
+            return refuse(ps, "a character beyond ASCII under (?i)");
         if (class_range(cl, (uint32_t)lo, (uint32_t)hi))
             return refuse(ps, "out of memory");
         first = 0;
@@ -509,6 +517,28 @@ static int char_node(Parser *ps, uint32_t c) {
         ps->nodes[k].fend = lower == 's' || lower == 'f';
     }
     return k;
+}
+
+/* The case folding of a class under (?i) (ASCII characters only, see char_node): each letter's
+ * other case, U+017F with s, U+212A with k; a negated class is negated after (as Oniguruma:
+ * (?i:[^s]) matches none of s S U+017F). Classes of ASCII characters take no part in the
+ * multi-character foldings: Oniguruma's (?i:[s]s), (?i:s[s]), (?i:[a-z]+), (?i:[f]i) match
+ * none of U+00DF U+1E9E U+FB00-U+FB06. */
+static int class_fold(Parser *ps, int index) {
+    Class *cl = &ps->classes[index];
+    uint32_t letters[4] = {0};
+    for (size_t k = 0; k < cl->nranges; k++)
+        for (uint32_t c = cl->ranges[k].lo; c <= cl->ranges[k].hi; c++)
+            if (is_letter(c))
+                letters[(c | 0x20) >> 5] |= 1u << ((c | 0x20) & 31);
+    for (uint32_t c = 'a'; c <= 'z'; c++) {
+        if (!(letters[c >> 5] >> (c & 31) & 1))
+            continue;
+        if (class_range(cl, c, c) || class_range(cl, c & ~0x20u, c & ~0x20u) ||
+            (c == 's' && class_range(cl, 0x17F, 0x17F)) || (c == 'k' && class_range(cl, 0x212A, 0x212A)))
+            return refuse(ps, "out of memory");
+    }
+    return 0;
 }
 
 static int parse_atom(Parser *ps) {
@@ -551,8 +581,6 @@ static int parse_atom(Parser *ps) {
         return k;
     }
     case '[': {
-        if (ps->fold)
-            return refuse(ps, "a class under (?i)");
         ps->i++;
         int index;
         Class *cl = class_new(ps, &index);
@@ -562,7 +590,7 @@ static int parse_atom(Parser *ps) {
             ps->i++;
             cl->negate = 1;
         }
-        if (class_items(ps, &ps->classes[index]) < 0)
+        if (class_items(ps, &ps->classes[index]) < 0 || (ps->fold && class_fold(ps, index) < 0))
             return -1;
         class_seal(&ps->classes[index]);
         return set_node(ps, index);
@@ -631,7 +659,7 @@ static int64_t count(Parser *ps) {
     return v;
 }
 
-/* A quantifier at i, if any: sets *lo, *hi and returns 1; 0 for none; -1 refused. */
+/* A quantifier at i, if any: sets *lo, *hi and returns 1 (2 for an interval); 0 for none; -1 refused. */
 static int quantifier(Parser *ps, uint32_t *lo, uint32_t *hi) {
     if (ps->i == ps->n)
         return 0;
@@ -663,7 +691,8 @@ static int quantifier(Parser *ps, uint32_t *lo, uint32_t *hi) {
         if (a < 0 || b < 0 || !at(ps, '}') || b < a)
             return refuse(ps, "a brace that is no interval");
         *lo = (uint32_t)a, *hi = (uint32_t)b;
-        break;
+        ps->i++;
+        return 2;
     }
     default:
         return 0;
@@ -701,6 +730,11 @@ static int parse_cat(Parser *ps) {
                 a->type = N_SET;
                 a->x = (uint32_t)index;
             }
+            /* Ruby's possessive ?+ *+ ++ (not after an interval: x{2}+ repeats x{2}), taken on a
+             * single character only, as a run that gives nothing back */
+            int possessive = q == 1 && at(ps, '+') && a->type == N_SET;
+            if (possessive)
+                ps->i++;
             if (ps->i < ps->n && (ps->p[ps->i] == '?' || ps->p[ps->i] == '+' || ps->p[ps->i] == '*' ||
                                   ps->p[ps->i] == '{'))
                 return refuse(ps, "a lazy, possessive or repeated quantifier");
@@ -709,7 +743,7 @@ static int parse_cat(Parser *ps) {
                 return -1;
             a = &ps->nodes[atom];
             uint64_t len = (uint64_t)a->minlen * lo;
-            ps->nodes[rep] = (Node){.type = N_REP, .min = lo, .max = hi, .child = atom, .next = -1,
+            ps->nodes[rep] = (Node){.type = N_REP, .x = (uint32_t)possessive, .min = lo, .max = hi, .child = atom, .next = -1,
                                     .minlen = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len,
                                     .fstart = a->fstart, .fend = a->fend};
             atom = rep;
@@ -883,7 +917,8 @@ static int emit_node(Emitter *em, int k) {
     }
     case N_REP: {
         if (em->nodes[nd->child].type == N_SET)
-            return emit(em, (Inst){.op = OP_RUN, .x = em->nodes[nd->child].x, .min = nd->min, .max = nd->max}) < 0
+            return emit(em, (Inst){.op = OP_RUN, .neg = (uint8_t)nd->x, .x = em->nodes[nd->child].x, .min = nd->min,
+                                   .max = nd->max}) < 0
                        ? -1
                        : 0;
         for (uint32_t j = 0; j < nd->min; j++)
@@ -1031,7 +1066,7 @@ static size_t run(const Regex *re, uint32_t pc, const uint32_t *s, size_t n, siz
                 e++;
             if (e - i < in->min)
                 break;
-            if (e - i > in->min && push(st, pc + 1, e, i + in->min) < 0)
+            if (!in->neg && e - i > in->min && push(st, pc + 1, e, i + in->min) < 0)
                 return REGEX_NOMEM;
             i = e;
             pc++;
