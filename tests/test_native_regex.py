@@ -12,7 +12,6 @@ import functools
 import json
 import os
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,8 +53,10 @@ NEW_PATTERNS = [
     r"\p{N}{1,3}", r"\d+", r" ?\p{L}+", r"\w+|[^\w\s]+", r"\p{N}+", r"\s?\p{P}+",
     # the constructs one by one: anchors, lookaheads, folding, intervals, POSIX brackets, escapes
     r"^\s+|\s+$", r"\A\s|\s\z|\n\Z|.\Z", r"\n^.|a$", r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|(?i:k)\w*|(?i:hello|world)",
-    r"(?:ab|a)(?:c|bc)|(?:ab)+c|(?:a\d){2,3}|(?=\p{Lu})\p{L}{2,4}|(?!\d)\w+|x\p{L}{,2}", r"[[:alpha:]]+|[[:punct:]]|[[:^space:]][[:digit:]]?",
-    r"\h+|\H|[\x41-\x{5A}\u00e0-\u00ff]+|\t|\x0b|\x{1F600}|\a|\e|\v|\f|\x412|[\a\e]", r"[\w-]+|[^\w\s]{2,}|.", r"\'|\`|]|}|[a-]|[-b]|[\]]|[\[]+|\/|a\ b|#", r"\p{Lu}\p{Ll}*|\P{L}",
+    r"(?:ab|a)(?:c|bc)|(?:ab)+c|(?:a\d){2,3}|(?=\p{Lu})\p{L}{2,4}|(?!\d)\w+|x\p{L}{,2}",
+    r"[[:alpha:]]+|[[:punct:]]|[[:^space:]][[:digit:]]?",
+    r"\h+|\H|[\x41-\x{5A}\u00e0-\u00ff]+|\t|\x0b|\x{1F600}|\a|\e|\v|\f|\x412|[\a\e]",
+    r"[\w-]+|[^\w\s]{2,}|.", r"\'|\`|]|}|[a-]|[-b]|[\]]|[\[]+|\/|a\ b|#", r"\p{Lu}\p{Ll}*|\P{L}",
     r"[\p{Zs}\p{Cc}\p{Cf}]+|[\p{Sm}\p{Sc}\p{Sk}\p{So}]|\p{Letter}{1,2}",
     # llama.cpp's bailingmoe: an ASCII class under (?i), possessive quantifiers
     r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",
@@ -126,7 +127,8 @@ BEHAVIORS = {"isolated": "Isolated", "removed": "Removed", "merged_with_previous
              "merged_with_next": "MergedWithNext", "contiguous": "Contiguous"}
 
 
-def first_difference(pattern: str, candidates: list[str], behavior: str = "isolated", invert: bool = False) -> str | None:
+def first_difference(pattern: str, candidates: list[str], behavior: str = "isolated",
+                     invert: bool = False) -> str | None:
     return next((t for t in candidates if engine_spans(pattern, t, BEHAVIORS[behavior], invert)
                  != hf_spans(pattern, t, behavior, invert)), None)
 

@@ -743,7 +743,8 @@ static int parse_cat(Parser *ps) {
                 return -1;
             a = &ps->nodes[atom];
             uint64_t len = (uint64_t)a->minlen * lo;
-            ps->nodes[rep] = (Node){.type = N_REP, .x = (uint32_t)possessive, .min = lo, .max = hi, .child = atom, .next = -1,
+            ps->nodes[rep] = (Node){.type = N_REP, .x = (uint32_t)possessive, .min = lo, .max = hi,
+                                    .child = atom, .next = -1,
                                     .minlen = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len,
                                     .fstart = a->fstart, .fend = a->fend};
             atom = rep;
