@@ -115,6 +115,8 @@ EVERY_CHAR = "".join(
 @pytest.mark.parametrize("pattern", [
     r"\s", r"\d", r"\w", r"\p{L}", r"\p{N}", r"\p{Lu}", r"\p{Ll}", r"\p{Lo}", r"\p{M}",
     r"[\p{P}\p{S}[:^alnum:]]", r"\b.",
+    # in brackets \w is Unicode's Word: "²" and "½" are \w alone, not [\w]
+    r"[\w]", r"[\W]", r"[^\w\s]", r"[^\W]",
 ])
 def test_character_classes_match_oniguruma_everywhere(pattern: str) -> None:
     oracle = hf.Split(Regex(pattern), behavior="removed", invert=True)

@@ -292,6 +292,10 @@ class _OnigTranslator:
                 name = src[self.pos : self.pos + 1]
                 self.pos += 1
             return False, unicode_16_set(f"[\\{kind}{{{name}}}]")
+        if in_class and kind in ("w", "W"):
+            # in brackets Oniguruma's \w is Unicode's Word: the Latin-1 extras of \w alone are out
+            word = _ONIG_POSIX["word"]
+            return False, unicode_16_set(word if kind == "w" else f"[^{word}]")
         if kind in _ONIG_SHORTHANDS:
             return False, unicode_16_set(_ONIG_SHORTHANDS[kind])
         if kind == "x" and src.startswith("{", self.pos):
