@@ -146,12 +146,13 @@ class Split:
         self._timeout = timeout_for(value) if kind == "Regex" else None
         self.behavior = _check_behavior("Split", behavior)
         self.invert = invert
-        from .native import SCANNERS  # native imports this module
+        from .native import SCANNERS, engine_takes  # native imports this module
 
         # Translating and compiling a Unicode-class pattern is most of a first load; the native
-        # core has its own scanner for the patterns in SCANNERS, so those are compiled only when
-        # the pure path runs. Any other pattern is compiled now: a bad one fails the load.
-        if kind != "Regex" or value not in SCANNERS:
+        # core has its own scanner for the patterns in SCANNERS and runs the ones its regex
+        # engine takes (which refuses any it does not understand), so those are compiled only
+        # when the pure path runs. Any other pattern is compiled now: a bad one fails the load.
+        if kind != "Regex" or not (value in SCANNERS or engine_takes(value)):
             self._compiled
 
     @functools.cached_property
