@@ -93,18 +93,20 @@ def test_written_file_round_trips_from_lazy_tables(name: str, monkeypatch: pytes
 
 @pytest.mark.parametrize("name", ["qwen3"])
 def test_pure_pre_tokenizer_before_the_native_model(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # a pattern the native core has no scanner for is split on the pure path, and the model
-    # runs native on the .mtok's tables: the ids stay those of the pure reader
+    # a pattern the native core runs neither with a scanner nor with its regex engine (which
+    # knows no scripts) is split on the pure path, and the model runs native on the .mtok's
+    # tables: the ids stay those of the pure reader
     tok = ours(name)
     config = dict(tok.config)
-    config["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": r"\s+|\w+|[^\s\w]+"}, "behavior": "Isolated", "invert": False}
+    config["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": r"\s+|\p{Greek}+|[^\s\p{Greek}]+"},
+                               "behavior": "Isolated", "invert": False}
     data = dumps_mtok(config, tok.meta)
     monkeypatch.delenv("PYMTOK_PURE", raising=False)
     lazy = loads_mtok(data)
     monkeypatch.setenv("PYMTOK_PURE", "1")
     pure = loads_mtok(data)
     assert lazy._native_segment is not None and lazy._native_text is None
-    text = "Hello wörld, 123 これは テスト"
+    text = "Hello wörld, 123 これは テスト αβγ"
     assert lazy.encode(text) == pure.encode(text)
 
 
