@@ -97,12 +97,15 @@ def test_split_pattern_without_a_scanner() -> None:
 def test_split_on_a_literal_the_normalizer_may_give_back(content: str) -> None:
     """ChatGLM3's Split on "<!dummy-prefix!>" never cuts: its normalizer replaces the literal by
     "▁" and no later step makes it again. A content sharing a character with the literal
-    (or none, which joins the text around a match) may make it again: then the Split runs."""
+    (or none, which joins the text around a match) may make it again: then the Split runs (on
+    the regex engine, the string escaped)."""
     tokenizers = pytest.importorskip("tokenizers")
     config = json.loads(Path(fixture_path("tokenizers", "chatglm3-6b", "tokenizer.json")).read_text(encoding="utf-8"))
     config["normalizer"]["normalizers"][0]["content"] = content
     tok = pymtok.Tokenizer.from_config(config)
-    assert (tok._native_text is not None) == (content == "\u2581"), content
+    assert tok._native_text is not None
+    splits = [step for step in native._program(tok) or () if step[0] == "split"]
+    assert (splits == []) == (content == "\u2581"), (content, splits)
     hf = tokenizers.Tokenizer.from_str(json.dumps(config))
     texts = ["<!dummy-<!dummy-prefix!>prefix!> a", "<!dummy-prefix<!dummy-prefix!>!>b", "x<!dummy-prefix!>!dummy-prefix!>",
              "<<!dummy-prefix!>!dummy-prefix!>  <!dummy-prefix!>", *corpus_chunks(40, seed=3)]
@@ -156,6 +159,11 @@ NATIVE_PIPELINES = {
     "digits_each": [{"type": "Digits", "individual_digits": True}, _BYTE_LEVEL],
     "whitespace": [{"type": "Whitespace"}, _MAPPING],
     "scripts": [{"type": "UnicodeScripts"}, _BYTE_LEVEL],
+    # a string pattern runs as the regex of the string escaped
+    "string_merged": [{"type": "Split", "pattern": {"String": "e "}, "behavior": "MergedWithPrevious",
+                       "invert": False}, _BYTE_LEVEL],
+    "string_metacharacters": [{"type": "Split", "pattern": {"String": ".("}, "behavior": "Contiguous",
+                               "invert": True}, _BYTE_LEVEL],
     "delimiter": [{"type": "CharDelimiterSplit", "delimiter": "e"}, _BYTE_LEVEL],
     "space_delimiter": [{"type": "CharDelimiterSplit", "delimiter": " "}, _MAPPING],
     **{f"punctuation_{b}": [{"type": "Punctuation", "behavior": b}, _MAPPING]

@@ -764,6 +764,9 @@ def _unseen_literals(normalizer: object) -> frozenset[str]:
     return frozenset(unseen)
 
 
+# The characters an Oniguruma pattern gives a meaning of their own
+_ONIG_META = frozenset("\\^$.|?*+()[]{}")
+
 # Split patterns that match the runs of whitespace (MNN's exports write WhitespaceSplit as one)
 _WHITESPACE_RUNS = frozenset({"\\s+"})
 
@@ -803,6 +806,11 @@ def _steps(pre: object, cfg: Any, unseen: frozenset[str] = frozenset()) -> list[
         if isinstance(pattern, Mapping) and pattern.get("String") in unseen and not sp.invert:
             return []  # no match: every behavior keeps the piece whole
         regex = pattern.get("Regex") if isinstance(pattern, Mapping) else None
+        literal = pattern.get("String") if isinstance(pattern, Mapping) else None
+        if isinstance(literal, str) and literal:
+            # a string's matches (Rust's match_indices: leftmost, not overlapping) are a regex's
+            # of the string escaped; the empty string matches nothing in HF, nothing to scan
+            regex = "".join("\\" + c if c in _ONIG_META else c for c in literal)
         if regex in _WHITESPACE_RUNS and sp.behavior == "Removed" and not sp.invert:
             # Oniguruma's \s is White_Space, WhitespaceSplit's char::is_whitespace: the same pieces
             return [("whitespace_split",)]
