@@ -510,6 +510,19 @@ done:
     return err;
 }
 
+/* The pieces' new buffer (room for `need`, `len` used) and, when tracked, each of its
+ * characters' index in the first buffer, in place of the old ones. */
+static void pieces_rebuilt(Pieces *p, uint32_t *buf, uint32_t *at, size_t need, size_t len) {
+    free(p->buf);
+    p->buf = buf;
+    p->cap = need ? need : 1;
+    p->len = len;
+    if (at) {
+        free(p->at);
+        p->at = at;
+    }
+}
+
 /* Rebuild the buffer so that each piece may gain one leading character, `pre` (ByteLevel's
  * prefix space, Metaspace's replacement) where `prefixed(span)` says so, and each space becomes
  * `space`. Whether a piece is prefixed is a flag of its own: any code point, U+0000 included, is
@@ -540,14 +553,7 @@ static int rebuild(Pieces *p, int (*prefixed)(const Step *, const Pieces *, cons
         sp->start = start;
         sp->end = w;
     }
-    free(p->buf);
-    p->buf = buf;
-    p->cap = need ? need : 1;
-    p->len = w;
-    if (at) {
-        free(p->at);
-        p->at = at;
-    }
+    pieces_rebuilt(p, buf, at, need, w);
     return 0;
 }
 
@@ -608,14 +614,7 @@ static int to_byte_chars(Pieces *p) {
         sp->start = start;
         sp->end = w;
     }
-    free(p->buf);
-    p->buf = buf;
-    p->cap = need ? need : 1;
-    p->len = w;
-    if (at) {
-        free(p->at);
-        p->at = at;
-    }
+    pieces_rebuilt(p, buf, at, need, w);
     return 0;
 }
 
