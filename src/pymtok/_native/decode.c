@@ -164,11 +164,8 @@ static int gpt2_ready;
 static void gpt2_init(void) {
     if (gpt2_ready)
         return;
-    int next = 256;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-        gpt2_byte[printable ? b : next++] = (int16_t)b;
-    }
+    for (int b = 0; b < 256; b++)
+        gpt2_byte[gpt2_char((uint8_t)b)] = (int16_t)b;
     gpt2_ready = 1;
 }
 

@@ -87,11 +87,8 @@ static int16_t gpt2_byte_of[0x144];
 static void init_gpt2_map(void) {
     for (size_t i = 0; i < 0x144; i++)
         gpt2_byte_of[i] = -1;
-    int extra = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-        gpt2_byte_of[printable ? b : 0x100 + extra++] = (int16_t)b;
-    }
+    for (int b = 0; b < 256; b++)
+        gpt2_byte_of[gpt2_char((uint8_t)b)] = (int16_t)b;
 }
 
 typedef struct {

@@ -1098,10 +1098,8 @@ int mtok_tables_register(PyObject *module) {
 static uint8_t gpt2_utf8[256][2], gpt2_len[256];
 
 static void init_gpt2(void) {
-    int extra = 0;
     for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-        uint32_t c = printable ? (uint32_t)b : 0x100u + (uint32_t)extra++;
+        uint32_t c = gpt2_char((uint8_t)b);
         if (c < 0x80) {
             gpt2_utf8[b][0] = (uint8_t)c;
             gpt2_len[b] = 1;

@@ -389,6 +389,21 @@ void regex_free(Regex *re);
 /* The end of the match starting exactly at i, REGEX_NONE, or REGEX_NOMEM. */
 size_t regex_match(const Regex *re, const uint32_t *s, size_t n, size_t i, RegexStack *st);
 
+/* The length of a code point's UTF-8, without branches (a piece's byte count is a vector loop). */
+static inline size_t utf8_width(uint32_t c) {
+    return 1 + (size_t)(c >= 0x80) + (size_t)(c >= 0x800) + (size_t)(c >= 0x10000);
+}
+
+/* GPT-2's character for byte b (pymtok.byte_level): the printable bytes stand for themselves,
+ * the others, in order, for U+0100 on. */
+static inline uint32_t gpt2_char(uint8_t b) {
+    if (b <= 0x20)
+        return 0x100u + b;
+    if (b >= 0x7F && b <= 0xA0)
+        return 0x100u + 33 + (b - 0x7Fu);
+    return b == 0xAD ? 0x143u : b;
+}
+
 /* One code point's UTF-8 at o; returns its length. */
 static inline size_t utf8_put(uint32_t c, uint8_t *o) {
     if (c < 0x80) {

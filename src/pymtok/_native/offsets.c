@@ -11,11 +11,6 @@
  */
 #include "native.h"
 
-/* without branches, so that a piece's byte count is a vector loop */
-static inline size_t utf8_width(uint32_t c) {
-    return 1 + (size_t)(c >= 0x80) + (size_t)(c >= 0x800) + (size_t)(c >= 0x10000);
-}
-
 /* HF's is_whitespace test in ByteLevel's process_offsets, on a token string's characters: the
  * GPT-2 character of the space byte, or a Rust whitespace character. */
 int offsets_trimmed_char(uint32_t c) { return c == 0x120 || rust_white_space(c); }

@@ -422,7 +422,6 @@ static int fold_segment(Fold *f, size_t start, size_t end, int is_match) {
         joins = is_match && !f->prev;
         break;
     case BH_MERGED_WITH_NEXT:
-        f->prev = is_match;
         if (f->held != SIZE_MAX) {
             size_t held = f->held;
             f->held = SIZE_MAX;
@@ -574,25 +573,13 @@ static int metaspace_prefixed(const Step *st, const Pieces *p, const Span *sp) {
     return st->prepend == PS_ALWAYS || (st->prepend == PS_FIRST && sp->off <= 0);
 }
 
-/* GPT-2's character for byte b (pymtok.byte_level): the printable bytes stand for themselves,
- * the others, in order, for U+0100 on. */
-static inline uint32_t gpt2_char(uint8_t b) {
-    if (b <= 0x20)
-        return 0x100u + b;
-    if (b >= 0x7F && b <= 0xA0)
-        return 0x100u + 33 + (b - 0x7Fu);
-    return b == 0xAD ? 0x143u : b;
-}
-
-static inline size_t utf8_size(uint32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
-
 /* ByteLevel's mapping, for the steps after it: every piece's characters become the GPT-2
  * characters of their UTF-8 bytes, each standing (for offsets) for the character it encodes. */
 static int to_byte_chars(Pieces *p) {
     size_t need = 0;
     for (size_t k = 0; k < p->spans.n; k++)
         for (size_t i = p->spans.v[k].start; i < p->spans.v[k].end; i++)
-            need += utf8_size(p->buf[i]);
+            need += utf8_width(p->buf[i]);
     uint32_t *buf = malloc((need ? need : 1) * sizeof *buf), *at = NULL;
     if (!buf || (p->track && !(at = malloc((need ? need : 1) * sizeof *at)))) {
         free(buf);
