@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pymtok
-from conftest import corpus_chunks, corpus_dir, examples, fixture_path, hf_tokenizer, ours
+from conftest import corpus_chunks, corpus_dir, corpus_files, examples, fixture_path, hf_tokenizer, ours, slow_for
 from pymtok import native, normalizers
 from test_normalizers import (ALL_CODE_POINTS, grapheme_classes, grapheme_ends, hf_normalizer, marker_charsmap,
                               mismatches, short_members, t5_config)
@@ -290,9 +290,10 @@ _PARTS_MERGES = [("a", "b"), ("ab", "c"), ("b", "c"), ("c", "d"), ("abc", "d"), 
                  ("<0xA9>", "x")]
 
 
-def parts_config(byte_fallback: bool) -> dict:
+def parts_config(byte_fallback: bool, ignore_merges: bool = False) -> dict:
     vocab = {"<unk>": 0}
-    for token in _PARTS_CHARS + ["<0xC3>", "<0xA9>", "<0xBC>"] + ["".join(merge) for merge in _PARTS_MERGES]:
+    # "xy" no merge makes: with ignore_merges a piece "xy" is that token, a part "xy" is not
+    for token in _PARTS_CHARS + ["<0xC3>", "<0xA9>", "<0xBC>", "xy"] + ["".join(merge) for merge in _PARTS_MERGES]:
         vocab.setdefault(token, len(vocab))
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
@@ -300,19 +301,19 @@ def parts_config(byte_fallback: bool) -> dict:
         "pre_tokenizer": None, "post_processor": None, "decoder": None,
         "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
                   "end_of_word_suffix": None, "fuse_unk": not byte_fallback, "byte_fallback": byte_fallback,
-                  "ignore_merges": False, "vocab": vocab, "merges": [list(m) for m in _PARTS_MERGES]},
+                  "ignore_merges": ignore_merges, "vocab": vocab, "merges": [list(m) for m in _PARTS_MERGES]},
     }
 
 
 @functools.lru_cache(maxsize=None)
-def parts_tokenizers(byte_fallback: bool, via: str) -> tuple[pymtok.Tokenizer, object]:
+def parts_tokenizers(byte_fallback: bool, via: str, ignore_merges: bool = False) -> tuple[pymtok.Tokenizer, object]:
     """Ours (from the config, or from its .mtok, whose tables the native model reads in place)
     and HF's."""
     from tokenizers import Tokenizer
 
     from pymtok.mtok import dumps_mtok, loads_mtok
 
-    config = parts_config(byte_fallback)
+    config = parts_config(byte_fallback, ignore_merges)
     ours = pymtok.Tokenizer.from_config(config)
     if via == "mtok":
         ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
@@ -321,23 +322,111 @@ def parts_tokenizers(byte_fallback: bool, via: str) -> tuple[pymtok.Tokenizer, o
 
 # "é" falls back to <0xC3><0xA9> (or is unknown, fused with its neighbours without byte
 # fallback), "ü" only partly has byte tokens, "ß" none
-_PARTS_PIECES = [*_PARTS_CHARS, " ", "abcd", "中文", "yyy", "é", "éx", "ü", "ß", "q", "😀😀"]
+_PARTS_PIECES = [*_PARTS_CHARS, " ", "abcd", "中文", "yyy", "é", "éx", "ü", "ß", "q", "😀😀", "xy"]
+
+
+def _parts_match(ours: pymtok.Tokenizer, theirs: Any, pieces: list[str]) -> None:
+    """Texts of the pieces, each one piece (no pre-tokenizer), against HF: the whole, then without
+    spaces and repeated (too long for the cache: its parts are cached), then each piece alone,
+    which the cache may hold as a part (with ignore_merges a part's ids are not the piece's)."""
+    text = "".join(pieces)
+    for t in (text, text.replace(" ", "") * 12, *dict.fromkeys(pieces)):
+        expected = theirs.encode(t, add_special_tokens=False).ids
+        # twice: first merged part by part, then from the cache
+        assert ours.encode(t, add_special_tokens=False) == expected, t
+        assert ours.encode(t, add_special_tokens=False) == expected, t
 
 
 @pytest.mark.parametrize("via", ["json", "mtok"])
+@pytest.mark.parametrize("ignore_merges", [False, True])
 @pytest.mark.parametrize("byte_fallback", [True, False])
 @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pieces=st.lists(st.sampled_from(_PARTS_PIECES), max_size=60))
-def test_bpe_parts_as_whole_pieces(byte_fallback: bool, via: str, pieces: list[str]) -> None:
-    ours, theirs = parts_tokenizers(byte_fallback, via)
+def test_bpe_parts_as_whole_pieces(byte_fallback: bool, ignore_merges: bool, via: str, pieces: list[str]) -> None:
+    ours, theirs = parts_tokenizers(byte_fallback, via, ignore_merges)
     assert ours._native_text is not None
-    text = "".join(pieces)
-    # without spaces and repeated: pieces too long for the cache, which go in as their parts
-    for t in (text, text.replace(" ", "") * 12):
-        expected = theirs.encode(t, add_special_tokens=False).ids
-        # twice: first merged part by part, then from the cache
-        assert ours.encode(t, add_special_tokens=False) == expected
-        assert ours.encode(t, add_special_tokens=False) == expected
+    _parts_match(ours, theirs, pieces)
+
+
+# A byte-level BPE (ByteLevel without its regex: the whole text is one piece) whose tokens hold
+# characters whole ("中文", "ab中") and in part, merged before any character is whole: the end
+# of one with the next (中's last byte with "a"), a character with the start of the next ("a"
+# with 中's first byte), the ends of two (中's last byte with the first of 文, 日 and 本);
+# "日本語" no merge makes. Where no token holds bytes of two
+# neighbouring characters the native core cuts the piece once it has merged as many bytes as
+# the vocabulary has tokens (models.c byte_joins).
+_BYTE_PARTS_MERGES = [
+    (b"\xad", b"\xe6"), (b"\xad", "a"), ("a", b"\xe4"), (b"\xb8", b"\xad"), (b"\xe4", b"\xb8\xad"), (b"\x96", b"\x87"),
+    (b"\xe6", b"\x96\x87"), ("中", "文"), (b"\x97", b"\xa5"), (b"\xe6", b"\x97\xa5"), (b"\x9c", b"\xac"),
+    (b"\xe6", b"\x9c\xac"), (b"\xaa", b"\x9e"), (b"\xe8", b"\xaa\x9e"), ("日", "本"), ("a", "b"), ("ab", "中"),
+    (b"\xc3", b"\xa9"),
+]
+_BYTE_PARTS_PIECES = ["中", "文", "日", "本", "語", "日本語", "中文", "a", "b", "ab", "x", "é", "😀", " ", "\xad"]
+
+
+def byte_parts_config(ignore_merges: bool) -> dict:
+    from pymtok.byte_level import BYTE_TO_CHAR
+
+    def chars(part: bytes | str) -> str:
+        raw = part if isinstance(part, bytes) else part.encode("utf-8")
+        return "".join(BYTE_TO_CHAR[b] for b in raw)
+
+    merges = [(chars(a), chars(b)) for a, b in _BYTE_PARTS_MERGES]
+    vocab: dict[str, int] = {}
+    for token in [BYTE_TO_CHAR[b] for b in range(256)] + [a + b for a, b in merges] + [chars("日本語")]:
+        vocab.setdefault(token, len(vocab))
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                                            "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": ignore_merges, "vocab": vocab, "merges": [list(m) for m in merges]},
+    }
+
+
+@functools.lru_cache(maxsize=None)
+def byte_parts_tokenizers(via: str, ignore_merges: bool) -> tuple[pymtok.Tokenizer, object]:
+    from tokenizers import Tokenizer
+
+    from pymtok.mtok import dumps_mtok, loads_mtok
+
+    config = byte_parts_config(ignore_merges)
+    ours = pymtok.Tokenizer.from_config(config)
+    if via == "mtok":
+        ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
+    theirs = Tokenizer.from_str(json.dumps(config))
+    # one piece of more bytes than the vocabulary has tokens, merged whole: the cuts are due after it
+    warm = "中文日本語éa中" * 60
+    assert ours.encode(warm, add_special_tokens=False) == theirs.encode(warm, add_special_tokens=False).ids
+    return ours, theirs
+
+
+@pytest.mark.parametrize("via", ["json", "mtok"])
+@pytest.mark.parametrize("ignore_merges", [False, True])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(_BYTE_PARTS_PIECES), max_size=60))
+def test_byte_level_parts_as_whole_pieces(ignore_merges: bool, via: str, pieces: list[str]) -> None:
+    ours, theirs = byte_parts_tokenizers(via, ignore_merges)
+    assert ours._native_text is not None
+    _parts_match(ours, theirs, pieces)
+
+
+@pytest.mark.parametrize("via", ["json", "mtok"])
+@pytest.mark.parametrize("name", slow_for(["qwen3", "llama3", "gpt-4o", "deepseek-v3", "roberta-base"],
+                                          "gpt-4o", "deepseek-v3", "roberta-base"))
+def test_byte_level_cuts_on_real_vocabularies(name: str, via: str, exported_mtok: Any) -> None:
+    """A fresh tokenizer (no cuts until it has merged as many bytes as it has tokens) on 200,000
+    characters of Japanese in documents, whose long pieces it cuts from some way in, then on
+    chunks of every corpus file, against HF."""
+    tok = pymtok.load(fixture_path("tokenizers", name) if via == "json" else exported_mtok(name))
+    hf = hf_tokenizer(name)
+    ja = dict(corpus_files())["ja_wagahaiwa_nekodearu.txt"][:200_000]
+    texts = [ja[i:i + 2000] for i in range(0, len(ja), 2000)] + corpus_chunks(600, seed=11)
+    expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    bad = [t for t, want in zip(texts, expected) if tok.encode(t, add_special_tokens=False) != want]
+    assert not bad, f"{len(bad)}/{len(texts)} differ; first: {bad[0]!r}"
 
 
 # end_of_word_suffix: a piece's last character starts as its token + "</w>" (unknown when there

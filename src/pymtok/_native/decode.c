@@ -157,18 +157,6 @@ static int append_cleaned(TokList *out, const uint8_t *s, size_t n, TokList sc[2
     return rc < 0 ? -1 : tl_append(out, a->buf, a->len);
 }
 
-/* GPT-2's byte-to-character map backwards: the byte of each character, -1 outside the alphabet. */
-static int16_t gpt2_byte[324];
-static int gpt2_ready;
-
-static void gpt2_init(void) {
-    if (gpt2_ready)
-        return;
-    for (int b = 0; b < 256; b++)
-        gpt2_byte[gpt2_char((uint8_t)b)] = (int16_t)b;
-    gpt2_ready = 1;
-}
-
 /* ByteLevel's per-token part: the token's characters as GPT-2 bytes, or its UTF-8 when any
  * character is outside the alphabet. */
 static int append_gpt2_bytes(TokList *out, const uint8_t *s, size_t n) {
@@ -178,9 +166,10 @@ static int append_gpt2_bytes(TokList *out, const uint8_t *s, size_t n) {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         i += utf8_get(s + i, n - i, &cp);
-        if (cp >= 324 || (cp < 256 && !((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || cp >= 174)))
+        int b = gpt2_byte(cp);
+        if (b < 0)
             return tl_append(out, s, n);
-        *o++ = (uint8_t)gpt2_byte[cp];
+        *o++ = (uint8_t)b;
     }
     out->len = (size_t)(o - out->buf);
     return 0;
@@ -352,7 +341,6 @@ static int apply_step(const DecStep *st, const TokList *in, TokList *out, TokLis
 }
 
 int decoder_fold(Decoder *d, DecStep *steps, size_t nsteps) {
-    gpt2_init();
     size_t k = 0;
     while (k < nsteps && (steps[k].kind == DEC_REPLACE || steps[k].kind == DEC_STRIP))
         k++;

@@ -94,6 +94,53 @@ static inline void push_pair(const BPE *m, PairMemo *memo, HeapItem *heap, size_
         heap_push(heap, len, (HeapItem){(uint64_t)rank << 32 | left, id, c[left], c[right]});
 }
 
+/* Pieces of up to this many symbols are merged by scan_merge. */
+enum { SCAN_MERGE_MAX = 32 };
+
+/* The rank and result of the pair c[i], c[i + 1] into rank[i], id[i]; UINT32_MAX when they do
+ * not merge. */
+static inline void scan_pair(const BPE *m, PairMemo *memo, const int32_t *c, size_t i, uint32_t *rank, int32_t *id) {
+    if (!bpe_pair(m, memo, (uint32_t)c[i], (uint32_t)c[i + 1], &rank[i], &id[i]))
+        rank[i] = UINT32_MAX;
+}
+
+/* bpe_merge on a short piece: the order HF's queue gives (the lowest rank, then the leftmost
+ * pair) found by scanning the current pairs, as tiktoken does. A queued pair whose sides have
+ * merged since is skipped by HF unless the new pair there merges to the same token, which
+ * would cover other bytes, so it never does: merging the lowest current pair is HF's order.
+ * Shorter than the queue's bookkeeping on the words most pieces are. */
+static size_t scan_merge(const BPE *m, PairMemo *memo, int32_t *c, size_t n) {
+    uint32_t rank[SCAN_MERGE_MAX];
+    int32_t id[SCAN_MERGE_MAX];
+    for (size_t i = 0; i + 1 < n; i++)
+        scan_pair(m, memo, c, i, rank, id);
+    while (n > 1) {
+        size_t j = 0;
+        uint32_t low = rank[0];
+        for (size_t i = 1; i + 1 < n; i++) {
+            /* without a branch: which pair is lowest is a coin toss to the predictor */
+            int lower = rank[i] < low;
+            low = lower ? rank[i] : low;
+            j = lower ? i : j;
+        }
+        if (low == UINT32_MAX)
+            break;
+        c[j] = id[j];
+        n--;
+        for (size_t i = j + 1; i < n; i++)
+            c[i] = c[i + 1];
+        for (size_t i = j + 1; i + 1 < n; i++) {
+            rank[i] = rank[i + 1];
+            id[i] = id[i + 1];
+        }
+        if (j)
+            scan_pair(m, memo, c, j - 1, rank, id);
+        if (j + 1 < n)
+            scan_pair(m, memo, c, j, rank, id);
+    }
+    return n;
+}
+
 /* HF's Word::merge_all on c[0..n): pop the lowest (rank, position) pair, skip it if one side
  * has merged since it was queued, merge, queue the two new neighbour pairs. O(n log n).
  * Merged-away symbols are marked -1 and compacted at the end; returns the new count. */
@@ -104,11 +151,8 @@ static int bpe_merge(const BPE *m, int32_t *c, size_t n, Scratch *sc, size_t *ou
     uint32_t rank;
     int32_t id;
     PairMemo *memo = pair_memo(m, sc);
-    if (n == 2) {
-        if (bpe_pair(m, memo, (uint32_t)c[0], (uint32_t)c[1], &rank, &id)) {
-            c[0] = id;
-            *out_n = 1;
-        }
+    if (n <= SCAN_MERGE_MAX) {
+        *out_n = scan_merge(m, memo, c, n);
         return 0;
     }
     /* at most n - 1 initial pairs plus two per merge */
@@ -245,14 +289,158 @@ static size_t part_end(const BPE *m, const uint32_t *cps, size_t n) {
     return n;
 }
 
-static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
-                      uint64_t h, Scratch *sc, IdBuf *out);
+/* Byte-level joins (BPE.byte_joins). A merge never joins two characters unless some token holds
+ * bytes of both side by side, and a token may hold only part of a character at either end: its
+ * boundaries are keyed by both characters where it holds them whole, JOIN_ANY for a side it holds
+ * part of, and by the two bytes at the boundary (JOIN_BYTE) where it holds part of both. Pairs of
+ * ASCII characters are left out (the filter stays small and cheap to build) and never cut. */
+#define JOIN_ANY 0xFFFFFFFFu
+#define JOIN_BYTE 0x80000000u
+
+static inline void join_set(uint64_t *bits, uint32_t a, uint32_t b) {
+    size_t bit = join_bit(a, b);
+    bits[bit / 64] |= 1ull << (bit % 64);
+}
+
+static inline int join_has(const uint64_t *bits, uint32_t a, uint32_t b) {
+    size_t bit = join_bit(a, b);
+    return (int)(bits[bit / 64] >> (bit % 64) & 1);
+}
+
+void bpe_byte_joins_add(uint64_t *bits, const uint8_t *t, size_t n) {
+    size_t i = 0;
+    while (i < n && t[i] < 0x80)
+        i++;
+    if (i == n)
+        return;
+    /* the characters in order from the one before the first non-ASCII byte; a run of
+     * continuation bytes (a character's end, at the token's start) is one part of a character */
+    i = i ? i - 1 : 0;
+    uint32_t prev = 0;
+    uint8_t prev_last = 0;
+    for (int first = 1; i < n; first = 0) {
+        size_t sub, step = utf8_sequence(t + i, n - i, &sub);
+        uint32_t c = JOIN_ANY;
+        if (step) {
+            utf8_get(t + i, step, &c);
+        } else {
+            step = 1;
+            while (i + step < n && (t[i + step] & 0xC0) == 0x80)
+                step++;
+        }
+        if (!first && (prev >= 0x80 || c >= 0x80)) {
+            if (prev == JOIN_ANY && c == JOIN_ANY)
+                join_set(bits, JOIN_BYTE | prev_last, JOIN_BYTE | t[i]);
+            else
+                join_set(bits, prev, c);
+        }
+        prev = c;
+        prev_last = t[i + step - 1];
+        i += step;
+    }
+}
+
+int bpe_byte_joins_init(BPE *m, size_t tokens) {
+    if (!(m->byte_joins = calloc(1, sizeof *m->byte_joins)))
+        return -1;
+    m->byte_joins->due = tokens;
+    return 0;
+}
+
+void bpe_byte_joins_free(BPE *m) {
+    if (m->byte_joins)
+        free(m->byte_joins->bits);
+    free(m->byte_joins);
+    m->byte_joins = NULL;
+}
+
+/* Whether some token may hold bytes of both a and b side by side (bpe_byte_joins_add's keys). */
+static inline int byte_joined(const uint64_t *bits, uint32_t a, uint32_t b) {
+    if (a < 0x80 && b < 0x80)
+        return 1;
+    uint32_t last = a < 0x80 ? a : 0x80 | (a & 0x3F);
+    uint32_t lead = b < 0x80 ? b : b < 0x800 ? 0xC0 | b >> 6 : b < 0x10000 ? 0xE0 | b >> 12 : 0xF0 | b >> 18;
+    return join_has(bits, a, b) || join_has(bits, JOIN_ANY, b) || join_has(bits, a, JOIN_ANY) ||
+           join_has(bits, JOIN_BYTE | last, JOIN_BYTE | lead);
+}
+
+/* The byte-level joins for a piece of nb bytes, built here once they are due, by the first
+ * thread to ask; NULL before, while another thread builds them, or where they could not be. */
+static const uint64_t *bpe_byte_joins(const BPE *m, size_t nb) {
+    ByteJoins *j = m->byte_joins;
+    int state = atomic_load_explicit(&j->state, memory_order_acquire);
+    if (state == JOINS_READY)
+        return j->bits;
+    if (state != JOINS_UNBUILT || atomic_fetch_add_explicit(&j->owed, nb, memory_order_relaxed) + nb < j->due)
+        return NULL;
+    int unbuilt = JOINS_UNBUILT;
+    if (!atomic_compare_exchange_strong(&j->state, &unbuilt, JOINS_BUILDING))
+        return NULL;
+    uint64_t *bits = calloc(1, BPE_JOINS_BYTES);
+    int ok = bits != NULL;
+    if (ok && m->mtok) {
+        ok = mtok_byte_joins(m->mtok, bits) == 0;
+    } else if (ok) {
+        for (size_t i = 0; i <= m->vocab.mask; i++) {
+            const StrSlot *s = &m->vocab.slots[i];
+            if (s->id >= 0)
+                bpe_byte_joins_add(bits, m->vocab.pool + s->off, s->len);
+        }
+    }
+    if (!ok) {
+        free(bits);
+        atomic_store_explicit(&j->state, JOINS_FAILED, memory_order_release);
+        return NULL;
+    }
+    j->bits = bits;
+    atomic_store_explicit(&j->state, JOINS_READY, memory_order_release);
+    return bits;
+}
+
+/* part_end for a byte-level vocabulary: the first cut between two characters no token joins. */
+static size_t byte_part_end(const uint64_t *bits, const uint32_t *cps, size_t n) {
+    for (size_t i = 1; i < n; i++)
+        if (!byte_joined(bits, cps[i - 1], cps[i]))
+            return i;
+    return n;
+}
+
+/* The ids of a part of a piece (UTF-8 b[0..nb)) from the cache, else merged and cached. With
+ * ignore_merges a piece of the same bytes may be a token and so have other ids than the part:
+ * the part's key ends in a byte no text holds (0xFF). */
+static int part_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
+                       Scratch *sc, IdBuf *out) {
+    uint8_t key[CACHE_MAX_PIECE + 1 + KEY_PAD];
+    size_t nk = nb + (m->ignore_merges ? 1 : 0);
+    int cacheable = nk <= CACHE_MAX_PIECE;
+    uint64_t h = 0;
+    if (cacheable) {
+        memcpy(key, b, nb);
+        memset(key + nb, 0xFF, 1 + KEY_PAD);
+        h = hash_padded(key, nk);
+        const CacheEntry *e = cache_get_padded(cache, key, nk, h);
+        if (e)
+            return ids_extend(out, cache_ids(e), e->nids);
+    }
+    size_t start = out->n, merged;
+    if (bpe_symbols(m, cps, n, b, nb, out) < 0 || bpe_merge(m, out->v + start, out->n - start, sc, &merged) < 0)
+        return -1;
+    out->n = start + merged;
+    if (cacheable)
+        cache_put(cache, key, nk, h, out->v + start, merged);
+    return 0;
+}
 
 /* The merged ids of cps[0..n) (UTF-8 b[0..nb)): part by part, each from the cache when it
  * repeats, which parts do far more often than whole pieces. */
 static int bpe_merged(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
                       Scratch *sc, IdBuf *out) {
-    size_t end = m->joins && n > 2 ? part_end(m, cps, n) : n;
+    const uint64_t *byte_joins = NULL;
+    size_t end = n;
+    if (m->joins && n > 2)
+        end = part_end(m, cps, n);
+    else if (m->byte_joins && n > 2 && nb > n && (byte_joins = bpe_byte_joins(m, nb)))
+        end = byte_part_end(byte_joins, cps, n);
     if (end == n) {
         size_t start = out->n, merged;
         if (bpe_symbols(m, cps, n, b, nb, out) < 0 || bpe_merge(m, out->v + start, out->n - start, sc, &merged) < 0)
@@ -262,12 +450,13 @@ static int bpe_merged(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     }
     for (size_t start = 0, bstart = 0; start < n; start = end) {
         if (start)
-            end = start + part_end(m, cps + start, n - start);
+            end = start + (byte_joins ? byte_part_end(byte_joins, cps + start, n - start)
+                                      : part_end(m, cps + start, n - start));
         size_t pb = utf8_size(cps + start, end - start);
-        int32_t tok = end - start == 1 ? char_token(m, cps[start]) : -1;
-        if (tok >= 0 ? ids_push(out, tok) < 0
-                     : bpe_cached(m, cache, cps + start, end - start, b + bstart, pb, hash_padded(b + bstart, pb), sc,
-                                  out) < 0)
+        int32_t tok = byte_joins ? (pb == 1 ? m->byte_unit[b[bstart]] : -1)
+                      : end - start == 1 ? char_token(m, cps[start])
+                                         : -1;
+        if (tok >= 0 ? ids_push(out, tok) < 0 : part_cached(m, cache, cps + start, end - start, b + bstart, pb, sc, out) < 0)
             return -1;
         bstart += pb;
     }
@@ -460,6 +649,7 @@ int bpe_chars_add(BPE *m, const uint8_t *s, size_t len, int32_t id) {
 void bpe_free(BPE *m) {
     strmap_free(&m->vocab);
     pairmap_free(&m->merges);
+    bpe_byte_joins_free(m);
     free(m->joins);
     m->joins = NULL;
     free(m->bmp);

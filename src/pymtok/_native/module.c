@@ -81,16 +81,6 @@ typedef struct {
 
 /* ---- reading Python tables -------------------------------------------------------------- */
 
-/* GPT-2's byte <-> character map (pymtok.byte_level): character -> byte, -1 if not a byte's. */
-static int16_t gpt2_byte_of[0x144];
-
-static void init_gpt2_map(void) {
-    for (size_t i = 0; i < 0x144; i++)
-        gpt2_byte_of[i] = -1;
-    for (int b = 0; b < 256; b++)
-        gpt2_byte_of[gpt2_char((uint8_t)b)] = (int16_t)b;
-}
-
 typedef struct {
     uint8_t *v;
     size_t cap;
@@ -120,9 +110,10 @@ static Py_ssize_t key_bytes(PyObject *s, int byte_level, Bytes *out) {
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t c = PyUnicode_READ(kind, data, i);
         if (byte_level) {
-            if (c >= 0x144 || gpt2_byte_of[c] < 0)
+            int b = gpt2_byte(c);
+            if (b < 0)
                 return -1;
-            out->v[w++] = (uint8_t)gpt2_byte_of[c];
+            out->v[w++] = (uint8_t)b;
         } else {
             w += utf8_encode(&c, 1, out->v + w);
         }
@@ -167,7 +158,7 @@ static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *
     if (strmap_init(&m->vocab, (size_t)PyDict_GET_SIZE(vocab)) < 0 ||
         pairmap_init(&m->merges, (size_t)PyDict_GET_SIZE(merges)) < 0)
         goto nomem;
-    if (!m->byte_level && bpe_chars_init(m) < 0)
+    if (m->byte_level ? bpe_byte_joins_init(m, (size_t)PyDict_GET_SIZE(vocab)) < 0 : bpe_chars_init(m) < 0)
         goto nomem;
     /* Whether no token has U+2581 right after another character: then no merge can join
      * across such a point and pieces may be cut there (see bpe_spans). */
@@ -240,6 +231,7 @@ static int bpe_set_suffix(BPE *m, PyObject *suffix) {
      * keeps its ids */
     free(m->joins);
     m->joins = NULL;
+    bpe_byte_joins_free(m);
     m->split_metaspace = 0;
     if (!m->byte_level)
         return 0;
@@ -1709,9 +1701,10 @@ static Py_ssize_t record_bytes(const uint8_t *s, size_t n, int byte_level, Bytes
     for (size_t i = 0; i < n;) {
         uint32_t c;
         i += utf8_get(s + i, n - i, &c);
-        if (c >= 0x144 || gpt2_byte_of[c] < 0)
+        int b = gpt2_byte(c);
+        if (b < 0)
             return -1;
-        out->v[w++] = (uint8_t)gpt2_byte_of[c];
+        out->v[w++] = (uint8_t)b;
     }
     *bytes = out->v;
     return (Py_ssize_t)w;
@@ -3769,7 +3762,6 @@ static struct PyModuleDef native_module = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    init_gpt2_map();
     /* without the key every call brings its own Work, as before it */
     if (!work_key_ok)
         work_key_ok = pthread_key_create(&work_key, thread_work_free) == 0;

@@ -1128,6 +1128,40 @@ int32_t mtok_byte_level_id(const MtokIndex *x, const uint8_t *b, size_t n) {
     return id;
 }
 
+int mtok_byte_joins(const MtokIndex *x, uint64_t *bits) {
+    uint8_t *raw = malloc(x->max_len + 1);
+    if (!raw)
+        return -1;
+    size_t pos = 0;
+    for (uint32_t k = 0; k < x->count; k++) {
+        const uint8_t *s = x->vocab + pos + 2;
+        size_t len = mtok_u16(x->vocab + pos), n = 0;
+        pos += 2 + len + x->tail;
+        /* the characters of bytes 0x80-0xFF are U+00A1-U+00FF (C2, C3 leads) and U+0121-U+0143
+         * (C4 A1 on, C5): a record without them holds no byte bpe_byte_joins_add looks at */
+        size_t high = 0;
+        while (high < len && !(s[high] == 0xC2 || s[high] == 0xC3 || s[high] == 0xC5 ||
+                               (s[high] == 0xC4 && high + 1 < len && s[high + 1] > 0xA0)))
+            high++;
+        if (high == len)
+            continue;
+        /* a record of other characters than GPT-2's is no merge's result nor any byte's token:
+         * it never is a symbol of a piece */
+        int gpt2 = 1;
+        for (size_t i = 0; i < len && gpt2; n++) {
+            uint32_t c;
+            i += utf8_get(s + i, len - i, &c);
+            int b = gpt2_byte(c);
+            gpt2 = b >= 0;
+            raw[n] = (uint8_t)b;
+        }
+        if (gpt2)
+            bpe_byte_joins_add(bits, raw, n);
+    }
+    free(raw);
+    return 0;
+}
+
 /* A char-level BPE's per-character tables from the records (bpe_chars_add); returns whether
  * some token has U+2581 right after another character. */
 static int char_tables(const MtokIndex *x, BPE *m) {
@@ -1180,8 +1214,13 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
         m->fallback[b] = mtok_token_id(x, (const uint8_t *)name, 6);
         m->byte_unit[b] = m->byte_level ? mtok_token_id(x, gpt2_utf8[b], gpt2_len[b]) : -1;
     }
-    if (m->byte_level)
+    if (m->byte_level) {
+        if (bpe_byte_joins_init(m, x->count) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
         return 0;
+    }
     if (bpe_chars_init(m) < 0) {
         PyErr_NoMemory();
         return -1;

@@ -128,6 +128,10 @@ static inline int mtok_pair(const MtokIndex *x, uint32_t left, uint32_t right, u
     return 1;
 }
 
+/* Every record's share of a byte-level BPE's joins (bpe_byte_joins_add), from its raw bytes; -1
+ * without memory. */
+int mtok_byte_joins(const MtokIndex *x, uint64_t *bits);
+
 /* The id of a byte-level vocabulary's token for raw bytes b (mapped to GPT-2 characters), or -1. */
 int32_t mtok_byte_level_id(const MtokIndex *x, const uint8_t *b, size_t n);
 

@@ -404,6 +404,13 @@ static inline uint32_t gpt2_char(uint8_t b) {
     return b == 0xAD ? 0x143u : b;
 }
 
+/* The byte of GPT-2 character c (gpt2_char's inverse), or -1 when c is none's. */
+static inline int gpt2_byte(uint32_t c) {
+    if (c >= 0x100 && c <= 0x143)
+        return c <= 0x120 ? (int)(c - 0x100) : c <= 0x142 ? (int)(0x7F + c - 0x121) : 0xAD;
+    return c <= 0xFF && gpt2_char((uint8_t)c) == c ? (int)c : -1;
+}
+
 /* One code point's UTF-8 at o; returns its length. */
 static inline size_t utf8_put(uint32_t c, uint8_t *o) {
     if (c < 0x80) {
@@ -495,6 +502,19 @@ static inline size_t join_bit(uint32_t a, uint32_t b) {
     return (size_t)((((uint64_t)a << 32 | b) * 0x9E3779B97F4A7C15ull) >> (64 - JOIN_BITS));
 }
 
+/* A byte-level BPE's joins filter, built by the first thread that needs it while the others go
+ * on without it (cuts only save work): a state, then the filter. Building it reads the whole
+ * vocabulary, as long as merging a few hundred KB of text takes: it is built once that much
+ * text (`due` bytes, the vocabulary's size in tokens) has been merged without it, so that
+ * text of a script whose pieces it cuts pays for it at most once over, and other text never. */
+enum { JOINS_UNBUILT, JOINS_BUILDING, JOINS_READY, JOINS_FAILED };
+typedef struct ByteJoins {
+    atomic_int state;
+    atomic_size_t owed; /* bytes merged without the filter */
+    size_t due;
+    uint64_t *bits;
+} ByteJoins;
+
 typedef struct {
     StrMap vocab;         /* token bytes -> id; raw bytes for byte-level vocabularies */
     PairMap merges;
@@ -514,6 +534,9 @@ typedef struct {
     uint8_t suffix[BPE_SUFFIX_MAX]; /* UTF-8 */
     size_t suffix_len;              /* 0: none */
     int32_t end_unit[256];          /* byte-level: the token of each single byte + the suffix */
+    /* byte-level: joins over the characters of the tokens' bytes (bpe_byte_joins_add), built
+     * the first time a piece of several characters, not all ASCII, is merged; NULL with a suffix */
+    struct ByteJoins *byte_joins;
     const struct MtokIndex *mtok; /* when set, vocab and merges are a .mtok's tables (mtok_tables.h) */
     uint64_t serial;      /* this model among all made in the process: whose pairs a PairMemo holds */
 } BPE;
@@ -605,6 +628,11 @@ void bpe_free(BPE *m);
 enum { BPE_BMP_BYTES = 0x10000 * 4, BPE_JOINS_BYTES = (1u << JOIN_BITS) / 8 };
 int bpe_chars_init(BPE *m);
 int bpe_chars_add(BPE *m, const uint8_t *s, size_t len, int32_t id);
+/* A byte-level BPE's lazily built joins (BPE.byte_joins): its state's allocation and release,
+ * and one token's share from its raw bytes t[0..n). */
+int bpe_byte_joins_init(BPE *m, size_t tokens);
+void bpe_byte_joins_free(BPE *m);
+void bpe_byte_joins_add(uint64_t *bits, const uint8_t *t, size_t n);
 void wordpiece_free(WordPiece *m);
 void unigram_free(Unigram *m);
 
