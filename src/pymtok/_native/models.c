@@ -340,10 +340,15 @@ void bpe_byte_joins_add(uint64_t *bits, const uint8_t *t, size_t n) {
     }
 }
 
-int bpe_byte_joins_init(BPE *m, size_t tokens) {
+int bpe_byte_joins_init(BPE *m, size_t due) {
     if (!(m->byte_joins = calloc(1, sizeof *m->byte_joins)))
         return -1;
-    m->byte_joins->due = tokens;
+    m->byte_joins->due = due;
+    if (due)
+        return 0;
+    if (!(m->byte_joins->bits = calloc(1, BPE_JOINS_BYTES)))
+        return -1;
+    atomic_store_explicit(&m->byte_joins->state, JOINS_READY, memory_order_relaxed);
     return 0;
 }
 
@@ -364,8 +369,9 @@ static inline int byte_joined(const uint64_t *bits, uint32_t a, uint32_t b) {
            join_has(bits, JOIN_BYTE | last, JOIN_BYTE | lead);
 }
 
-/* The byte-level joins for a piece of nb bytes, built here once they are due, by the first
- * thread to ask; NULL before, while another thread builds them, or where they could not be. */
+/* The byte-level joins for a piece of nb bytes: a .mtok's are built here once they are due, by
+ * the first thread to ask; NULL before, while another thread builds them, or where they could
+ * not be. */
 static const uint64_t *bpe_byte_joins(const BPE *m, size_t nb) {
     ByteJoins *j = m->byte_joins;
     int state = atomic_load_explicit(&j->state, memory_order_acquire);
@@ -377,17 +383,7 @@ static const uint64_t *bpe_byte_joins(const BPE *m, size_t nb) {
     if (!atomic_compare_exchange_strong(&j->state, &unbuilt, JOINS_BUILDING))
         return NULL;
     uint64_t *bits = calloc(1, BPE_JOINS_BYTES);
-    int ok = bits != NULL;
-    if (ok && m->mtok) {
-        ok = mtok_byte_joins(m->mtok, bits) == 0;
-    } else if (ok) {
-        for (size_t i = 0; i <= m->vocab.mask; i++) {
-            const StrSlot *s = &m->vocab.slots[i];
-            if (s->id >= 0)
-                bpe_byte_joins_add(bits, m->vocab.pool + s->off, s->len);
-        }
-    }
-    if (!ok) {
+    if (!bits || mtok_byte_joins(m->mtok, bits) < 0) {
         free(bits);
         atomic_store_explicit(&j->state, JOINS_FAILED, memory_order_release);
         return NULL;

@@ -158,7 +158,7 @@ static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *
     if (strmap_init(&m->vocab, (size_t)PyDict_GET_SIZE(vocab)) < 0 ||
         pairmap_init(&m->merges, (size_t)PyDict_GET_SIZE(merges)) < 0)
         goto nomem;
-    if (m->byte_level ? bpe_byte_joins_init(m, (size_t)PyDict_GET_SIZE(vocab)) < 0 : bpe_chars_init(m) < 0)
+    if (m->byte_level ? bpe_byte_joins_init(m, 0) < 0 : bpe_chars_init(m) < 0)
         goto nomem;
     /* Whether no token has U+2581 right after another character: then no merge can join
      * across such a point and pieces may be cut there (see bpe_spans). */
@@ -180,6 +180,7 @@ static int build_bpe(Encoder *self, PyObject *vocab, PyObject *merges, int32_t *
         if (m->byte_level) {
             if (len == 1)
                 m->byte_unit[key.v[0]] = id;
+            bpe_byte_joins_add(m->byte_joins->bits, key.v, (size_t)len);
             continue;
         }
         metaspace_inside |= bpe_chars_add(m, key.v, (size_t)len, id);

@@ -502,11 +502,12 @@ static inline size_t join_bit(uint32_t a, uint32_t b) {
     return (size_t)((((uint64_t)a << 32 | b) * 0x9E3779B97F4A7C15ull) >> (64 - JOIN_BITS));
 }
 
-/* A byte-level BPE's joins filter, built by the first thread that needs it while the others go
- * on without it (cuts only save work): a state, then the filter. Building it reads the whole
- * vocabulary, as long as merging a few hundred KB of text takes: it is built once that much
- * text (`due` bytes, the vocabulary's size in tokens) has been merged without it, so that
- * text of a script whose pieces it cuts pays for it at most once over, and other text never. */
+/* A byte-level BPE's joins filter. From a tokenizer.json it is filled as the vocabulary is read.
+ * A .mtok's is built by the first thread that needs it while the others go on without it (cuts
+ * only save work): building it reads every record, 3-7 ms for 150-200k tokens, about as long as
+ * merging that many bytes of non-ASCII pieces takes, so it is built once `due` bytes (the
+ * vocabulary's size in tokens) have been merged without it: text whose pieces it cuts pays for
+ * it at most about once over, and a load or other text never. */
 enum { JOINS_UNBUILT, JOINS_BUILDING, JOINS_READY, JOINS_FAILED };
 typedef struct ByteJoins {
     atomic_int state;
@@ -534,8 +535,8 @@ typedef struct {
     uint8_t suffix[BPE_SUFFIX_MAX]; /* UTF-8 */
     size_t suffix_len;              /* 0: none */
     int32_t end_unit[256];          /* byte-level: the token of each single byte + the suffix */
-    /* byte-level: joins over the characters of the tokens' bytes (bpe_byte_joins_add), built
-     * the first time a piece of several characters, not all ASCII, is merged; NULL with a suffix */
+    /* byte-level: joins over the characters of the tokens' bytes (bpe_byte_joins_add); NULL
+     * with a suffix */
     struct ByteJoins *byte_joins;
     const struct MtokIndex *mtok; /* when set, vocab and merges are a .mtok's tables (mtok_tables.h) */
     uint64_t serial;      /* this model among all made in the process: whose pairs a PairMemo holds */
@@ -628,9 +629,10 @@ void bpe_free(BPE *m);
 enum { BPE_BMP_BYTES = 0x10000 * 4, BPE_JOINS_BYTES = (1u << JOIN_BITS) / 8 };
 int bpe_chars_init(BPE *m);
 int bpe_chars_add(BPE *m, const uint8_t *s, size_t len, int32_t id);
-/* A byte-level BPE's lazily built joins (BPE.byte_joins): its state's allocation and release,
- * and one token's share from its raw bytes t[0..n). */
-int bpe_byte_joins_init(BPE *m, size_t tokens);
+/* A byte-level BPE's joins (BPE.byte_joins): allocated to be built once `due` bytes were merged
+ * without it, or with due 0 ready at once for the caller to fill (before any encode); released;
+ * one token's share from its raw bytes t[0..n). */
+int bpe_byte_joins_init(BPE *m, size_t due);
 void bpe_byte_joins_free(BPE *m);
 void bpe_byte_joins_add(uint64_t *bits, const uint8_t *t, size_t n);
 void wordpiece_free(WordPiece *m);
