@@ -352,7 +352,7 @@ def test_bpe_parts_as_whole_pieces(byte_fallback: bool, ignore_merges: bool, via
 # characters whole ("中文", "ab中") and in part, merged before any character is whole: the end
 # of one with the next (中's last byte with "a"), a character with the start of the next ("a"
 # with 中's first byte), the ends of two (中's last byte with the first of 文, 日 and 本);
-# "日本語" no merge makes. Where no token holds bytes of two
+# "日本語" no merge makes; byte 0x1E has no token (dropped, its neighbours' symbols meet). Where no token holds bytes of two
 # neighbouring characters the native core cuts the piece once it has merged as many bytes as
 # the vocabulary has tokens (models.c byte_joins).
 _BYTE_PARTS_MERGES = [
@@ -361,7 +361,7 @@ _BYTE_PARTS_MERGES = [
     (b"\xe6", b"\x9c\xac"), (b"\xaa", b"\x9e"), (b"\xe8", b"\xaa\x9e"), ("日", "本"), ("a", "b"), ("ab", "中"),
     (b"\xc3", b"\xa9"),
 ]
-_BYTE_PARTS_PIECES = ["中", "文", "日", "本", "語", "日本語", "中文", "a", "b", "ab", "x", "é", "😀", " ", "\xad"]
+_BYTE_PARTS_PIECES = ["中", "文", "日", "本", "語", "日本語", "中文", "a", "b", "ab", "x", "é", "😀", " ", "\xad", "\x1e"]
 
 
 def byte_parts_config(ignore_merges: bool) -> dict:
@@ -373,7 +373,7 @@ def byte_parts_config(ignore_merges: bool) -> dict:
 
     merges = [(chars(a), chars(b)) for a, b in _BYTE_PARTS_MERGES]
     vocab: dict[str, int] = {}
-    for token in [BYTE_TO_CHAR[b] for b in range(256)] + [a + b for a, b in merges] + [chars("日本語")]:
+    for token in [BYTE_TO_CHAR[b] for b in range(256) if b != 0x1E] + [a + b for a, b in merges] + [chars("日本語")]:
         vocab.setdefault(token, len(vocab))
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
@@ -417,16 +417,18 @@ def test_byte_level_parts_as_whole_pieces(ignore_merges: bool, via: str, pieces:
 @pytest.mark.parametrize("name", slow_for(["qwen3", "llama3", "gpt-4o", "deepseek-v3", "roberta-base"],
                                           "gpt-4o", "deepseek-v3", "roberta-base"))
 def test_byte_level_cuts_on_real_vocabularies(name: str, via: str, exported_mtok: Any) -> None:
-    """A fresh tokenizer (no cuts until it has merged as many bytes as it has tokens) on 200,000
-    characters of Japanese in documents, whose long pieces it cuts from some way in, then on
-    chunks of every corpus file, against HF."""
+    """A fresh tokenizer on 200,000 characters of Japanese in documents, then on chunks of every
+    corpus file, against HF: a .mtok's cuts start some way in (once it has merged as many bytes
+    as it has tokens), found by one of the batch's threads while the others go on uncut."""
     tok = pymtok.load(fixture_path("tokenizers", name) if via == "json" else exported_mtok(name))
     hf = hf_tokenizer(name)
     ja = dict(corpus_files())["ja_wagahaiwa_nekodearu.txt"][:200_000]
     texts = [ja[i:i + 2000] for i in range(0, len(ja), 2000)] + corpus_chunks(600, seed=11)
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
-    bad = [t for t, want in zip(texts, expected) if tok.encode(t, add_special_tokens=False) != want]
-    assert not bad, f"{len(bad)}/{len(texts)} differ; first: {bad[0]!r}"
+    for got in (tok.encode_batch(texts, add_special_tokens=False, num_threads=2),
+                [tok.encode(t, add_special_tokens=False) for t in texts]):
+        bad = [t for t, ids, want in zip(texts, got, expected) if ids != want]
+        assert not bad, f"{len(bad)}/{len(texts)} differ; first: {bad[0]!r}"
 
 
 # end_of_word_suffix: a piece's last character starts as its token + "</w>" (unknown when there

@@ -393,10 +393,21 @@ static const uint64_t *bpe_byte_joins(const BPE *m, size_t nb) {
     return bits;
 }
 
+/* Whether each byte of c has a token: a byte without one is dropped (or becomes unk, fused with
+ * its neighbours), which makes the symbols on either side neighbours; no cut is made beside it. */
+static inline int byte_units(const BPE *m, uint32_t c) {
+    uint8_t u[4];
+    size_t n = utf8_put(c, u);
+    for (size_t k = 0; k < n; k++)
+        if (m->byte_unit[u[k]] < 0)
+            return 0;
+    return 1;
+}
+
 /* part_end for a byte-level vocabulary: the first cut between two characters no token joins. */
-static size_t byte_part_end(const uint64_t *bits, const uint32_t *cps, size_t n) {
+static size_t byte_part_end(const BPE *m, const uint64_t *bits, const uint32_t *cps, size_t n) {
     for (size_t i = 1; i < n; i++)
-        if (!byte_joined(bits, cps[i - 1], cps[i]))
+        if (!byte_joined(bits, cps[i - 1], cps[i]) && byte_units(m, cps[i - 1]) && byte_units(m, cps[i]))
             return i;
     return n;
 }
@@ -436,7 +447,7 @@ static int bpe_merged(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     if (m->joins && n > 2)
         end = part_end(m, cps, n);
     else if (m->byte_joins && n > 2 && nb > n && (byte_joins = bpe_byte_joins(m, nb)))
-        end = byte_part_end(byte_joins, cps, n);
+        end = byte_part_end(m, byte_joins, cps, n);
     if (end == n) {
         size_t start = out->n, merged;
         if (bpe_symbols(m, cps, n, b, nb, out) < 0 || bpe_merge(m, out->v + start, out->n - start, sc, &merged) < 0)
@@ -446,7 +457,7 @@ static int bpe_merged(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     }
     for (size_t start = 0, bstart = 0; start < n; start = end) {
         if (start)
-            end = start + (byte_joins ? byte_part_end(byte_joins, cps + start, n - start)
+            end = start + (byte_joins ? byte_part_end(m, byte_joins, cps + start, n - start)
                                       : part_end(m, cps + start, n - start));
         size_t pb = utf8_size(cps + start, end - start);
         int32_t tok = byte_joins ? (pb == 1 ? m->byte_unit[b[bstart]] : -1)
