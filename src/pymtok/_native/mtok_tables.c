@@ -1215,7 +1215,7 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
         m->byte_unit[b] = m->byte_level ? mtok_token_id(x, gpt2_utf8[b], gpt2_len[b]) : -1;
     }
     if (m->byte_level) {
-        if (bpe_byte_joins_init(m, x->count) < 0) {
+        if (bpe_byte_joins_init(m, 2 * (size_t)x->count) < 0) {
             PyErr_NoMemory();
             return -1;
         }
