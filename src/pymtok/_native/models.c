@@ -363,10 +363,11 @@ void bpe_byte_joins_free(BPE *m) {
 static inline int byte_joined(const uint64_t *bits, uint32_t a, uint32_t b) {
     if (a < 0x80 && b < 0x80)
         return 1;
-    uint32_t last = a < 0x80 ? a : 0x80 | (a & 0x3F);
-    uint32_t lead = b < 0x80 ? b : b < 0x800 ? 0xC0 | b >> 6 : b < 0x10000 ? 0xE0 | b >> 12 : 0xF0 | b >> 18;
+    uint8_t ua[4], ub[4];
+    size_t na = utf8_put(a, ua);
+    utf8_put(b, ub);
     return join_has(bits, a, b) || join_has(bits, JOIN_ANY, b) || join_has(bits, a, JOIN_ANY) ||
-           join_has(bits, JOIN_BYTE | last, JOIN_BYTE | lead);
+           join_has(bits, JOIN_BYTE | ua[na - 1], JOIN_BYTE | ub[0]);
 }
 
 /* The byte-level joins for a piece of nb bytes: a .mtok's are built here once they are due, by

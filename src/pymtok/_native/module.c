@@ -1719,14 +1719,13 @@ static int measure_vocab(const TokenMeasure *m, PyObject *vocab, int byte_level,
         if (!x)
             return -1;
         for (size_t k = 0, pos = 0; k < x->count; k++) {
-            const uint8_t *r = x->vocab + pos, *bytes;
-            size_t len = mtok_u16(r);
-            Py_ssize_t n = record_bytes(r + 2, len, byte_level, key, &bytes);
+            MtokRecord r = mtok_record_next(x, &pos);
+            const uint8_t *bytes;
+            Py_ssize_t n = record_bytes(r.token, r.len, byte_level, key, &bytes);
             if (n == -2)
                 return -1;
             if (n >= 0)
-                offsets_measure(m, bytes, (size_t)n, mtok_u32(r + 2 + len));
-            pos += 2 + len + x->tail;
+                offsets_measure(m, bytes, (size_t)n, r.id);
         }
         return 0;
     }
@@ -2981,13 +2980,10 @@ static int decoder_sources(PyObject *tokens, PyObject *records, PyObject *hidden
     if (records != Py_None && !(x = mtok_index(records)))
         return -1;
     for (size_t pos = 0, k = 0; x && k < x->count; k++) {
-        const uint8_t *r = x->vocab + pos;
-        size_t size = mtok_u16(r);
-        uint32_t id = mtok_u32(r + 2 + size);
-        pos += 2 + size + x->tail;
-        if (id < n) {
-            (*from)[id] = r + 2;
-            (*len)[id] = size;
+        MtokRecord r = mtok_record_next(x, &pos);
+        if (r.id < n) {
+            (*from)[r.id] = r.token;
+            (*len)[r.id] = r.len;
         }
     }
     for (Py_ssize_t i = 0; hidden && i < PyTuple_GET_SIZE(hidden); i++) {

@@ -1134,9 +1134,9 @@ int mtok_byte_joins(const MtokIndex *x, uint64_t *bits) {
         return -1;
     size_t pos = 0;
     for (uint32_t k = 0; k < x->count; k++) {
-        const uint8_t *s = x->vocab + pos + 2;
-        size_t len = mtok_u16(x->vocab + pos), n = 0;
-        pos += 2 + len + x->tail;
+        MtokRecord r = mtok_record_next(x, &pos);
+        const uint8_t *s = r.token;
+        size_t len = r.len, n = 0;
         /* the characters of bytes 0x80-0xFF are U+00A1-U+00FF (C2, C3 leads) and U+0121-U+0143
          * (C4 A1 on, C5): a record without them holds no byte bpe_byte_joins_add looks at */
         size_t high = 0;
@@ -1168,10 +1168,8 @@ static int char_tables(const MtokIndex *x, BPE *m) {
     int metaspace_inside = 0;
     size_t pos = 0;
     for (uint32_t k = 0; k < x->count; k++) {
-        const uint8_t *s = x->vocab + pos + 2;
-        size_t len = mtok_u16(x->vocab + pos);
-        metaspace_inside |= bpe_chars_add(m, s, len, (int32_t)mtok_u32(s + len));
-        pos += 2 + len + x->tail;
+        MtokRecord r = mtok_record_next(x, &pos);
+        metaspace_inside |= bpe_chars_add(m, r.token, r.len, (int32_t)r.id);
     }
     return metaspace_inside;
 }
@@ -1245,16 +1243,16 @@ int mtok_build_wordpiece(WordPiece *m, PyObject *tables, PyObject *prefix, int32
     }
     size_t pos = 0;
     for (uint32_t k = 0; k < x->count; k++) {
-        const uint8_t *r = x->vocab + pos, *s = r + 2;
-        size_t len = mtok_u16(r);
-        int32_t id = (int32_t)mtok_u32(s + len);
+        MtokRecord r = mtok_record_next(x, &pos);
+        const uint8_t *s = r.token;
+        size_t len = r.len;
+        int32_t id = (int32_t)r.id;
         if (strmap_put(&m->vocab, s, len, id) < 0 ||
             (len >= (size_t)plen && memcmp(s, p, (size_t)plen) == 0 &&
              strmap_put(&m->cont, s + plen, len - (size_t)plen, id) < 0)) {
             PyErr_NoMemory();
             return -1;
         }
-        pos += 2 + len + x->tail;
     }
     return 0;
 }

@@ -42,6 +42,21 @@ static inline uint32_t mtok_u32(const uint8_t *p) {
 
 static inline size_t mtok_u16(const uint8_t *p) { return (size_t)p[0] | (size_t)p[1] << 8; }
 
+/* One vocabulary record: its token's bytes and id. */
+typedef struct {
+    const uint8_t *token;
+    size_t len;
+    uint32_t id;
+} MtokRecord;
+
+/* The record at *pos of checked records (walk_records measured them all), *pos moved past it. */
+static inline MtokRecord mtok_record_next(const MtokIndex *x, size_t *pos) {
+    const uint8_t *r = x->vocab + *pos;
+    size_t len = mtok_u16(r);
+    *pos += 2 + len + x->tail;
+    return (MtokRecord){r + 2, len, mtok_u32(r + 2 + len)};
+}
+
 /* The mask of the low bits that hold values up to top: the rest of a 32-bit slot is tag. */
 static inline uint32_t mtok_low_mask(uint64_t top) {
     uint32_t m = 0;
