@@ -159,9 +159,16 @@ def test_call_follows_settings_changed_after_a_call() -> None:
     texts = ["hi", *chunks()[:3]]
     before = [tok(t)["input_ids"] for t in texts]
     assert before == [hf(t)["input_ids"] for t in texts]
+    offsets = [dict(tok(t, return_offsets_mapping=True)) for t in texts]
+    assert offsets == [dict(hf(t, return_offsets_mapping=True)) for t in texts]
     hf.add_eos_token = True
     tok.meta.call_settings["add_eos_token"] = True
     assert [tok(t)["input_ids"] for t in texts] == [hf(t)["input_ids"] for t in texts] != before
+    names = ["input_ids", "token_type_ids", "attention_mask"]
+    hf.model_input_names = names
+    tok.meta.call_settings["model_input_names"] = names
+    changed = [dict(tok(t, return_offsets_mapping=True)) for t in texts]
+    assert changed == [dict(hf(t, return_offsets_mapping=True)) for t in texts] != offsets
 
 
 @pytest.mark.parametrize("name", ["qwen3", "llama3", "gemma-v1", "all-minilm-l6-v2", "t5-small"])

@@ -816,24 +816,18 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
     the commonest calls, without the general path's bookkeeping (a sixth of a 2 KB call's time):
     the same checks that can fail there, the same columns. None when the post-processor's layout
     (or offsets' trimming) needs the general path."""
-    settings = tok.meta.call_settings
-    if settings.get("padding_side", "right") not in _SIDES:
-        return None  # the general path raises
-    _model_max_length(tok)  # the one check of _strategies(tok, False, None, None, None) that can fail
-    post = _call_post_processor(tok)
-    layout = _layout(tok, post, add_special_tokens)
-    if layout is None:
+    plan = _plain_plan(tok, add_special_tokens, offsets)
+    if plan is None:
         return None
-    names = settings.get("model_input_names", _DEFAULT_INPUT_NAMES)
+    post, (before, before_types, type_id, after, after_types), trim, type_ids, attention = plan
     if offsets:
-        trim = _known_trim_mode(tok, post)
-        if trim is None:
-            return None
-        # _columns of one text, without its loops over texts
-        before, before_types, type_id, after, after_types = layout
-        ids, spans = _offsets(tok, text, trim, before, after)
+        native_offsets = _native_offsets(tok)
+        found = None
+        if native_offsets is not None and not tok.meta.split_special_tokens:
+            found = native_offsets(text, trim, before, after)
+        ids, spans = found if found is not None else _offsets(tok, text, trim, before, after)
         data: dict[str, Any] = {"input_ids": ids}
-        if "token_type_ids" in names:
+        if type_ids:
             # one list of the text's type id, the special tokens' written over its ends in place:
             # a + b + c would make and copy lists of the text's length twice more
             types = [type_id] * len(ids)
@@ -842,14 +836,41 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
             if after_types:
                 types[len(types) - len(after_types):] = after_types
             data["token_type_ids"] = types
-        if "attention_mask" in names:
+        if attention:
             data["attention_mask"] = [1] * len(ids)
         data["offset_mapping"] = spans
     else:
-        columns = _columns(tok, [text], layout, 0, None, "token_type_ids" in names, "attention_mask" in names,
-                           False, False, False)
+        columns = _columns(tok, [text], plan[1], 0, None, type_ids, attention, False, False, False)
         data = {key: rows[0] for key, rows in columns.items()}
     return BatchEncoding._of_text(data, tok, text, post, add_special_tokens)
+
+
+def _plain_plan(tok: Tokenizer, add: bool, offsets: bool) -> _PlainPlan | None:
+    """What ``_plain_call`` needs of the tokenizer's settings and post-processor: the
+    post-processor transformers runs, its layout, the offsets' trimming, whether type ids and
+    the attention mask are columns; None for the general path. Kept per tokenizer while the
+    post-processor, the call settings and the special tokens stay the same (each call compares
+    them: they are plain attributes and dicts a caller may change)."""
+    meta = tok.meta
+    known = tok._call_memo.get(("plain", add, offsets))
+    if (known is not None and known[0] is tok.post_processor and known[1] == meta.call_settings
+            and known[2] == meta.special_tokens):
+        plan: _PlainPlan | None = known[3]
+        return plan
+    settings = meta.call_settings
+    snapshot = (tok.post_processor, dict(settings), dict(meta.special_tokens))
+    if settings.get("padding_side", "right") not in _SIDES:
+        return None  # the general path raises
+    _model_max_length(tok)  # the one check of _strategies(tok, False, None, None, None) that can fail
+    post = _call_post_processor(tok)
+    layout = _layout(tok, post, add)
+    trim = _known_trim_mode(tok, post) if offsets else -1
+    names = settings.get("model_input_names", _DEFAULT_INPUT_NAMES)
+    plan = None
+    if layout is not None and trim is not None:
+        plan = (post, layout, trim, "token_type_ids" in names, "attention_mask" in names)
+    tok._call_memo[("plain", add, offsets)] = (*snapshot, plan)
+    return plan
 
 
 def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: bool, offsets: bool,
@@ -869,6 +890,7 @@ def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: b
 
 
 Layout = tuple[list[int], list[int], int, list[int], list[int]]
+_PlainPlan = tuple["processors.PostProcessor | None", Layout, int, bool, bool]
 
 
 def _layout(tok: Tokenizer, post: processors.PostProcessor | None, add: bool) -> Layout | None:

@@ -339,7 +339,10 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
                ) -> tuple[list[int], list[tuple[int, int]]] | None:
         if trim != -1 and not strings_are_text:
             return None
-        if (before or after) and max(*before, *after, 0) > _MAX_ID:
+        if not before and not after:
+            laid_alone: tuple[list[int], list[tuple[int, int]]] | None = encode_offsets(text, normalizer, trim)
+            return laid_alone
+        if max(*before, *after, 0) > _MAX_ID:
             found = encode_offsets(text, normalizer, trim)  # ids beyond the native core's int32
             if found is None:
                 return None

@@ -293,25 +293,37 @@ static inline void token_trim(const OffsetLengths *L, const uint32_t *buf, size_
     trim_span(start, end, lead, trail, trim, index);
 }
 
+/* The span of the token covering buf[first..last) into o, its ends ORed into *high (one check
+ * of the int32 range for all of a text's spans: they are not negative). */
+static inline __attribute__((always_inline)) void put_span(const OffsetLengths *L, const uint32_t *buf, size_t first,
+                                                           size_t last, int64_t origin, const uint32_t *align,
+                                                           int start_aligned, int end_aligned, int trim, size_t index,
+                                                           int32_t *o, int64_t *high) {
+    int64_t start = origin + (int64_t)(align ? align[first] : first);
+    int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
+    if (trim != OFF_NO_TRIM)
+        token_trim(L, buf, first, last, start_aligned, end_aligned, trim, index, &start, &end);
+    *high |= start | end;
+    o[0] = (int32_t)start;
+    o[1] = (int32_t)end;
+}
+
 /* The spans of the m tokens a BPE model gave the piece buf[c..c + n) (m > 0), into o: a cursor at
  * character ci, of which `into` bytes are covered. A token of whole characters where the cursor
  * is at a character's start (most tokens) moves it by its length in characters, without looking
  * at them; another (a byte token, part of a character) by its bytes, a character at a time. When
  * the model's tokens tile the piece, the last takes what the others leave: a piece of one token
- * (most) needs no length. */
-static int word_offsets(const OffsetLengths *L, const uint32_t *buf, size_t c, size_t n, int64_t origin,
-                        const uint32_t *align, const int32_t *ids, size_t m, int trim, size_t index, int32_t *o) {
-    size_t ci = c, stop = c + n, into = 0;
-    for (size_t k = 0; k < m; k++) {
+ * (most) needs no length. nchars is the ids chars8 holds, 0 without it. */
+static inline __attribute__((always_inline)) int word_offsets(const OffsetLengths *L, size_t nchars,
+                                                              const uint32_t *buf, size_t c, size_t n, int64_t origin,
+                                                              const uint32_t *align, const int32_t *ids, size_t m,
+                                                              int trim, size_t index, int32_t *o, int64_t *high) {
+    size_t ci = c, stop = c + n, into = 0, placed = L->tiles ? m - 1 : m;
+    for (size_t k = 0; k < placed; k++) {
         size_t first = ci;
         int start_aligned = !into;
-        size_t chars = 0;
-        if (k + 1 == m && L->tiles) {
-            if (ci == stop)
-                return -2; /* the others' lengths leave it nothing */
-            ci = stop;
-            into = 0;
-        } else if (!into && (chars = L->chars8 && ids[k] >= 0 && (size_t)ids[k] < L->n ? L->chars8[ids[k]] : 0)) {
+        size_t chars = !into && (uint32_t)ids[k] < nchars ? L->chars8[ids[k]] : 0;
+        if (chars) {
             if (chars > stop - ci)
                 return -2;
             ci += chars;
@@ -333,17 +345,14 @@ static int word_offsets(const OffsetLengths *L, const uint32_t *buf, size_t c, s
             }
         }
         /* the token ends inside character ci (which it covers) or before it */
-        size_t last = into ? ci + 1 : ci;
-        int64_t start = origin + (int64_t)(align ? align[first] : first);
-        int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
-        if (trim != OFF_NO_TRIM)
-            token_trim(L, buf, first, last, start_aligned, !into, trim, index + k, &start, &end);
-        if (start > INT32_MAX || end > INT32_MAX)
-            return -2;
-        o[2 * k] = (int32_t)start;
-        o[2 * k + 1] = (int32_t)end;
+        put_span(L, buf, first, into ? ci + 1 : ci, origin, align, start_aligned, !into, trim, index + k, o + 2 * k, high);
     }
-    return ci == stop && !into ? 0 : -2;
+    if (placed == m)
+        return ci == stop && !into ? 0 : -2;
+    if (ci == stop)
+        return -2; /* the others' lengths leave the last token nothing */
+    put_span(L, buf, ci, stop, origin, align, !into, 1, trim, index + placed, o + 2 * placed, high);
+    return 0;
 }
 
 static int scratch_grow(CpBuf *b, size_t n) {
@@ -361,17 +370,19 @@ uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n) {
     return scratch_grow(b, n / 4 + 1) < 0 ? NULL : (uint8_t *)(void *)b->v;
 }
 
-int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
-                  const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs) {
-    if (offs->cap - offs->n < 2 * nids && ids_grow(offs, 2 * nids) < 0)
-        return -1;
-    int32_t *o = offs->v + offs->n;
-    /* the lengths a piece of several tokens reads lie in a table larger than the caches: asked
-     * for all at once, their misses overlap, and not the walk's */
-    for (size_t j = 0; L->chars8 && j < nids; j++)
-        if ((size_t)ids[j] < L->n)
-            __builtin_prefetch(&L->chars8[ids[j]]);
+/* spans_offsets for one kind of text, made once per kind (aligned or not, trimmed or not), the
+ * branches on them out of the loops over tokens */
+static inline __attribute__((always_inline)) int spans_body(const OffsetLengths *L, const uint32_t *buf,
+                                                            const Word *words, size_t nwords, int64_t origin,
+                                                            const uint32_t *align, const int32_t *ids, size_t nids,
+                                                            int trim, int32_t *o, size_t index) {
+    size_t nchars = L->chars8 ? L->n : 0;
+    /* a table beyond the first-level cache: the lengths a piece of several tokens reads, asked
+     * for all at once, miss together rather than each in turn in the walk */
+    for (size_t j = 0; nchars > 65536 && j < nids; j++)
+        __builtin_prefetch(L->chars8 + ((uint32_t)ids[j] < nchars ? ids[j] : 0));
     size_t k = 0;
+    int64_t high = 0;
     for (size_t w = 0; w < nwords; w++) {
         size_t m = words[w].nids;
         /* a piece the model gave no token (a character it drops) leaves it where the pure path
@@ -380,28 +391,36 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
             return -2;
         if (m == 1 && L->tiles && words[w].nc) {
             /* most words: one token, the whole piece, which word_offsets' walk would place too */
-            size_t first = words[w].c, last = first + words[w].nc;
-            int64_t start = origin + (int64_t)(align ? align[first] : first);
-            int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
-            if (trim != OFF_NO_TRIM)
-                token_trim(L, buf, first, last, 1, 1, trim, offs->n / 2 + k, &start, &end);
-            if (end > INT32_MAX)
-                return -2;
-            o[2 * k] = (int32_t)start;
-            o[2 * k + 1] = (int32_t)end;
+            put_span(L, buf, words[w].c, words[w].c + words[w].nc, origin, align, 1, 1, trim, index + k, o + 2 * k,
+                     &high);
             k++;
             continue;
         }
-        int err = word_offsets(L, buf, words[w].c, words[w].nc, origin, align, ids + k, m, trim, offs->n / 2 + k,
-                               o + 2 * k);
+        int err = word_offsets(L, nchars, buf, words[w].c, words[w].nc, origin, align, ids + k, m, trim, index + k,
+                               o + 2 * k, &high);
         if (err)
             return err;
         k += m;
     }
-    if (k != nids)
-        return -2;
-    offs->n += 2 * nids;
-    return 0;
+    return k != nids || high > INT32_MAX ? -2 : 0;
+}
+
+int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
+                  const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs) {
+    if (offs->cap - offs->n < 2 * nids && ids_grow(offs, 2 * nids) < 0)
+        return -1;
+    int32_t *o = offs->v + offs->n;
+    size_t index = offs->n / 2;
+    int err;
+    if (align)
+        err = trim == OFF_NO_TRIM ? spans_body(L, buf, words, nwords, origin, align, ids, nids, OFF_NO_TRIM, o, index)
+                                  : spans_body(L, buf, words, nwords, origin, align, ids, nids, trim, o, index);
+    else
+        err = trim == OFF_NO_TRIM ? spans_body(L, buf, words, nwords, origin, NULL, ids, nids, OFF_NO_TRIM, o, index)
+                                  : spans_body(L, buf, words, nwords, origin, NULL, ids, nids, trim, o, index);
+    if (!err)
+        offs->n += 2 * nids;
+    return err;
 }
 
 int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
