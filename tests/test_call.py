@@ -66,7 +66,9 @@ def _added_token(value: Any) -> Any:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, np.ndarray):
-        return ("array", value.dtype.kind, value.tolist())
+        # rows of different lengths: an array of objects, each row an array of its own
+        rows = [_plain(row) for row in value] if value.dtype == object else value.tolist()
+        return ("array", value.dtype.kind, value.shape, rows)
     return value
 
 
@@ -100,6 +102,7 @@ def check(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
 
 GRID: list[dict[str, Any]] = [
     {},
+    {"return_tensors": "np", "return_offsets_mapping": True, "return_length": True},  # batches: ragged
     {"return_offsets_mapping": True, "return_special_tokens_mask": True, "return_length": True},
     {"add_special_tokens": False, "return_offsets_mapping": True, "return_token_type_ids": True},
     {"add_special_tokens": False, "return_offsets_mapping": True},  # the short path's keywords
@@ -169,6 +172,8 @@ def test_edge_texts(name: str) -> None:
     for text in EDGE_TEXTS:
         check(name, (text,), {"return_offsets_mapping": True, "return_special_tokens_mask": True})
     check(name, (EDGE_TEXTS, EDGE_TEXTS[::-1]), {"return_offsets_mapping": True, "padding": True})
+    for texts in ("", [""], ["", ""]):  # no values at all: int64 arrays
+        check(name, (texts,), {"return_tensors": "np", "add_special_tokens": False})
 
 
 @pytest.mark.parametrize("name", ["all-minilm-l6-v2", "llama3", "t5-small", "roberta-base"])

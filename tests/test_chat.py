@@ -323,8 +323,9 @@ def test_chat_template_argument_rule_matches_transformers() -> None:
 
 def test_bad_inputs_raise_template_error() -> None:
     template = ChatTemplate("{{ messages }}")
-    with pytest.raises(TemplateError, match="empty conversation"):
-        template.render([])
+    assert template.render([]) == "[]"
+    with pytest.raises(TemplateError, match="conversation is empty"):
+        template.render([], add_generation_prompt=False, continue_final_message=True)
     with pytest.raises(TemplateError, match="must be dicts"):
         template.render(["hello"])
     with pytest.raises(TemplateError, match="tools"):

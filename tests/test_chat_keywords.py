@@ -181,11 +181,13 @@ class Conversation:
 def test_batched_conversations_match_transformers(name: str, case: str) -> None:
     kwargs = BATCH_CASES[case]
     oracle = fast(name) if kwargs.get("tokenize", True) else hf(name)
-    for batch in ([ASSISTANT_LAST, NO_SYSTEM[:3]], (ASSISTANT_LAST,)):
+    # an empty conversation in a batch renders (only an empty call is refused)
+    for batch in ([ASSISTANT_LAST, NO_SYSTEM[:3]], (ASSISTANT_LAST,), [ASSISTANT_LAST, []], [[]], []):
         assert_same_outcome(run(oracle, batch, kwargs), run(ours(name), batch, kwargs))
-    objects = [Conversation(ASSISTANT_LAST), Conversation(NO_SYSTEM[:3])]
-    assert_same_outcome(outcome(lambda: oracle.apply_chat_template(objects, **kwargs)),
-                        outcome(lambda: ours(name).apply_chat_template(objects, **kwargs)))
+    for objects in ([Conversation(ASSISTANT_LAST), Conversation(NO_SYSTEM[:3])], [Conversation([])],
+                    Conversation([])):
+        assert_same_outcome(outcome(lambda: oracle.apply_chat_template(objects, **kwargs)),
+                            outcome(lambda: ours(name).apply_chat_template(objects, **kwargs)))
 
 
 GENERATION_CHAT_TEMPLATE = (

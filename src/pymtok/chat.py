@@ -1174,8 +1174,10 @@ class ChatTemplate:
             )
         label, source = self._select(chat_template, tools)
         chat = [_message_dict(m) for m in getattr(messages, "messages", messages)]
-        if not chat:
-            raise TemplateError("cannot apply a chat template to an empty conversation")
+        # an empty conversation renders (in a batch, transformers renders it too); only a call
+        # given no conversation at all is refused, by Tokenizer.apply_chat_template
+        if not chat and continue_final_message:
+            raise TemplateError("continue_final_message is set but the conversation is empty")
         if control is not None:
             chat = _Marker(control, objects=True)(chat)
             tools, documents, kwargs = _Marker(control, objects=False)((tools, documents, kwargs))

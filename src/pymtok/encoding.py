@@ -965,20 +965,31 @@ def _columns(tok: Tokenizer, batch: list[str], layout: Layout, trim: int, paddin
 
 
 def _tensor(key: str, value: list[Any], kind: str) -> Any:
-    if any(isinstance(v, list) for v in value) and len({len(v) for v in value}) > 1:
-        raise ValueError(
-            f"Unable to create tensor for {key!r}: its rows have different lengths; use padding=True "
-            "or truncation=True to have batched tensors with the same length."
-        )
+    """transformers' ``convert_to_tensors`` of one column: rows of different lengths become a
+    numpy array of objects (each row its own array), which torch has no form for; a column with
+    no values is int64."""
+    ragged = bool(value) and isinstance(value[0], (list, tuple)) and len({len(v) for v in value}) > 1
     if kind == "pt":
         try:
             import torch
         except ImportError:
             raise ImportError("return_tensors='pt' needs PyTorch, which is not installed") from None
-        return torch.tensor(value)
+        if ragged:
+            raise ValueError(
+                f"Unable to create tensor for {key!r}: its rows have different lengths; use padding=True "
+                "or truncation=True to have batched tensors with the same length."
+            )
+        return torch.tensor(value, dtype=torch.int64 if _is_empty(value) else None)
     import numpy as np
 
-    return np.asarray(value)
+    if ragged:
+        return np.asarray([np.asarray(row) for row in value], dtype=object)
+    return np.asarray(value, dtype=np.int64 if _is_empty(value) else None)
+
+
+def _is_empty(value: Any) -> bool:
+    """Whether nested lists hold no value at all."""
+    return not value or (isinstance(value[0], (list, tuple)) and all(_is_empty(row) for row in value))
 
 
 __all__ = ["BatchEncoding", "Encoding", "call"]

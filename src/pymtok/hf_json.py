@@ -19,7 +19,8 @@ from .tokenizer import Tokenizer, TokenizerMeta
 
 _NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # Named tokens a transformers tokenizer class fills in when tokenizer_config.json omits them; they
-# are in its all_special_ids, so MNN's header lists them (gemma's "<mask>", id 4).
+# are in its all_special_ids, so MNN's header lists them (gemma's "<mask>", id 4), and in the
+# tokenizer's named special tokens.
 _GEMMA_DEFAULTS = {"unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "mask_token": "<mask>"}
 _CLASS_DEFAULTS = {"GemmaTokenizer": _GEMMA_DEFAULTS, "GemmaTokenizerFast": _GEMMA_DEFAULTS}
 # The __call__ settings of transformers 5.24's tokenizer classes that differ from those of
@@ -252,10 +253,9 @@ def derive_meta(
     extra = tokenizer_config.get("additional_special_tokens") or tokenizer_config.get("extra_special_tokens") or []
     if isinstance(extra, Mapping):
         extra = list(extra.values())
-    defaults = _CLASS_DEFAULTS.get(str(tokenizer_config.get("tokenizer_class")), {})
-    implied = [text for key, text in defaults.items() if key not in tokenizer_config]
+    implied = class_special_tokens(tokenizer_config)
     special: list[int] = []
-    for text in [*named.values(), *implied, *(token_text(t) for t in extra)]:
+    for text in [*named.values(), *implied.values(), *(token_text(t) for t in extra)]:
         id = tok.token_to_id(text) if text is not None else None
         if id is not None and id not in special:
             special.append(id)
@@ -301,7 +301,7 @@ def derive_meta(
         stop_ids=stop,
         prefix_ids=prefix,
         chat_template=chat_template,
-        special_tokens=special_tokens_from_config(tokenizer_config),
+        special_tokens={**implied, **special_tokens_from_config(tokenizer_config)},
         clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
         decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
         call_settings={
@@ -327,6 +327,14 @@ def class_call_settings(tokenizer_config: Mapping[str, Any], config: Mapping[str
         return {}
     return {key: list(value) if isinstance(value, list) else value
             for key, value in CLASS_CALL_SETTINGS.get(name, {}).items()}
+
+
+def class_special_tokens(tokenizer_config: Mapping[str, Any]) -> dict[str, str]:
+    """The named special tokens the config's transformers class fills in where the config has no
+    entry for them (Gemma's ``mask_token``): transformers counts them among the special tokens
+    (skipped by ``decode(skip_special_tokens=True)``) and its templates see them."""
+    defaults = _CLASS_DEFAULTS.get(str(tokenizer_config.get("tokenizer_class")), {})
+    return {key: text for key, text in defaults.items() if key not in tokenizer_config}
 
 
 def _mentions(value: Any, text: str) -> bool:
@@ -358,12 +366,26 @@ def load_folder(path: Path) -> Tokenizer:
     config = read_json(file, "tokenizer.json", hf_tokenizers=True)
     if not isinstance(config, dict):
         raise FormatError(f"{file}: expected a JSON object at the top level")
+    config = _class_tokens_special(config, read_optional_json(folder, "tokenizer_config.json"))
     try:
         tok = Tokenizer.from_config(config)
     except FormatError as exc:
         raise FormatError(f"{file}: {exc}") from None
     tok.meta = folder_meta(tok, folder)
     return tok
+
+
+def _class_tokens_special(config: dict[str, Any], tokenizer_config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the added tokens the config's transformers class names by default
+    (:func:`class_special_tokens`) marked special, as transformers marks them in its backend:
+    ``decode(skip_special_tokens=True)`` then drops them there too (Gemma's ``<mask>``)."""
+    implied = set(class_special_tokens(tokenizer_config).values())
+    added = config.get("added_tokens")
+    if not implied or not isinstance(added, list):
+        return config
+    return {**config, "added_tokens": [
+        {**token, "special": True} if isinstance(token, dict) and token.get("content") in implied else token
+        for token in added]}
 
 
 def folder_meta(tok: Tokenizer, folder: Path) -> TokenizerMeta:
@@ -384,9 +406,8 @@ def special_tokens_from_config(cfg: Mapping[str, Any]) -> dict[str, str]:
     """The special-token variables transformers passes to chat templates, from tokenizer_config.json.
 
     That is every ``*_token`` entry with a text (bos_token, eos_token, …, and model-specific ones
-    such as image_token) plus a dict-valued ``extra_special_tokens``. Tokens that a transformers
-    tokenizer class fills in by default when the config omits them (Gemma's mask_token) are not
-    in the config, so they are not here either.
+    such as image_token) plus a dict-valued ``extra_special_tokens``; the tokens a transformers
+    class fills in where the config omits them are :func:`class_special_tokens`'.
 
     >>> special_tokens_from_config({"bos_token": "<s>", "eos_token": {"content": "</s>"},
     ...                             "pad_token": None, "add_bos_token": True})

@@ -32,6 +32,17 @@ enum { MODEL_BPE, MODEL_WORDPIECE, MODEL_UNIGRAM };
 #define SPAN_STARTS 4096u
 #define SPAN_WIDTHS 64u
 #define BATCH_CHUNK_CHARS (1u << 13)
+/* A call lets the GIL go for a text of at least this many characters: for a shorter one,
+ * letting it go and taking it back is a sizeable part of the call ("Hello": a fifth), and
+ * other threads would gain too short a time to use it. */
+#define GIL_FREE_CHARS 512u
+
+static inline PyThreadState *gil_release(size_t chars) { return chars >= GIL_FREE_CHARS ? PyEval_SaveThread() : NULL; }
+
+static inline void gil_take(PyThreadState *released) {
+    if (released)
+        PyEval_RestoreThread(released);
+}
 
 /* A vocabulary's ints: the Python int of each id below n, made on first use, so that a list of
  * ids holds pointers to them rather than an int object of its own per id. Only ids below a
@@ -569,7 +580,10 @@ typedef struct {
     size_t text_cap;
     uint32_t *buf;    /* a segment's code points, which the pre-tokenizer may rebuild */
     size_t buf_cap;
+    uint32_t *spare;  /* Pieces' spare buffer */
+    size_t spare_cap;
     Spans spans, tmp;
+    IdBuf out;        /* encode_text's ids, kept for the next call */
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
@@ -580,6 +594,8 @@ typedef struct {
 static void work_free(Work *w) {
     free(w->text);
     free(w->buf);
+    free(w->spare);
+    free(w->out.v);
     free(w->spans.v);
     free(w->tmp.v);
     free(w->sc.bytes);
@@ -615,7 +631,8 @@ static void thread_work_free(void *p) {
 }
 
 static size_t work_bytes(const Work *w) {
-    size_t n = (w->text_cap + w->buf_cap) * sizeof(uint32_t) + (w->spans.cap + w->tmp.cap) * sizeof(Span) +
+    size_t n = (w->text_cap + w->buf_cap + w->spare_cap) * sizeof(uint32_t) + (w->spans.cap + w->tmp.cap) * sizeof(Span) +
+               w->out.cap * sizeof(int32_t) +
                (w->sc.pairs ? sizeof(PairMemo) << PAIR_MEMO_BITS : 0) + w->sc.bytes_cap + w->sc.work_cap + w->sc.words_cap * sizeof(Word) +
                (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
     for (int i = 0; i < 3; i++)
@@ -659,23 +676,9 @@ static void work_give(Work *w, Work *own) {
     ((ThreadWork *)((char *)w - offsetof(ThreadWork, w)))->busy = 0;
 }
 
-static int grow_cps(uint32_t **v, size_t *cap, size_t n) {
-    if (*cap >= n && *v)
-        return 0;
-    size_t c = *cap > 256 ? *cap : 256;
-    while (c < n)
-        c *= 2;
-    uint32_t *p = realloc(*v, c * sizeof *p);
-    if (!p)
-        return -1;
-    *v = p;
-    *cap = c;
-    return 0;
-}
-
 /* The str's code points [from, from + n) into w->text; fails on out of memory. */
 static int read_text_at(Work *w, int kind, const void *data, size_t from, size_t n) {
-    if (grow_cps(&w->text, &w->text_cap, n) < 0)
+    if (cps_room(&w->text, &w->text_cap, n) < 0)
         return -1;
     if (kind == PyUnicode_4BYTE_KIND) {
         memcpy(w->text, (const uint32_t *)data + from, n * sizeof *w->text);
@@ -696,7 +699,7 @@ static int read_text(Work *w, int kind, const void *data, size_t n) { return rea
 /* The code points of UTF-8 s[0, nb) into w->text, *n of them: 0, -1 on out of memory, or 1 when
  * s is not UTF-8 (Python's strict decoding), *bad the first byte of the sequence at fault. */
 static int read_utf8(Work *w, const uint8_t *s, size_t nb, size_t *n, size_t *bad) {
-    if (grow_cps(&w->text, &w->text_cap, nb) < 0)
+    if (cps_room(&w->text, &w->text_cap, nb) < 0)
         return -1;
     size_t k = 0;
     for (size_t i = 0, sub; i < nb; k++) {
@@ -715,24 +718,25 @@ static int read_utf8(Work *w, const uint8_t *s, size_t nb, size_t *n, size_t *ba
     return 0;
 }
 
-/* The pieces' buffers, grown by a pre-tokenizer, kept for the call's next segment. A rebuilding
- * step (ByteLevel's prefix space, Metaspace) freed w->buf for a new one, which may lie where the
- * old one did (a second rebuild gets the first one's freed block): the room is the one Pieces
- * records, never inferred from whether the pointer changed (that kept a large room for a small
- * block, and the next text was copied past its end). */
+/* The pieces' buffers, grown by a pre-tokenizer, kept for the next segment and call. A rebuilding
+ * step (ByteLevel's prefix space, Metaspace) swaps the text's buffer with the spare one: each
+ * room is the one Pieces records with its buffer, never inferred from the pointers. */
 static void work_keep(Work *w, const Pieces *p) {
     w->buf = p->buf;
     w->buf_cap = p->cap;
+    w->spare = p->spare;
+    w->spare_cap = p->spare_cap;
     w->spans = p->spans;
     w->tmp = p->tmp;
 }
 
 /* Runs without the GIL: pre-tokenizes a stretch of a normalized segment and runs the model. */
 static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
-    if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
+    if (cps_room(&w->buf, &w->buf_cap, n) < 0)
         return -1;
     memcpy(w->buf, s, n * sizeof *s);
-    Pieces p = {.buf = w->buf, .len = n, .cap = w->buf_cap, .spans = w->spans, .tmp = w->tmp};
+    Pieces p = {.buf = w->buf, .len = n, .cap = w->buf_cap, .spare = w->spare, .spare_cap = w->spare_cap,
+                .spans = w->spans, .tmp = w->tmp};
     p.spans.n = 0;
     int err = -1;
     if (!p.spans.cap) {
@@ -1002,10 +1006,9 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
     size_t n = (size_t)PyUnicode_GET_LENGTH(text);
     IdBuf out = {0};
     Work own, *w = work_take(&own);
-    int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = read_text(w, kind, data, n) < 0 ? -1 : encode_segment(self, w->text, n, offset, w, &out);
-    Py_END_ALLOW_THREADS
+    PyThreadState *released = gil_release(n);
+    int err = read_text(w, kind, data, n) < 0 ? -1 : encode_segment(self, w->text, n, offset, w, &out);
+    gil_take(released);
     work_give(w, &own);
     PyObject *list = err ? PyErr_NoMemory() : id_list(self, &out, 0);
     free(out.v);
@@ -1164,9 +1167,9 @@ static int encode_text_into(Encoder *self, PyObject *text, PyObject *normalizer,
     const void *data = PyUnicode_DATA(text);
     int err = 0;
     if (native_ops(normalizer, &ops, &nops)) {
-        Py_BEGIN_ALLOW_THREADS
+        PyThreadState *released = gil_release(n);
         err = read_text(w, kind, data, n) < 0 ? -1 : encode_text_core(self, ops, nops, w->text, n, w, out);
-        Py_END_ALLOW_THREADS
+        gil_take(released);
         if (err == -1) {
             PyErr_NoMemory();
             return -1;
@@ -1269,10 +1272,10 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
     int open = 0, err = 0;
     for (size_t a = 0, b; a < n; a = b) {
         out.n = 0;
-        Py_BEGIN_ALLOW_THREADS
+        PyThreadState *released = gil_release(n - a);
         b = m ? part_end(self, ops, nops, m, kind, data, a, n) : n;
         err = read_text_at(w, kind, data, a, b - a) < 0 ? -1 : encode_part(self, &po, w->text, b - a, a, &open, w, &out);
-        Py_END_ALLOW_THREADS
+        gil_take(released);
         if (err == -2) {
             *redo = 1;
             goto fail;
@@ -1346,11 +1349,6 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
     size_t n;
     if (encodable_length(text, &n) < 0)
         return NULL;
-    IdBuf out = {0};
-    /* room for the ids of most texts (a token for every four characters) at once, rather than
-     * growing to it from nothing */
-    if (n < PARTS_MIN && ids_grow(&out, n / 4 + 16) < 0)
-        return PyErr_NoMemory();
     Work own, *w = work_take(&own);
     const NormOp *ops;
     size_t nops;
@@ -1362,10 +1360,16 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
             return list;
         }
     }
-    int err = encode_text_into(self, text, args[0], w, &out);
+    /* the ids into the Work's buffer, with room for most texts' (a token for every four
+     * characters) at once rather than grown to it from nothing: the list is made before the
+     * Work is given back */
+    IdBuf *out = &w->out;
+    out->n = 0;
+    int err = out->cap < n / 4 + 16 && ids_grow(out, n / 4 + 16) < 0 ? -1 : encode_text_into(self, text, args[0], w, out);
+    PyObject *list = err ? NULL : id_list(self, out, special);
     work_give(w, &own);
-    PyObject *list = err ? NULL : id_list(self, &out, special);
-    free(out.v);
+    if (err && !PyErr_Occurred())
+        PyErr_NoMemory();
     return list;
 }
 
@@ -1432,10 +1436,11 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     IdBuf ranges = {0};
     int err = -1;
     if (self->nsteps) {
-        if (grow_cps(&w->buf, &w->buf_cap, n) < 0)
+        if (cps_room(&w->buf, &w->buf_cap, n) < 0)
             return -1;
         memcpy(w->buf, s, n * sizeof *s);
-        p = (Pieces){.buf = w->buf, .len = n, .cap = w->buf_cap, .spans = w->spans, .tmp = w->tmp, .track = 1};
+        p = (Pieces){.buf = w->buf, .len = n, .cap = w->buf_cap, .spare = w->spare, .spare_cap = w->spare_cap,
+                     .spans = w->spans, .tmp = w->tmp, .track = 1};
         if (!p.spans.cap) {
             if (!(p.spans.v = malloc(16 * sizeof *p.spans.v)))
                 goto done;
@@ -1916,10 +1921,9 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
         return PyErr_NoMemory();
     }
     Work own, *w = work_take(&own);
-    int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = read_text(w, kind, data, n) < 0 ? -1 : offsets_text_core(self, ops, nops, w->text, n, (int)trim, w, &ids, &offs);
-    Py_END_ALLOW_THREADS
+    PyThreadState *released = gil_release(n);
+    int err = read_text(w, kind, data, n) < 0 ? -1 : offsets_text_core(self, ops, nops, w->text, n, (int)trim, w, &ids, &offs);
+    gil_take(released);
     work_give(w, &own);
     PyObject *result = NULL;
     if (err == -1) {
@@ -3727,6 +3731,7 @@ static PyObject *pretokenize_spans(PyObject *module, PyObject *args) {
             }
     }
     PyMem_Free(p.buf);
+    free(p.spare);
     free(p.spans.v);
     free(p.tmp.v);
     steps_free(parsed, nsteps);

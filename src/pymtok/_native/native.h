@@ -22,6 +22,8 @@ typedef struct {
 } IdBuf;
 
 int ids_grow(IdBuf *b, size_t extra);
+/* Room for n code points in *v (of *cap), grown by doubling from 256; -1 when out of memory. */
+int cps_room(uint32_t **v, size_t *cap, size_t n);
 
 static inline int ids_push(IdBuf *b, int32_t id) {
     if (b->n == b->cap && ids_grow(b, 1) < 0)
@@ -359,10 +361,12 @@ typedef struct {
 
 /* A text being cut into pieces: the code points and the spans of the pieces. With track set,
  * a step that rebuilds the buffer keeps in `at` each character's index in the buffer it was
- * given first (at NULL: no step rebuilt it, each is its own); the caller frees at. */
+ * given first (at NULL: no step rebuilt it, each is its own); the caller frees at. A step that
+ * rebuilds the buffer writes into spare and swaps the two, so that a call allocates nothing
+ * once they have grown. */
 typedef struct {
-    uint32_t *buf;
-    size_t len, cap; /* cap: buf's room in code points, which a rebuilding step changes */
+    uint32_t *buf, *spare;
+    size_t len, cap, spare_cap; /* caps: the buffers' room in code points */
     Spans spans, tmp;
     int track;
     uint32_t *at;

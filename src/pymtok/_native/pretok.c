@@ -511,10 +511,24 @@ done:
 
 /* The pieces' new buffer (room for `need`, `len` used) and, when tracked, each of its
  * characters' index in the first buffer, in place of the old ones. */
-static void pieces_rebuilt(Pieces *p, uint32_t *buf, uint32_t *at, size_t need, size_t len) {
-    free(p->buf);
-    p->buf = buf;
-    p->cap = need ? need : 1;
+/* The spare buffer, with room for need code points, for a step to rebuild the text into (and at,
+ * with track set); NULL when out of memory. */
+static uint32_t *rebuild_room(Pieces *p, size_t need, uint32_t **at) {
+    *at = NULL;
+    if (cps_room(&p->spare, &p->spare_cap, need ? need : 1) < 0 ||
+        (p->track && !(*at = malloc((need ? need : 1) * sizeof **at))))
+        return NULL;
+    return p->spare;
+}
+
+/* The rebuilt text, of len code points, in the spare buffer: it becomes the text's. */
+static void pieces_rebuilt(Pieces *p, uint32_t *at, size_t len) {
+    uint32_t *buf = p->buf;
+    size_t cap = p->cap;
+    p->buf = p->spare;
+    p->cap = p->spare_cap;
+    p->spare = buf;
+    p->spare_cap = cap;
     p->len = len;
     if (at) {
         free(p->at);
@@ -528,12 +542,9 @@ static void pieces_rebuilt(Pieces *p, uint32_t *buf, uint32_t *at, size_t need, 
  * a legal prefix. */
 static int rebuild(Pieces *p, int (*prefixed)(const Step *, const Pieces *, const Span *), const Step *st,
                    uint32_t pre, uint32_t space) {
-    size_t need = p->len + p->spans.n;
-    uint32_t *buf = malloc((need ? need : 1) * sizeof *buf), *at = NULL;
-    if (!buf || (p->track && !(at = malloc((need ? need : 1) * sizeof *at)))) {
-        free(buf);
+    uint32_t *at, *buf = rebuild_room(p, p->len + p->spans.n, &at);
+    if (!buf)
         return -1;
-    }
     size_t w = 0;
     for (size_t k = 0; k < p->spans.n; k++) {
         Span *sp = &p->spans.v[k];
@@ -552,7 +563,7 @@ static int rebuild(Pieces *p, int (*prefixed)(const Step *, const Pieces *, cons
         sp->start = start;
         sp->end = w;
     }
-    pieces_rebuilt(p, buf, at, need, w);
+    pieces_rebuilt(p, at, w);
     return 0;
 }
 
@@ -580,11 +591,9 @@ static int to_byte_chars(Pieces *p) {
     for (size_t k = 0; k < p->spans.n; k++)
         for (size_t i = p->spans.v[k].start; i < p->spans.v[k].end; i++)
             need += utf8_width(p->buf[i]);
-    uint32_t *buf = malloc((need ? need : 1) * sizeof *buf), *at = NULL;
-    if (!buf || (p->track && !(at = malloc((need ? need : 1) * sizeof *at)))) {
-        free(buf);
+    uint32_t *at, *buf = rebuild_room(p, need, &at);
+    if (!buf)
         return -1;
-    }
     size_t w = 0;
     uint8_t u[4];
     for (size_t k = 0; k < p->spans.n; k++) {
@@ -601,7 +610,7 @@ static int to_byte_chars(Pieces *p) {
         sp->start = start;
         sp->end = w;
     }
-    pieces_rebuilt(p, buf, at, need, w);
+    pieces_rebuilt(p, at, w);
     return 0;
 }
 
@@ -694,7 +703,8 @@ static int cut_before(Pieces *p, uint32_t c, const unsigned char *shift) {
 
 static int metaspace_step(const Step *st, Pieces *p) {
     size_t n = p->spans.n;
-    unsigned char *shift = malloc(n ? n : 1);
+    /* most texts' pieces fit on the stack: nothing allocated per call */
+    unsigned char few[256], *shift = n <= sizeof few ? few : malloc(n);
     if (!shift)
         return -1;
     for (size_t i = 0; i < n; i++)
@@ -702,7 +712,8 @@ static int metaspace_step(const Step *st, Pieces *p) {
     int err = rebuild(p, metaspace_prefixed, st, st->replacement, st->replacement);
     if (!err && st->split)
         err = cut_before(p, st->replacement, shift);
-    free(shift);
+    if (shift != few)
+        free(shift);
     return err;
 }
 

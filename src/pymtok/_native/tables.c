@@ -13,6 +13,20 @@ int ids_grow(IdBuf *b, size_t extra) {
     return 0;
 }
 
+int cps_room(uint32_t **v, size_t *cap, size_t n) {
+    if (*cap >= n && *v)
+        return 0;
+    size_t c = *cap > 256 ? *cap : 256;
+    while (c < n)
+        c *= 2;
+    uint32_t *p = realloc(*v, c * sizeof *p);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
 static size_t pow2_at_least(size_t n) {
     size_t p = 16;
     while (p < n)
