@@ -332,7 +332,7 @@ def class_call_settings(tokenizer_config: Mapping[str, Any], config: Mapping[str
 def class_special_tokens(tokenizer_config: Mapping[str, Any]) -> dict[str, str]:
     """The named special tokens the config's transformers class fills in where the config has no
     entry for them (Gemma's ``mask_token``): transformers counts them among the special tokens
-    (skipped by ``decode(skip_special_tokens=True)``) and its templates see them."""
+    and its templates see them."""
     defaults = _CLASS_DEFAULTS.get(str(tokenizer_config.get("tokenizer_class")), {})
     return {key: text for key, text in defaults.items() if key not in tokenizer_config}
 
@@ -366,7 +366,6 @@ def load_folder(path: Path) -> Tokenizer:
     config = read_json(file, "tokenizer.json", hf_tokenizers=True)
     if not isinstance(config, dict):
         raise FormatError(f"{file}: expected a JSON object at the top level")
-    config = _class_tokens_special(config, read_optional_json(folder, "tokenizer_config.json"))
     try:
         tok = Tokenizer.from_config(config)
     except FormatError as exc:
@@ -374,18 +373,6 @@ def load_folder(path: Path) -> Tokenizer:
     tok.meta = folder_meta(tok, folder)
     return tok
 
-
-def _class_tokens_special(config: dict[str, Any], tokenizer_config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with the added tokens the config's transformers class names by default
-    (:func:`class_special_tokens`) marked special, as transformers marks them in its backend:
-    ``decode(skip_special_tokens=True)`` then drops them there too (Gemma's ``<mask>``)."""
-    implied = set(class_special_tokens(tokenizer_config).values())
-    added = config.get("added_tokens")
-    if not implied or not isinstance(added, list):
-        return config
-    return {**config, "added_tokens": [
-        {**token, "special": True} if isinstance(token, dict) and token.get("content") in implied else token
-        for token in added]}
 
 
 def folder_meta(tok: Tokenizer, folder: Path) -> TokenizerMeta:

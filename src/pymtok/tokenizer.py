@@ -97,6 +97,7 @@ class _NamedToken:
         else:
             tok.meta.special_tokens[self._key] = value
         tok._chat = None  # the chat template sees the special tokens
+        tok._call_memo.pop("unflagged", None)
 
 
 @dataclass
@@ -299,6 +300,9 @@ class Tokenizer:
         ``return_offsets_mapping``, ``return_tensors``, ...; see :func:`pymtok.encoding.call`);
         any other raises TypeError. Padding and truncation come from the call only, as in
         transformers: ``tokenizer.json``'s own settings (``truncation`` / ``padding``) are not applied.
+        The ids are ``tokenizer.json``'s, as ``PreTrainedTokenizerFast`` gives them; transformers 5's
+        ``AutoTokenizer`` rebuilds some classes' pipelines (``LlamaTokenizer``, ``GPT2Tokenizer``,
+        ``T5Tokenizer``) and then differs on some texts (README, "transformers' ``__call__``").
 
         >>> tok("Hello world")["input_ids"]                     # doctest: +SKIP
         [9707, 1879]
@@ -644,6 +648,11 @@ class Tokenizer:
         ``clean_up_tokenization_spaces`` overrides the folder's setting; ``False`` turns off every
         transformers text fix-up, giving exactly HF ``tokenizers``' decode.
         """
+        if skip_special_tokens and clean_up_tokenization_spaces is not False:
+            known = self._call_memo.get("unflagged")
+            unflagged = known[1] if known is not None and known[0] is self.meta else self._unflagged_special_ids()
+            if unflagged:
+                ids = [id for id in _token_ids(ids) if id not in unflagged]
         # the native decoder takes a list or tuple of ints as it is, and says None to the rest
         text = (self._native_decode or self._native_decode_fn())(ids, skip_special_tokens)
         if text is None:
@@ -659,6 +668,20 @@ class Tokenizer:
         ):
             text = decoders.clean_up_tokenization(text)
         return text
+
+    def _unflagged_special_ids(self) -> frozenset[int]:
+        """The ids of named and extra special tokens that ``tokenizer.json`` does not flag special
+        (a class's default ``mask_token``): transformers flags them in its backend, so its
+        ``decode(skip_special_tokens=True)`` drops them; HF ``tokenizers``' keeps them."""
+        known = self._call_memo.get("unflagged")
+        if known is not None and known[0] is self.meta:
+            found: frozenset[int] = known[1]
+            return found
+        flagged = {self.token_to_id(token) for token in self.added.special}
+        found = frozenset(id for id in self.all_special_ids if id not in flagged)
+        # kept while the tokenizer keeps its meta; setting a named token forgets it
+        self._call_memo["unflagged"] = (self.meta, found)
+        return found
 
     def _decode_checked(self, ids: list[int], skip_special_tokens: bool) -> str:
         text = (self._native_decode or self._native_decode_fn())(ids, skip_special_tokens)
