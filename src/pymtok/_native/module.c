@@ -7,7 +7,8 @@
  *    Encoder.encode_text(text, normalizer) those of a whole text, added tokens (set_added)
  *    matched and each segment between them normalized, in one call;
  *  - Normalizer, a BertNormalizer, NFC or Precompiled: calling it normalizes a str.
- * The work runs with the GIL released so that threads encode in parallel.
+ * The work runs with the GIL released (for texts of GIL_FREE_CHARS or more) so that threads
+ * encode in parallel.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -730,7 +731,7 @@ static void work_keep(Work *w, const Pieces *p) {
     w->tmp = p->tmp;
 }
 
-/* Runs without the GIL: pre-tokenizes a stretch of a normalized segment and runs the model. */
+/* Needs no GIL: pre-tokenizes a stretch of a normalized segment and runs the model. */
 static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
     if (cps_room(&w->buf, &w->buf_cap, n) < 0)
         return -1;
@@ -872,7 +873,7 @@ static int normalize_first(const NormOp *ops, size_t nops, const uint32_t *in, s
     return 0;
 }
 
-/* Encode a text, or the part of one at `origin`, with the GIL released: raw added tokens, each
+/* Encode a text, or the part of one at `origin`, needing no GIL: raw added tokens, each
  * segment between them through the native normalizer steps, normalized added tokens, segments.
  * *open says whether the part before this one ended inside a segment, which this part's first
  * continues, and is set to whether this one does. Returns 0, -1 when out of memory, -2 when a
