@@ -358,8 +358,8 @@ def test_decode_takes_integer_likes_like_transformers(name: str) -> None:
         tok.decode("12")
     with pytest.raises(TypeError):
         tok.decode([1.0])
-    with pytest.raises(TypeError):
-        tok.decode(np.array([[1, 2]], dtype=object))
+    # a 2-D array is a batch, whatever its dtype, as transformers takes it
+    assert tok.decode(np.array([[1, 2]], dtype=object)) == hf.decode(np.array([[1, 2]], dtype=object))
 
 
 # Issue 11: the answers HF's bindings give, on both paths
@@ -433,6 +433,27 @@ def test_vocabulary_and_special_tokens_match_transformers(name: str) -> None:
     assert tok.convert_ids_to_tokens(np.array([3, 4])) == hf.convert_ids_to_tokens([3, 4])
     assert tok.convert_ids_to_tokens([10**9]) == hf.convert_ids_to_tokens([10**9])
     assert tok.convert_tokens_to_ids("\u0000no such token") == hf.convert_tokens_to_ids("\u0000no such token")
+
+
+@pytest.mark.parametrize("name", ["qwen3", "all-minilm-l6-v2"])
+def test_decode_call_shapes_match_transformers(name: str) -> None:
+    """transformers 5's decode takes a batch (nested lists, a 2-D array) and gives a list of
+    texts; its batch_decode of one flat sequence gives a list of that sequence's one text."""
+    hf = transformers_tokenizer(name)
+    tok = ours(name)
+    ids = tok.encode("Hello world, how are you?")
+
+    def outcome(tokenizer: Any, method: str, arg: Any, skip: bool) -> Any:
+        try:
+            return getattr(tokenizer, method)(arg, skip_special_tokens=skip)
+        except (TypeError, ValueError) as exc:
+            return type(exc)
+
+    for arg in (ids, [ids, ids[:3]], (ids[:2], ids[2:]), np.array([ids[:3], ids[3:6]]), np.array(ids),
+                [], [[]], ids[0]):
+        for method in ("decode", "batch_decode"):
+            for skip in (False, True):
+                assert outcome(tok, method, arg, skip) == outcome(hf, method, arg, skip), (method, arg)
 
 
 def test_special_token_attributes_are_settable_and_reach_the_template() -> None:

@@ -634,20 +634,34 @@ class Tokenizer:
 
     # -- decoding -------------------------------------------------------------------------
 
+    @overload
+    def decode(self, ids: list[list[int]] | tuple[list[int], ...], skip_special_tokens: bool = ...,
+               clean_up_tokenization_spaces: bool | None = ...) -> list[str]: ...
+
+    @overload
+    def decode(self, ids: Any, skip_special_tokens: bool = ...,
+               clean_up_tokenization_spaces: bool | None = ...) -> str: ...
+
     def decode(
         self,
         ids: Any,
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
-    ) -> str:
+    ) -> str | list[str]:
         """The text of ``ids``, as ``transformers``' ``decode`` gives it for the same folder.
 
         ``ids`` is one id or a sequence of them: ints or anything with ``__index__`` (numpy
         integers), a numpy array or a torch tensor. Ids are u32 as in HF (others raise
-        OverflowError); ids the vocabulary lacks are skipped, as HF skips them.
+        OverflowError); ids the vocabulary lacks are skipped, as HF skips them. A batch (a list of
+        id lists, a 2-D array) gives a list of texts, as transformers 5's ``decode`` does.
         ``clean_up_tokenization_spaces`` overrides the folder's setting; ``False`` turns off every
         transformers text fix-up, giving exactly HF ``tokenizers``' decode.
         """
+        if isinstance(ids, (list, tuple)):
+            if ids and isinstance(ids[0], (list, tuple)):
+                return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
+        elif getattr(ids, "ndim", 1) == 2:
+            return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
         if skip_special_tokens and clean_up_tokenization_spaces is not False:
             known = self._call_memo.get("unflagged")
             unflagged = known[1] if known is not None and known[0] is self.meta else self._unflagged_special_ids()
@@ -719,11 +733,14 @@ class Tokenizer:
         skip_special_tokens: bool = False,
         clean_up_tokenization_spaces: bool | None = None,
     ) -> list[str]:
-        """``decode`` of each sequence (a list of id lists, a 2-D array or tensor)."""
+        """``decode`` of each sequence (a list of id lists, a 2-D array or tensor); one sequence of
+        ids gives a list of its one text, as in transformers."""
         tolist = getattr(sequences, "tolist", None)
         if tolist is not None:
             sequences = tolist()
         decode = self.decode
+        if sequences and not hasattr(sequences[0], "__len__"):
+            return [decode(sequences, skip_special_tokens, clean_up_tokenization_spaces)]
         return [decode(ids, skip_special_tokens, clean_up_tokenization_spaces) for ids in sequences]
 
     def decode_stream(self, skip_special_tokens: bool = False) -> DecodeStream:
