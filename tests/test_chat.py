@@ -317,6 +317,16 @@ def test_chat_template_argument_rule_matches_transformers() -> None:
             SINGLE, tokenize=False, chat_template=name)
     with pytest.raises(TemplateError, match="no 'default'"):
         ChatTemplate({"a": "x", "b": "y"}).render(SINGLE)
+    # no templates at all is not an empty template: both raise, and take a template string
+    import pymtok
+
+    mine = pymtok.load(fixture_path("tokenizers", "llama3"))
+    mine.set_chat_template({})
+    tok.chat_template = {}
+    for name in (None, "{{ messages | length }}"):
+        theirs = outcome(lambda: tok.apply_chat_template(SINGLE, tokenize=False, chat_template=name))
+        got = outcome(lambda: mine.apply_chat_template(SINGLE, tokenize=False, chat_template=name))
+        assert got[0] == theirs[0] and (got[0] == "error" or got == theirs), (got, theirs)
     with pytest.raises(TypeError, match="chat_template must be a str"):
         ChatTemplate("x").render(SINGLE, chat_template=["x"])  # type: ignore[arg-type]
 

@@ -981,7 +981,8 @@ class Tokenizer:
         if self.meta.chat_template is None and chat_template is None:
             raise TemplateError("this tokenizer has no chat template and none was passed")
         if self._chat is None:
-            self._chat = ChatTemplate(self.meta.chat_template or "", special_tokens=self.meta.special_tokens)
+            template = self.meta.chat_template
+            self._chat = ChatTemplate(template if template is not None else "", special_tokens=self.meta.special_tokens)
         if isinstance(conversation, (list, tuple)) and not conversation:
             raise TemplateError("cannot apply a chat template to an empty conversation")
         batched = isinstance(conversation, (list, tuple)) and (
