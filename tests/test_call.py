@@ -95,6 +95,7 @@ def check(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         assert got.word_ids(row) == want.word_ids(row), (name, row, kwargs)
         assert got.sequence_ids(row) == want.sequence_ids(row), (name, row, kwargs)
     first = args[0] if isinstance(args[0], str) else args[0][0]
+    first = first[0] if isinstance(first, tuple) else first  # a batch's (text, pair) couple
     for char in range(0, len(first), max(1, len(first) // 7)):
         for sequence in (0, 1):
             assert got.char_to_token(0, char, sequence) == want.char_to_token(0, char, sequence), (name, char, kwargs)
@@ -133,7 +134,8 @@ SLOW_GRID: list[dict[str, Any]] = [
 
 def _cases(chunks: list[str]) -> list[tuple[Any, ...]]:
     a, b = chunks[: len(chunks) // 2], chunks[len(chunks) // 2 :]
-    return [(a[0],), (a[0], b[0]), (a,), (a, b)]
+    # the last: transformers' batch of a (text, pair) couple and a lone text
+    return [(a[0],), (a[0], b[0]), (a,), (a, b), ([(a[0], b[0]), a[-1]],)]
 
 
 @pytest.mark.parametrize("name", slow_for(TOKENIZER_NAMES, "gemma-v1"))
@@ -258,6 +260,10 @@ def test_unsupported_keywords_raise() -> None:
         tok(None)
     with pytest.raises(TypeError):
         tok(["a", "b"], "c")
+    # a batch's couples are two texts each, as HF's encode_batch takes them
+    for batch in ([("a", "b", "c")], [["a"]], [("a", 1)], ["a", [["b"], ["c"]]]):
+        with pytest.raises(TypeError):
+            tok(batch)
 
 
 def test_offsets_through_a_normalizer_without_alignment_raise() -> None:

@@ -660,6 +660,13 @@ def _texts(text: Any, text_pair: Any) -> tuple[list[str | tuple[str, str]], bool
 
     if text is None:
         raise ValueError("You need to specify either `text` or `text_target`.")
+    if text_pair is None and isinstance(text, (list, tuple)) and any(isinstance(t, (list, tuple)) for t in text):
+        # transformers' batch of texts and (text, pair) couples, which HF's encode_batch takes
+        if not all(isinstance(t, str) or (isinstance(t, (list, tuple)) and len(t) == 2 and valid(t)) for t in text):
+            raise TypeError(
+                "a batch holds texts and (text, pair) couples of two str; pymtok does not take pre-tokenized input"
+            )
+        return [t if isinstance(t, str) else (t[0], t[1]) for t in text], True
     if not valid(text) or (text_pair is not None and not valid(text_pair)):
         raise ValueError(
             "text input must be of type `str` (single example) or `list[str]` (batch); pymtok does not "
