@@ -58,11 +58,12 @@ class Encoding:
     """
 
     __slots__ = ("ids", "type_ids", "tokens", "words", "offsets", "special_tokens_mask",
-                 "attention_mask", "sequence_ids", "overflowing")
+                 "attention_mask", "sequence_ids", "overflowing", "sequences")
 
     def __init__(self, ids: list[int], type_ids: list[int], tokens: list[str], words: list[int | None],
                  offsets: list[tuple[int, int]], special_tokens_mask: list[int], attention_mask: list[int],
-                 sequence_ids: list[int | None], overflowing: list[Encoding] | None = None) -> None:
+                 sequence_ids: list[int | None], overflowing: list[Encoding] | None = None,
+                 sequences: int = 1) -> None:
         self.ids = ids
         self.type_ids = type_ids
         self.tokens = tokens
@@ -72,6 +73,9 @@ class Encoding:
         self.attention_mask = attention_mask
         self.sequence_ids = sequence_ids
         self.overflowing: list[Encoding] = overflowing if overflowing is not None else []
+        # the sequences it was made from (2 for a pair), an empty one included: HF keeps a range
+        # for each, which char_to_token searches
+        self.sequences = sequences
 
     @classmethod
     def special(cls, ids: Sequence[int], tokens: Sequence[str], type_id: int) -> Encoding:
@@ -88,10 +92,11 @@ class Encoding:
                "sequence_ids")
 
     def _slice(self, start: int, stop: int) -> Encoding:
-        return Encoding(*(getattr(self, f)[start:stop] for f in self._FIELDS))
+        return Encoding(*(getattr(self, f)[start:stop] for f in self._FIELDS), sequences=self.sequences)
 
     def copy(self) -> Encoding:
-        return Encoding(*(list(getattr(self, f)) for f in self._FIELDS), [o.copy() for o in self.overflowing])
+        return Encoding(*(list(getattr(self, f)) for f in self._FIELDS), [o.copy() for o in self.overflowing],
+                        self.sequences)
 
     def set_type_ids(self, type_id: int) -> None:
         self.type_ids = [type_id] * len(self.ids)
@@ -168,6 +173,8 @@ class Encoding:
 
     def char_to_token(self, char_index: int, sequence_index: int = 0) -> int | None:
         at = [i for i, s in enumerate(self.sequence_ids) if s == sequence_index]
+        if not at and sequence_index < self.sequences:
+            return None  # an empty sequence: HF's empty range
         start, stop = (at[0], at[-1] + 1) if at else (0, len(self.ids))
         for i in range(start, stop):
             s, e = self.offsets[i]
@@ -437,6 +444,9 @@ def _post_process(post: processors.PostProcessor | None, encoding: Encoding, pai
     if post is not None:
         encodings = _process_encodings(post, encodings, add_special_tokens, trimmed)
     final = _merge(encodings)
+    if pair is not None:
+        for merged in (final, *final.overflowing):
+            merged.sequences = 2
     if padding is not None:
         _pad([final], padding)
     return final
