@@ -509,8 +509,6 @@ done:
     return err;
 }
 
-/* The pieces' new buffer (room for `need`, `len` used) and, when tracked, each of its
- * characters' index in the first buffer, in place of the old ones. */
 /* The spare buffer, with room for need code points, for a step to rebuild the text into (and at,
  * with track set); NULL when out of memory. */
 static uint32_t *rebuild_room(Pieces *p, size_t need, uint32_t **at) {
@@ -521,7 +519,8 @@ static uint32_t *rebuild_room(Pieces *p, size_t need, uint32_t **at) {
     return p->spare;
 }
 
-/* The rebuilt text, of len code points, in the spare buffer: it becomes the text's. */
+/* The rebuilt text, of len code points, in the spare buffer: it becomes the text's (and at, when
+ * tracked, each of its characters' index in the first buffer). */
 static void pieces_rebuilt(Pieces *p, uint32_t *at, size_t len) {
     uint32_t *buf = p->buf;
     size_t cap = p->cap;
