@@ -374,7 +374,6 @@ def load_folder(path: Path) -> Tokenizer:
     return tok
 
 
-
 def folder_meta(tok: Tokenizer, folder: Path) -> TokenizerMeta:
     """:func:`derive_meta` from the configs beside a tokenizer file (each optional)."""
     tokenizer_config = read_optional_json(folder, "tokenizer_config.json")
