@@ -663,8 +663,7 @@ class Tokenizer:
         elif getattr(ids, "ndim", 1) == 2:
             return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
         if skip_special_tokens and clean_up_tokenization_spaces is not False:
-            known = self._call_memo.get("unflagged")
-            unflagged = known[1] if known is not None and known[0] is self.meta else self._unflagged_special_ids()
+            unflagged = self._unflagged_special_ids()
             if unflagged:
                 ids = [id for id in _token_ids(ids) if id not in unflagged]
         # the native decoder takes a list or tuple of ints as it is, and says None to the rest
