@@ -40,8 +40,9 @@ batch function over the same corpus's batches in one fresh process, the texts al
 1 is no engine overhead at all. Peak RSS per worker is ``ru_maxrss`` read in the worker at the end
 of each batch (the largest over batches and workers; ``pymtok tokenize``: the largest of its
 processes): pages of a memory-mapped Arrow file (``datasets``) or of Ray's object store count in
-it. pymtok's run is repeated on a corpus twice as large: what of the peak grows with the corpus
-shows there. pymtok's ids are checked against ``tok.encode`` record by record, the peers' against
+it, so the largest anonymous resident memory (``RssAnon``: the worker's heap) read at the same
+points is shown beside it. pymtok's run is repeated on a corpus twice as large: what of the peak
+grows with the corpus shows there. pymtok's ids are checked against ``tok.encode`` record by record, the peers' against
 HF's; a wrong id, a lost or a duplicated record is a mismatch.
 
 On a shared machine the wall rates follow the other jobs' load; the CPU rates far less so
@@ -83,6 +84,15 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _anon_mb() -> float:
+    """The worker's anonymous resident memory now (its heap: what it holds itself), which leaves
+    out the pages of mapped files and of shared memory that its RSS counts."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 class Measured(Tokenize):
     """A library's batch function as a ``Tokenize``, with the worker's pid and peak RSS (MB)."""
 
@@ -111,6 +121,7 @@ class Measured(Tokenize):
             out = {"input_ids": self._encode(listed)}
         out["pid"] = pa.repeat(pa.scalar(os.getpid(), pa.int64()), len(texts))
         out["rss_mb"] = pa.repeat(pa.scalar(_rss_mb(), pa.float64()), len(texts))
+        out["anon_mb"] = pa.repeat(pa.scalar(_anon_mb(), pa.float64()), len(texts))
         return out
 
 
@@ -320,8 +331,9 @@ def _ramp(lengths: Any, n: int) -> Any:
     return np.arange(n) - np.repeat(np.cumsum(lengths) - lengths, lengths)
 
 
-def read_output(engine: str, out: Path, starts: list[int]) -> tuple[Any, Any, Any, float | None]:
-    """(row ids, flat ids, lengths, peak RSS per worker) of a run's Parquet output."""
+def read_output(engine: str, out: Path, starts: list[int]) -> tuple[Any, Any, Any, dict[str, float]]:
+    """(row ids, flat ids, lengths, peak RSS and anonymous memory per worker) of a run's Parquet
+    output."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -335,7 +347,8 @@ def read_output(engine: str, out: Path, starts: list[int]) -> tuple[Any, Any, An
     table = pa.concat_tables(tables, promote_options="permissive")
     ids = table["input_ids"].combine_chunks() if "input_ids" in table.column_names else None
     rows = table["id"].to_numpy()
-    peak = float(pa.compute.max(table["rss_mb"]).as_py()) if "rss_mb" in table.column_names else None
+    peak = {name: float(pa.compute.max(table[column]).as_py()) for name, column in
+            (("peak_rss_mb", "rss_mb"), ("peak_anon_mb", "anon_mb")) if column in table.column_names}
     if ids is None:
         return rows, None, None, peak
     return rows, ids.flatten().to_numpy(), ids.value_lengths().to_numpy().astype(np.int64), peak
@@ -418,7 +431,8 @@ def run_all(args: argparse.Namespace, tmp: Path) -> None:
             base_cpu[lib] = row["mb_per_cpu_s"]
         else:
             ids, values, lengths, peak = read_output(engine, out, starts)
-            row["peak_rss_mb"] = row.get("peak_rss_mb") or peak
+            row["peak_rss_mb"] = row.get("peak_rss_mb") or peak.get("peak_rss_mb")
+            row["peak_anon_mb"] = peak.get("peak_anon_mb")
             total = starts[-1]
             if lib == "identity":
                 row["mismatches"] = int((np.bincount(ids, minlength=total) != 1).sum())
@@ -439,8 +453,10 @@ def run_all(args: argparse.Namespace, tmp: Path) -> None:
                 if engine == "tokenize" and lib != "pymtok":
                     continue
                 measure(engine, lib, workers, "peers" if lib in ("hf", "tiktoken") else "pymtok")
-            if "pymtok" in args.libs:
-                measure(engine, "pymtok", workers, "double")
+            # the engine's own memory at both sizes, beside pymtok's: what pymtok adds to it
+            for lib in ("pymtok", "identity"):
+                if lib in args.libs and not (engine == "tokenize" and lib == "identity"):
+                    measure(engine, lib, workers, "double")
     table(rows, args.libs)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
@@ -472,7 +488,14 @@ def table(rows: list[dict[str, Any]], libs: list[str]) -> None:
             cells += ["–", "–"]
         else:
             cells.append(f"{ours[0]['cluster_s']:.1f} + {ours[0]['first_s']:.1f}; {ours[0]['fixed_s']:.1f}")
-            cells.append(" / ".join(f"{r['peak_rss_mb']:.0f}" for r in ours) + " MB")
+            idents = sorted((r for r in here if r["lib"] == "identity"), key=lambda r: r["mb"])
+            cell = " / ".join(f"{r['peak_rss_mb']:.0f}" for r in ours) + " MB"
+            if all(r.get("peak_anon_mb") for r in ours):
+                cell += "; anon " + " / ".join(f"{r['peak_anon_mb']:.0f}" for r in ours)
+                if len(idents) == len(ours) and all(r.get("peak_anon_mb") for r in idents):
+                    cell += " (identity " + " / ".join(f"{r['peak_anon_mb']:.0f}" for r in idents) + ")"
+                cell += " MB"
+            cells.append(cell)
         print(f"| {'single process' if engine == 'base' else engine} | {workers} | " + " | ".join(cells) + " |")
     print("\n(wall ratio: MB/s per core over the single process's; CPU ratio: MB per CPU second of all the"
           " run's processes over the single process's)")
