@@ -41,9 +41,9 @@ batch function over the same corpus's batches in one fresh process, the texts al
 of each batch (the largest over batches and workers; ``pymtok tokenize``: the largest of its
 processes): pages of a memory-mapped Arrow file (``datasets``) or of Ray's object store count in
 it, so the largest anonymous resident memory (``RssAnon``: the worker's heap) read at the same
-points is shown beside it. pymtok's run is repeated on a corpus twice as large: what of the peak
-grows with the corpus shows there. pymtok's ids are checked against ``tok.encode`` record by record, the peers' against
-HF's; a wrong id, a lost or a duplicated record is a mismatch.
+points is shown beside it. pymtok's and identity's runs are repeated on a corpus twice as large:
+what of the peak grows with the corpus shows there. pymtok's ids are checked against ``tok.encode``
+record by record, the peers' against HF's; a wrong id, a lost or a duplicated record is a mismatch.
 
 On a shared machine the wall rates follow the other jobs' load; the CPU rates far less so
 (though an engine's idle polling counts in them): compare ratios within one run.
