@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import random
 import struct
 import warnings
@@ -52,19 +53,17 @@ def golden(name: str) -> list[tuple[str, list[int]]]:
 
 def wrapping(name: str) -> tuple[list[int], list[int]]:
     """The ids llama.cpp puts around a text for this file: read from the metadata here, by the
-    rules of llama_vocab::load (defaults by model and pre-tokenizer, then the add_* keys)."""
+    rules of llama_vocab::load (defaults by model and pre-tokenizer, then the add_* keys) and
+    llama_vocab::tokenize (BERT: its BOS and SEP whatever the keys; the others: BOS and EOS by
+    the keys, never SEP)."""
     v = read_metadata(gguf_file(name)).values
     model, pre = v["tokenizer.ggml.model"], v.get("tokenizer.ggml.pre")
-    add_bos = model in ("llama", "bert") or pre in ("llama-bpe", "llama3")
-    add_bos = v.get("tokenizer.ggml.add_bos_token", add_bos)
-    add_eos = v.get("tokenizer.ggml.add_eos_token", False)
-    add_sep = v.get("tokenizer.ggml.add_sep_token", model == "bert")
     bos = v.get("tokenizer.ggml.bos_token_id", v.get("tokenizer.ggml.cls_token_id"))
-    prefix = [bos] if add_bos else []
-    suffix = ([v["tokenizer.ggml.eos_token_id"]] if add_eos else []) + (
-        [v["tokenizer.ggml.seperator_token_id"]] if add_sep else []
-    )
-    return prefix, suffix
+    if model == "bert":
+        return [bos], [v["tokenizer.ggml.seperator_token_id"]]
+    add_bos = v.get("tokenizer.ggml.add_bos_token", model == "llama" or pre in ("llama-bpe", "llama3"))
+    add_eos = v.get("tokenizer.ggml.add_eos_token", False)
+    return [bos] if add_bos else [], [v["tokenizer.ggml.eos_token_id"]] if add_eos else []
 
 
 @pytest.mark.parametrize("name", WITH_PAIRS)
@@ -312,6 +311,73 @@ def test_every_pre_tokenizer_name_builds_and_native_declines_what_it_does_not_kn
     if tok._native_text is not None:
         assert all(p in native.SCANNERS or native.engine_takes(p) for p in patterns)
     assert tok.encode("ab ab", add_special_tokens=False)[-1] == 4
+
+
+def _converted(name: str, **keys: object) -> dict[str, object]:
+    """The metadata llama.cpp's converter writes for a fixture's tokenizer.json (vocabulary,
+    merges, token types, special ids), with ``keys`` added."""
+    cfg = json.loads(fixture_path("tokenizers", name, "tokenizer.json").read_text(encoding="utf-8"))
+    model = cfg["model"]
+    tokens = [""] * len(model["vocab"])
+    for token, i in model["vocab"].items():
+        tokens[i] = token
+    special = {a["id"] for a in cfg["added_tokens"] if a["special"]}
+    values: dict[str, object] = {"tokenizer.ggml.token_type": [3 if i in special else 1 for i in range(len(tokens))]}
+    if "merges" not in model:
+        # word-initial pieces as "▁piece", continuations without "##"
+        tokens = [t if i in special or (t.startswith("[") and t.endswith("]"))
+                  else t[2:] if t.startswith("##") else "\u2581" + t for i, t in enumerate(tokens)]
+        values["tokenizer.ggml.model"] = "bert"
+    else:
+        values["tokenizer.ggml.model"] = "gpt2"
+        values["tokenizer.ggml.merges"] = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    values["tokenizer.ggml.tokens"] = tokens
+    return {**values, **keys}
+
+
+def test_roberta_gguf_adds_what_its_tokenizer_json_adds(tmp_path: Path) -> None:
+    """RobertaProcessing makes the converter set add_bos, add_eos and add_sep. llama.cpp's
+    encode then adds <s> and </s> (never SEP to one text), and its rerank input puts </s> between
+    the two texts of a pair: both what HF's RobertaProcessing gives."""
+    path = tmp_path / "roberta.gguf"
+    path.write_bytes(_gguf(_converted(
+        "roberta-base", **{"tokenizer.ggml.pre": "roberta-bpe", "tokenizer.ggml.bos_token_id": 0,
+                           "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.seperator_token_id": 2,
+                           "tokenizer.ggml.padding_token_id": 1, "tokenizer.ggml.unknown_token_id": 3,
+                           "tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": True,
+                           "tokenizer.ggml.add_sep_token": True})))
+    tok, hf = pymtok.load(path), hf_tokenizer("roberta-base")
+    texts = list(chunks(40))
+    for text in texts:
+        assert tok.encode(text) == hf.encode(text).ids, text
+    for a, b in zip(texts[::2], texts[1::2]):
+        assert tok.encode(a, b) == hf.encode(a, b).ids, (a, b)
+
+
+@pytest.mark.parametrize("lowercase", [None, True])
+def test_bert_gguf_casing_comes_from_its_key_when_it_has_one(lowercase: bool | None, tmp_path: Path) -> None:
+    """bert-base-chinese's vocabulary has uppercase words: without the converter's
+    normalizer.lowercase key it is read as cased (its tokenizer.json's own setting), with the key
+    set it lowercases as a tokenizer.json that says so; [CLS] A [SEP] and [CLS] A [SEP] B [SEP]."""
+    keys: dict[str, object] = {"tokenizer.ggml.cls_token_id": 101, "tokenizer.ggml.seperator_token_id": 102}
+    if lowercase is not None:
+        keys["tokenizer.ggml.normalizer.lowercase"] = lowercase
+    path = tmp_path / "bert.gguf"
+    path.write_bytes(_gguf(_converted("bert-base-chinese", **keys)))
+    cfg = json.loads(fixture_path("tokenizers", "bert-base-chinese", "tokenizer.json").read_text(encoding="utf-8"))
+    cfg["normalizer"]["lowercase"] = bool(lowercase)
+    hf = pytest.importorskip("tokenizers").Tokenizer.from_str(json.dumps(cfg))
+    hf.no_padding()
+    hf.no_truncation()
+    tok = pymtok.load(path)
+    assert tok.meta.source_notes == [
+        "BERT vocabulary, uncased (tokenizer.ggml.normalizer.lowercase)" if lowercase
+        else "BERT vocabulary, cased (read off the vocabulary: it has uppercase words)"]
+    texts = [*chunks(40), "Hello World ÀÉÎ Straße"]
+    for text in texts:
+        assert tok.encode(text) == hf.encode(text).ids, text
+    for a, b in zip(texts[::2], texts[1::2]):
+        assert tok.encode(a, b) == hf.encode(a, b).ids, (a, b)
 
 
 def test_t5_unigram_gguf_is_sentencepiece_exact(tmp_path: Path) -> None:

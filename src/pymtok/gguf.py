@@ -317,6 +317,15 @@ class _Fields:
             raise self.fail(key, f"expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
         return value
 
+    def added(self, name: str, add: bool, token: int | None) -> list[int]:
+        """[token] when the add_<name>_token key is true (it must name one), else []."""
+        if not add:
+            return []
+        if token is None:
+            key = "seperator" if name == "sep" else name
+            raise self.fail(f"tokenizer.ggml.add_{name}_token", f"is true, but tokenizer.ggml.{key}_token_id is not set")
+        return [token]
+
     def array(
         self, key: str, item: type | tuple[type, ...], length: int | None, required: bool = False
     ) -> list[Any] | None:
@@ -342,17 +351,20 @@ class _Fields:
         return value
 
 
-def _template(prefix: Sequence[int], suffix: Sequence[int], tokens: Sequence[str]) -> dict[str, Any] | None:
-    """TemplateProcessing putting ``prefix`` ids before and ``suffix`` ids after each sequence."""
-    if not prefix and not suffix:
+def _template(
+    prefix: Sequence[int], suffix: Sequence[int], second: Sequence[int], tokens: Sequence[str]
+) -> dict[str, Any] | None:
+    """TemplateProcessing putting ``prefix`` ids before a text and ``suffix`` ids after it; a pair
+    is prefix A suffix, ``second``, B suffix."""
+    if not prefix and not suffix and not second:
         return None
-    special = {tokens[i]: {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]} for i in [*prefix, *suffix]}
+    special = {tokens[i]: {"id": tokens[i], "ids": [i], "tokens": [tokens[i]]} for i in [*prefix, *suffix, *second]}
 
     def piece(ids: Sequence[int], type_id: int) -> list[dict[str, Any]]:
         return [{"SpecialToken": {"id": tokens[i], "type_id": type_id}} for i in ids]
 
     single = [*piece(prefix, 0), {"Sequence": {"id": "A", "type_id": 0}}, *piece(suffix, 0)]
-    pair = [*single, *piece(prefix, 1), {"Sequence": {"id": "B", "type_id": 1}}, *piece(suffix, 1)]
+    pair = [*single, *piece(second, 1), {"Sequence": {"id": "B", "type_id": 1}}, *piece(suffix, 1)]
     return {"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": special}
 
 
@@ -428,7 +440,9 @@ def _vocab(f: _Fields, tokens: Sequence[str]) -> dict[str, int]:
 _PHANTOM_SPACE = "\u2581"
 
 
-def _wordpiece_configs(f: _Fields, tokens: list[str], types: list[int], lowercase: bool) -> tuple[dict[str, Any], list[str]]:
+def _wordpiece_configs(
+    f: _Fields, tokens: list[str], types: list[int], lowercase: bool, strip_accents: bool | None
+) -> tuple[dict[str, Any], list[str]]:
     # llama.cpp's converter writes a word-initial piece as "▁piece" and a continuation "##piece"
     # as "piece"; bracketed specials stay as they are. Turn that back into BERT's vocabulary.
     pieces = []
@@ -445,7 +459,7 @@ def _wordpiece_configs(f: _Fields, tokens: list[str], types: list[int], lowercas
     return {
         "normalizer": {
             "type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
-            "strip_accents": None, "lowercase": lowercase,
+            "strip_accents": strip_accents, "lowercase": lowercase,
         },
         "pre_tokenizer": {"type": "BertPreTokenizer"},
         "model": {
@@ -482,21 +496,31 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
         bos_default = eos_default = 11
     elif model_name == "bert":
         kind = "wpm"
-        add_bos, bos_default = True, 101
+        bos_default = 101
     elif model_name == "t5":
         kind = "ugm"
         add_eos, eos_default = True, 1
     else:
         raise f.fail("tokenizer.ggml.model", f"tokenizer model {model_name!r} is not supported (llama, gpt2, bert, t5)")
 
+    notes: list[str] = []
     # llama.cpp names an empty token by its id rather than refuse the file
     tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
     if kind == "bpe":
         config, add_bos = _bpe_configs(f, tokens)
     elif kind == "wpm":
-        config, tokens = _wordpiece_configs(f, tokens, types, lowercase=not is_cased_vocabulary(
-            t[1:] if t.startswith(_PHANTOM_SPACE) else t for t, k in zip(tokens, types) if k == _NORMAL
-        ))
+        # the converter writes the lowercase key for a tokenizer.json that lowercases; older files
+        # have no key, and their casing is read off the vocabulary
+        lowercase = f.get("tokenizer.ggml.normalizer.lowercase", bool)
+        how = "tokenizer.ggml.normalizer.lowercase"
+        if lowercase is None:
+            lowercase = not is_cased_vocabulary(
+                t[1:] if t.startswith(_PHANTOM_SPACE) else t for t, k in zip(tokens, types) if k == _NORMAL
+            )
+            how = "read off the vocabulary: " + ("no uppercase words" if lowercase else "it has uppercase words")
+        notes.append(f"BERT vocabulary, {'uncased' if lowercase else 'cased'} ({how})")
+        strip_accents = f.get("tokenizer.ggml.normalizer.strip_accents", bool)
+        config, tokens = _wordpiece_configs(f, tokens, types, lowercase, strip_accents)
     else:
         config = _sentencepiece_configs(f, tokens, types, scores_raw, kind)
 
@@ -506,29 +530,28 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
     bos = f.token_id("tokenizer.ggml.bos_token_id", n, bos_default)
     eos = f.token_id("tokenizer.ggml.eos_token_id", n, eos_default)
     sep = f.token_id("tokenizer.ggml.seperator_token_id", n, 102 if kind == "wpm" else None)
-    add_bos = f.get("tokenizer.ggml.add_bos_token", bool, add_bos)
-    add_eos = f.get("tokenizer.ggml.add_eos_token", bool, add_eos)
-    add_sep = f.get("tokenizer.ggml.add_sep_token", bool, kind == "wpm")
-    prefix, suffix = [], []
-    if add_bos:
-        if bos is None:
-            raise f.fail("tokenizer.ggml.add_bos_token", "is true, but tokenizer.ggml.bos_token_id is not set")
-        prefix.append(bos)
-    if add_eos:
-        if eos is None:
-            raise f.fail("tokenizer.ggml.add_eos_token", "is true, but tokenizer.ggml.eos_token_id is not set")
-        suffix.append(eos)
-    if add_sep:
-        if sep is None:
-            raise f.fail("tokenizer.ggml.add_sep_token", "is true, but tokenizer.ggml.seperator_token_id is not set")
-        suffix.append(sep)
+    # The second text of a pair follows what the model's tokenizer.json does, which the keys tell
+    # apart: BERT's [CLS] A [SEP] B [SEP], RoBERTa's <s> A </s></s> B </s> (its converted files
+    # set add_sep, which is where llama.cpp's rerank input puts SEP), else BOS A EOS BOS B EOS.
+    if kind == "wpm":
+        # llama.cpp's WPM encode puts BOS ([CLS]) before a text and [SEP] after it whatever the
+        # add_* keys say, as BERT's tokenizer.json does
+        if bos is None or sep is None:
+            raise f.fail("tokenizer.ggml.model", "a BERT vocabulary needs a BOS ([CLS]) and a separator token")
+        prefix, suffix, second = [bos], [sep], []
+    else:
+        # llama.cpp's SPM, BPE and UGM encodes add BOS and EOS by the keys, never SEP
+        prefix = f.added("bos", f.get("tokenizer.ggml.add_bos_token", bool, add_bos), bos)
+        suffix = f.added("eos", f.get("tokenizer.ggml.add_eos_token", bool, add_eos), eos)
+        between = f.added("sep", f.get("tokenizer.ggml.add_sep_token", bool, False), sep)
+        second = between or prefix
     named = {
         key: f.token_id(f"tokenizer.ggml.{key}_token_id", n, None)
         for key in ("unknown", "padding", "mask", "eot", "eom", "cls")
     }
     specials = {i for i in (bos, eos, sep, *named.values()) if i is not None}
     config["added_tokens"] = _added(f, tokens, types, specials)
-    config["post_processor"] = _template(prefix, suffix, tokens)
+    config["post_processor"] = _template(prefix, suffix, second, tokens)
     config.setdefault("truncation", None)
     config.setdefault("padding", None)
 
@@ -556,6 +579,7 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
         prefix_ids=prefix,
         chat_template=chat_template,
         special_tokens=special_tokens,
+        source_notes=notes,
     )
     return config, meta
 
