@@ -244,6 +244,19 @@ def test_synthetic_file_reads() -> None:
         assert tok.stop_ids == [5]
 
 
+def test_a_normal_token_a_key_names_stays_a_word(tmp_path: Path) -> None:
+    """A pad id naming an ordinary token (fine-tunes set pad_token_id 0, "!" in Llama 3) does not
+    make that token special: the ids are the file's without the key."""
+    path = tmp_path / "pad.gguf"
+    path.write_bytes(_gguf(dict(_SMALL_VALUES, **{"tokenizer.ggml.padding_token_id": 0})))
+    tok = pymtok.load(path)
+    assert tok.encode("ab ab<|end|>") == [2, 4, 5]
+    untyped = {k: v for k, v in _SMALL_VALUES.items() if k != "tokenizer.ggml.token_type"}
+    path.write_bytes(_gguf(dict(untyped, **{"tokenizer.ggml.padding_token_id": 0})))
+    # with no token types, the ids the keys name are all that marks a special token
+    assert pymtok.load(path).encode("ab ab<|end|>") == [0, 1, 3, 0, 1, 5]
+
+
 def test_forged_counts_name_the_key_and_offset(tmp_path: Path) -> None:
     at = SMALL.index(b"tokenizer.ggml.tokens") + len("tokenizer.ggml.tokens") + 4 + 4
     forged = SMALL[:at] + struct.pack("<Q", 2**61) + SMALL[at + 8 :]

@@ -484,7 +484,8 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
     n = len(tokens)
     if n == 0:
         raise f.fail("tokenizer.ggml.tokens", "is empty")
-    types = f.array("tokenizer.ggml.token_type", int, n) or [_NORMAL] * n
+    typed = f.array("tokenizer.ggml.token_type", int, n)
+    types = typed or [_NORMAL] * n
     scores_raw = f.array("tokenizer.ggml.scores", (int, float), n)
     add_bos = add_eos = False
     bos_default = eos_default = None
@@ -550,7 +551,10 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
         for key in ("unknown", "padding", "mask", "eot", "eom", "cls")
     }
     specials = {i for i in (bos, eos, sep, *named.values()) if i is not None}
-    config["added_tokens"] = _added(f, tokens, types, specials)
+    # Without token types the keys are all a file says of its special tokens. With them, a NORMAL
+    # token a key names (a pad id of 0 that is "!") stays a word, as in llama.cpp and in the
+    # tokenizer.json it was converted from, which has no such added token.
+    config["added_tokens"] = _added(f, tokens, types, specials if typed is None else set())
     config["post_processor"] = _template(prefix, suffix, second, tokens)
     config.setdefault("truncation", None)
     config.setdefault("padding", None)
