@@ -244,6 +244,18 @@ def test_synthetic_file_reads() -> None:
         assert tok.stop_ids == [5]
 
 
+def test_remove_extra_whitespaces_changes_nothing_on_a_llama_file(tmp_path: Path) -> None:
+    """llama.cpp applies the key to t5 (Unigram) vocabularies only; the golden ids of a llama
+    vocabulary stay the same with it set."""
+    values = dict(read_metadata(gguf_file("llama-spm")).values)
+    values["tokenizer.ggml.remove_extra_whitespaces"] = True
+    path = tmp_path / "spm.gguf"
+    path.write_bytes(_gguf(values))
+    tok = pymtok.load(path)
+    for text, ids in golden("llama-spm"):
+        assert tok.encode(text, add_special_tokens=False) == ids, text
+
+
 def test_a_normal_token_a_key_names_stays_a_word(tmp_path: Path) -> None:
     """A pad id naming an ordinary token (fine-tunes set pad_token_id 0, "!" in Llama 3) does not
     make that token special: the ids are the file's without the key."""

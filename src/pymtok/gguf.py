@@ -596,18 +596,17 @@ def _sentencepiece_configs(
     if scores is None:
         raise f.fail("tokenizer.ggml.scores", "missing (a SentencePiece vocabulary is ranked by its scores)")
     add_space_prefix = f.get("tokenizer.ggml.add_space_prefix", bool, True)
-    remove_extra_ws = f.get("tokenizer.ggml.remove_extra_whitespaces", bool, False)
     if kind == "ugm":
         charsmap = f.array("tokenizer.ggml.precompiled_charsmap", int, None)
         normalizer = legacy.normalizer_from_spec(
             precompiled_charsmap=bytes(v & 0xFF for v in charsmap or []),
             add_dummy_prefix=add_space_prefix,
-            remove_extra_whitespaces=remove_extra_ws,
+            remove_extra_whitespaces=f.get("tokenizer.ggml.remove_extra_whitespaces", bool, False),
             escape_whitespaces=True,
         )
     else:
-        if remove_extra_ws:
-            raise f.fail("tokenizer.ggml.remove_extra_whitespaces", "is true for a llama (SentencePiece BPE) vocabulary; not supported")
+        # llama.cpp reads remove_extra_whitespaces for t5 vocabularies only, and HF's Llama
+        # tokenizer.json has no such step either: a llama file's key changes nothing
         normalizer = legacy.normalizer_from_spec(
             precompiled_charsmap=b"", add_dummy_prefix=add_space_prefix, remove_extra_whitespaces=False,
             escape_whitespaces=True,
