@@ -360,17 +360,21 @@ def _converted(name: str, **keys: object) -> dict[str, object]:
     return {**values, **keys}
 
 
-def test_roberta_gguf_adds_what_its_tokenizer_json_adds(tmp_path: Path) -> None:
-    """RobertaProcessing makes the converter set add_bos, add_eos and add_sep. llama.cpp's
-    encode then adds <s> and </s> (never SEP to one text), and its rerank input puts </s> between
-    the two texts of a pair: both what HF's RobertaProcessing gives."""
+@pytest.mark.parametrize("add_sep_key", [True, False])
+def test_roberta_gguf_adds_what_its_tokenizer_json_adds(add_sep_key: bool, tmp_path: Path) -> None:
+    """RobertaProcessing makes the converter set add_bos, add_eos and add_sep (and llama.cpp
+    defaults add_sep for roberta-bpe when the key is missing). llama.cpp's encode then adds <s>
+    and </s> (never SEP to one text), and its rerank input puts </s> between the two texts of a
+    pair: both what HF's RobertaProcessing gives."""
+    keys: dict[str, object] = {
+        "tokenizer.ggml.pre": "roberta-bpe", "tokenizer.ggml.bos_token_id": 0, "tokenizer.ggml.eos_token_id": 2,
+        "tokenizer.ggml.seperator_token_id": 2, "tokenizer.ggml.padding_token_id": 1,
+        "tokenizer.ggml.unknown_token_id": 3, "tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": True,
+    }
+    if add_sep_key:
+        keys["tokenizer.ggml.add_sep_token"] = True
     path = tmp_path / "roberta.gguf"
-    path.write_bytes(_gguf(_converted(
-        "roberta-base", **{"tokenizer.ggml.pre": "roberta-bpe", "tokenizer.ggml.bos_token_id": 0,
-                           "tokenizer.ggml.eos_token_id": 2, "tokenizer.ggml.seperator_token_id": 2,
-                           "tokenizer.ggml.padding_token_id": 1, "tokenizer.ggml.unknown_token_id": 3,
-                           "tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.add_eos_token": True,
-                           "tokenizer.ggml.add_sep_token": True})))
+    path.write_bytes(_gguf(_converted("roberta-base", **keys)))
     tok, hf = pymtok.load(path), hf_tokenizer("roberta-base")
     texts = list(chunks(40))
     for text in texts:

@@ -184,6 +184,7 @@ class PreTokenizer:
     normalizer: Mapping[str, Any] | None = None
     ignore_merges: bool = False
     add_bos: bool = False
+    add_sep: bool = False  # between the texts of a pair, when the file has no add_sep_token key
     byte_level_regex: bool = False  # the GPT-2 split done by ByteLevel(use_regex=True) itself
 
 
@@ -212,10 +213,10 @@ _GPT4O_FAMILY = PreTokenizer(
 PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     **dict.fromkeys(
         ("gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
-         "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4", "roberta-bpe",
-         "jina-v1-en", "jina-v2-code"),
+         "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4"),
         _GPT2_FAMILY,
     ),
+    **dict.fromkeys(("roberta-bpe", "jina-v1-en", "jina-v2-code"), PreTokenizer(steps=(), byte_level_regex=True, add_sep=True)),
     **dict.fromkeys(
         ("llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"),
         _LLAMA3_FAMILY,
@@ -395,7 +396,7 @@ def _added(f: _Fields, tokens: Sequence[str], types: Sequence[int], special_ids:
     return added
 
 
-def _bpe_configs(f: _Fields, tokens: list[str]) -> tuple[dict[str, Any], bool]:
+def _bpe_configs(f: _Fields, tokens: list[str]) -> tuple[dict[str, Any], PreTokenizer]:
     pre_name = f.get("tokenizer.ggml.pre", str)
     if pre_name is None:
         raise f.fail("tokenizer.ggml.pre", "missing: llama.cpp would fall back to a default split no model uses")
@@ -425,7 +426,7 @@ def _bpe_configs(f: _Fields, tokens: list[str]) -> tuple[dict[str, Any], bool]:
         },
         "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
     }
-    return config, pre.add_bos
+    return config, pre
 
 
 def _vocab(f: _Fields, tokens: Sequence[str]) -> dict[str, int]:
@@ -487,7 +488,7 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
     typed = f.array("tokenizer.ggml.token_type", int, n)
     types = typed or [_NORMAL] * n
     scores_raw = f.array("tokenizer.ggml.scores", (int, float), n)
-    add_bos = add_eos = False
+    add_bos = add_eos = add_sep = False
     bos_default = eos_default = None
     if model_name == "llama":
         kind = "spm"
@@ -508,7 +509,8 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
     # llama.cpp names an empty token by its id rather than refuse the file
     tokens = [t or f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
     if kind == "bpe":
-        config, add_bos = _bpe_configs(f, tokens)
+        config, pre = _bpe_configs(f, tokens)
+        add_bos, add_sep = pre.add_bos, pre.add_sep
     elif kind == "wpm":
         # the converter writes the lowercase key for a tokenizer.json that lowercases; older files
         # have no key, and their casing is read off the vocabulary
@@ -544,7 +546,7 @@ def gguf_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Tokenizer
         # llama.cpp's SPM, BPE and UGM encodes add BOS and EOS by the keys, never SEP
         prefix = f.added("bos", f.get("tokenizer.ggml.add_bos_token", bool, add_bos), bos)
         suffix = f.added("eos", f.get("tokenizer.ggml.add_eos_token", bool, add_eos), eos)
-        between = f.added("sep", f.get("tokenizer.ggml.add_sep_token", bool, False), sep)
+        between = f.added("sep", f.get("tokenizer.ggml.add_sep_token", bool, add_sep and sep is not None), sep)
         second = between or prefix
     named = {
         key: f.token_id(f"tokenizer.ggml.{key}_token_id", n, None)
