@@ -383,6 +383,18 @@ def test_roberta_gguf_adds_what_its_tokenizer_json_adds(add_sep_key: bool, tmp_p
         assert tok.encode(a, b) == hf.encode(a, b).ids, (a, b)
 
 
+def test_mask_token_strips_the_space_before_it_where_llama_cpp_says(tmp_path: Path) -> None:
+    """llama.cpp gives <mask> lstrip by the architecture (XLM-R based nomic-bert-moe, whose
+    tokenizer.json says so, as RoBERTa's does): "a <mask>" as HF's RoBERTa reads it."""
+    path = tmp_path / "nomic.gguf"
+    path.write_bytes(_gguf(_converted(
+        "roberta-base", **{"general.architecture": "nomic-bert-moe", "tokenizer.ggml.pre": "roberta-bpe",
+                           "tokenizer.ggml.mask_token_id": 50264})))
+    tok, hf = pymtok.load(path), hf_tokenizer("roberta-base")
+    for text in ["a <mask> b", "<mask>", "x  <mask>y", "The capital of France is <mask>.", "\t<mask>\n"]:
+        assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids, text
+
+
 @pytest.mark.parametrize("lowercase", [None, True])
 def test_bert_gguf_casing_comes_from_its_key_when_it_has_one(lowercase: bool | None, tmp_path: Path) -> None:
     """bert-base-chinese's vocabulary has uppercase words: without the converter's

@@ -378,14 +378,20 @@ def _added(f: _Fields, tokens: Sequence[str], types: Sequence[int], special_ids:
     """
     name = (f.get("general.name", str) or "").lower()
     pre = f.get("tokenizer.ggml.pre", str) or ""
+    arch = f.get("general.architecture", str) or ""
     lstrip: set[str] = set()
     rstrip: set[str] = set()
-    if pre in ("jina-v2-de", "jina-v2-es", "jina-v2-code"):
+    # llama.cpp tests the names as substrings
+    if any(n in pre for n in ("jina-v2-de", "jina-v2-es", "jina-v2-code")) or any(
+        n in arch for n in ("nomic-bert-moe", "jina-bert-v3")
+    ):
         lstrip.add("<mask>")
     elif "phi-3" in name or "phi3" in name:
         rstrip.update(tokens[i] for i, kind in enumerate(types) if kind in (_CONTROL, _USER_DEFINED, _UNKNOWN))
         rstrip.add("</s>")
         rstrip -= {"<unk>", "<s>", "<|endoftext|>"}
+    elif "modern-bert" in name:
+        lstrip.add("[MASK]")
     added = []
     for i, kind in enumerate(types):
         if kind in (_CONTROL, _USER_DEFINED, _UNKNOWN) or i in special_ids:
