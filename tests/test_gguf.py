@@ -421,6 +421,29 @@ def test_bert_gguf_casing_comes_from_its_key_when_it_has_one(lowercase: bool | N
         assert tok.encode(a, b) == hf.encode(a, b).ids, (a, b)
 
 
+def test_t5_gguf_without_an_unknown_id_takes_llama_cpps_default(tmp_path: Path) -> None:
+    """T5's <unk> is id 2 (0 is <pad>), llama.cpp's default for a t5 file without the key:
+    characters T5 lacks come out as HF's t5-small gives them."""
+    import base64
+
+    cfg = json.loads(fixture_path("tokenizers", "t5-small", "tokenizer.json").read_text(encoding="utf-8"))
+    pieces = cfg["model"]["vocab"] + [[a["content"], 0.0] for a in cfg["added_tokens"] if a["id"] >= len(cfg["model"]["vocab"])]
+    path = tmp_path / "t5.gguf"
+    path.write_bytes(_gguf({
+        "general.architecture": "t5",
+        "tokenizer.ggml.model": "t5",
+        "tokenizer.ggml.tokens": [p for p, _ in pieces],
+        "tokenizer.ggml.scores": [float(score) for _, score in pieces],
+        "tokenizer.ggml.token_type": [2 if i == 2 else 3 if i < 2 or i >= 32000 else 1 for i in range(len(pieces))],
+        "tokenizer.ggml.precompiled_charsmap": list(base64.b64decode(cfg["normalizer"]["precompiled_charsmap"])),
+        "tokenizer.ggml.eos_token_id": 1,
+        "tokenizer.ggml.add_eos_token": True,
+    }))
+    tok, hf = pymtok.load(path), hf_tokenizer("t5-small")
+    for text in ["日本語 and 한국어", "a € b", "plain words"]:
+        assert tok.encode(text) == hf.encode(text).ids, text
+
+
 def test_t5_unigram_gguf_is_sentencepiece_exact(tmp_path: Path) -> None:
     """llama.cpp's t5 (UGM) metadata, made from SentencePiece's own Unigram test model: read and
     exported, the ids (and offsets) are sentencepiece's on that model (no t5 GGUF ships with the

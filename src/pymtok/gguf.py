@@ -619,9 +619,11 @@ def _sentencepiece_configs(
             precompiled_charsmap=b"", add_dummy_prefix=add_space_prefix, remove_extra_whitespaces=False,
             escape_whitespaces=True,
         )
-    unk = f.token_id("tokenizer.ggml.unknown_token_id", len(tokens), 0)
+    # llama.cpp's defaults: <unk> is 0 in Llama's vocabulary, 2 in T5's
+    default_unk = 2 if kind == "ugm" else 0
+    unk = f.token_id("tokenizer.ggml.unknown_token_id", len(tokens), default_unk)
     if unk is None:
-        raise f.fail("tokenizer.ggml.unknown_token_id", "missing, and the vocabulary has no id 0")
+        raise f.fail("tokenizer.ggml.unknown_token_id", f"missing, and the vocabulary has no id {default_unk}")
     # the unknown token is the one the key names (Phi-3's files also type their padding UNKNOWN);
     # other UNKNOWN-typed tokens are whole tokens, like CONTROL ones
     piece_types = [t if 1 <= t <= 6 else legacy.NORMAL for t in types]
