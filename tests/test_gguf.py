@@ -383,6 +383,24 @@ def test_roberta_gguf_adds_what_its_tokenizer_json_adds(add_sep_key: bool, tmp_p
         assert tok.encode(a, b) == hf.encode(a, b).ids, (a, b)
 
 
+def test_bloom_split_is_the_one_its_tokenizer_json_has(tmp_path: Path) -> None:
+    """llama.cpp's "bloom" regex against BLOOM's own pre-tokenizer (its Split pattern, a class
+    with a class nested in it, then ByteLevel without its regex), on RoBERTa's byte-level
+    vocabulary with either."""
+    path = tmp_path / "bloom.gguf"
+    path.write_bytes(_gguf(_converted("roberta-base", **{"tokenizer.ggml.pre": "bloom"})))
+    cfg = json.loads(fixture_path("tokenizers", "roberta-base", "tokenizer.json").read_text(encoding="utf-8"))
+    cfg["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": " ?[^(\\s|[.,!?…。，、।۔،])]+"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+    ]}
+    cfg["post_processor"] = None
+    hf = pytest.importorskip("tokenizers").Tokenizer.from_str(json.dumps(cfg))
+    tok = pymtok.load(path)
+    for text in [*chunks(60), "a.b,c!d?e…f。g，h、i।j۔k،l (m|n) o  p\tq"]:
+        assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids, text
+
+
 def test_mask_token_strips_the_space_before_it_where_llama_cpp_says(tmp_path: Path) -> None:
     """llama.cpp gives <mask> lstrip by the architecture (XLM-R based nomic-bert-moe, whose
     tokenizer.json says so, as RoBERTa's does): "a <mask>" as HF's RoBERTa reads it."""

@@ -157,6 +157,7 @@ _CONTRACTIONS = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 _LLAMA3 = _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 _QWEN2 = _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+_BLOOM = r" ?[^(\s|.,!?…。，、।۔،)]+"
 _O200K_WORDS = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+{c}|"
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*{c}|"
@@ -280,6 +281,14 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
             steps=(_split(r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"),)
         ),
     ),
+    # BLOOM's Split (its tokenizer.json nests [.,!?…。，、।۔،] in the class; the same characters)
+    **dict.fromkeys(("bloom", "poro-chat", "gpt3-finnish"), PreTokenizer(steps=(_split(_BLOOM),))),
+    "viking": PreTokenizer(steps=(_split(_BLOOM), _split(r"\p{N}"))),
+    # Qwen2's split without the English contractions
+    "ufakzeka": PreTokenizer(
+        steps=(_split(r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),)
+    ),
+    "laguna": PreTokenizer(steps=(_split(r"[^\n]+|[\n]+"), _split(_QWEN2))),
     "exaone-moe": PreTokenizer(
         steps=(_split(_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+"),)
     ),
