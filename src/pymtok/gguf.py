@@ -208,9 +208,10 @@ _GPT4O_FAMILY = PreTokenizer(
     steps=(_split(_O200K_WORDS.replace("{c}", _CONTRACTIONS + "?") + r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"),)
 )
 
-# llama.cpp's llama_vocab::load name -> pre-type table (src/llama-vocab.cpp), limited to the
-# types whose split llama.cpp's regexes reproduce from the model's tokenizer.json. Names that
-# llama.cpp handles with custom code or approximating regexes are refused, not guessed.
+# llama.cpp's llama_vocab::load name -> pre-type table (src/llama-vocab.cpp), each name as the
+# split of the tokenizer.json it was named for, whose ids llama.cpp's test files hold. Where
+# llama.cpp approximates that split (its lookahead rewrite of GPT-4o's classes) the original is
+# taken; names whose split is known only through llama.cpp's custom code are refused, not guessed.
 PRE_TOKENIZERS: dict[str, PreTokenizer] = {
     **dict.fromkeys(
         ("gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
