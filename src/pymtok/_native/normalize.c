@@ -279,7 +279,7 @@ static uint32_t compose_pair(uint32_t a, uint32_t b) {
     return lo < N_COMPOSE_COUNT && n_compose_keys[lo] == key ? n_compose_values[lo] : 0;
 }
 
-static int nfc_from(const uint32_t *in, size_t n, size_t from, CpBuf *tmp, CpBuf *out);
+static int nfc_append(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out);
 
 /* BMP characters with a decomposition that NFC gives back as they are, wherever they stand
  * among other such characters and characters without one of NFD, NONSTARTER, COMPOSES: those
@@ -300,54 +300,70 @@ static void nfc_kept_build(void) {
         if (c >= 0x10000 || !len || (nprops(d[0]) & (N_COMPOSES | N_NONSTARTER)))
             continue;
         out.n = 0;
-        if (nfc_from(d, len, 0, &tmp, &out) == 0 && out.n == 1 && out.v[0] == c)
+        if (nfc_append(d, len, &tmp, &out) == 0 && out.n == 1 && out.v[0] == c)
             nfc_kept[c >> 3] |= (uint8_t)(1u << (c & 7));
     }
     free(tmp.v);
     free(out.v);
 }
 
-/* The first character of in[0..n) NFC may change (n when there is none): ASCII, characters of
- * no decomposition and the nfc_kept ones before it stay as they are. */
+/* Whether NFC keeps c as it is wherever it stands among such characters: ASCII, characters of
+ * no decomposition that are starters composing with nothing before them, and the nfc_kept ones.
+ * Nothing after one composes or reorders with anything before it, so text can be normalized in
+ * pieces cut before them. */
+static inline int nfc_stays(uint32_t c, int *kept_built) {
+    if (c < 0x80)
+        return 1;
+    uint32_t p = nprops(c) & (N_NFD | N_NONSTARTER | N_COMPOSES);
+    if (!p)
+        return 1;
+    if (p != N_NFD || c >= 0x10000)
+        return 0;
+    if (!*kept_built) {
+        pthread_once(&nfc_kept_once, nfc_kept_build);
+        *kept_built = 1;
+    }
+    return nfc_kept[c >> 3] >> (c & 7) & 1;
+}
+
+/* The first character of in[0..n) NFC may change (n when there is none). */
 static size_t nfc_first_change(const uint32_t *in, size_t n) {
     /* ASCII, which NFC never changes, without a table lookup */
     size_t first = ascii_blocks(in, n);
     int kept_built = 0;
-    for (; first < n; first++) {
-        uint32_t c = in[first];
-        if (c < 0x80)
-            continue;
-        uint32_t p = nprops(c) & (N_NFD | N_NONSTARTER | N_COMPOSES);
-        if (!p)
-            continue;
-        if (p != N_NFD || c >= 0x10000)
-            break;
-        if (!kept_built) {
-            pthread_once(&nfc_kept_once, nfc_kept_build);
-            kept_built = 1;
-        }
-        if (!(nfc_kept[c >> 3] >> (c & 7) & 1))
-            break;
-    }
+    while (first < n && nfc_stays(in[first], &kept_built))
+        first++;
     return first;
 }
 
-/* Canonical decomposition, canonical ordering, canonical composition, with HF's tables. */
+/* Canonical decomposition, canonical ordering, canonical composition, with HF's tables. Only the
+ * pieces that may change go through them: from the character before one that may change (it can
+ * compose with it) to the next character NFC keeps; the text between pieces is copied. One
+ * Arabic line with its marks no longer sends the whole text after it through the full pass. */
 int nfc_normalize(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
     out->n = 0;
     size_t first = nfc_first_change(in, n);
     if (first == n)
         return 1;
-    /* the starter before the first character that may change can compose with it */
-    return nfc_from(in, n, first ? first - 1 : 0, tmp, out);
+    int kept_built = 0;
+    for (size_t done = 0; first < n;) {
+        size_t from = first ? first - 1 : 0, end = first + 1;
+        while (end < n && !nfc_stays(in[end], &kept_built))
+            end++;
+        if (cps_extend(out, in + done, from - done) < 0 || nfc_append(in + from, end - from, tmp, out) < 0)
+            return -1;
+        done = end;
+        first = end + nfc_first_change(in + end, n - end);
+        if (first == n && cps_extend(out, in + done, n - done) < 0)
+            return -1;
+    }
+    return 0;
 }
 
-/* nfc_normalize of in[0..n) whose characters before `from` stay as they are */
-static int nfc_from(const uint32_t *in, size_t n, size_t from, CpBuf *tmp, CpBuf *out) {
-    if (cps_extend(out, in, from) < 0)
-        return -1;
+/* The NFC of in[0..n) after out's characters */
+static int nfc_append(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out) {
     tmp->n = 0;
-    for (size_t i = from; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         uint32_t p = nprops(in[i]);
         if ((p & N_NFD ? PUSH_NFD(tmp, in[i]) : cps_push(tmp, in[i])) < 0)
             return -1;
