@@ -141,6 +141,20 @@ def test_lone_surrogate_in_vocabulary(tmp_path: Path) -> None:
     check(tmp_path, json.dumps(wordpiece()).replace('"##b"', r'"\udfff"'))
 
 
+@pytest.mark.parametrize("base", ["\u65e5", "\U0001f600"], ids=["2-byte str", "4-byte str"])
+def test_lone_surrogate_in_text_is_named_where_it_is(base: str) -> None:
+    """The native core looks for surrogates a block of code units at a time: one at any place in a
+    block, or after a whole number of blocks, is the one reported, as the pure path reports it."""
+    tok = pymtok.Tokenizer.from_config(bpe(normalizer={"type": "NFC"}))
+    for at in [*range(0, 40), 63, 64, 65, 127, 128, 129]:
+        for surrogate in ("\ud800", "\udbff", "\udc00", "\udfff"):
+            text = base * at + surrogate + base * 3
+            with pytest.raises(ValueError, match=f"lone surrogate '\\\\u{ord(surrogate):x}' at index {at};"):
+                tok.encode(text)
+    # the code points around the surrogates are text
+    assert tok.encode("\ud7ff\ue000" * 40)
+
+
 def test_not_utf8(tmp_path: Path) -> None:
     data = json.dumps(wordpiece()).encode("utf-8").replace(b'"##b"', b'"\xff"')
     with pytest.raises(FormatError, match="tokenizer.json.*not UTF-8"):

@@ -1301,15 +1301,38 @@ fail:
 }
 
 /* The first lone surrogate of a str (no UTF-8 form), or n. */
+/* The first surrogate of a 2- or 4-byte str's code units: 64 bytes of units tested at a time
+ * (unsigned wrap-around puts every non-surrogate at or above 0x800 after the subtraction), the
+ * unit then found in its block. */
+#define FIND_SURROGATE(T, LANES)                                                                   \
+    static size_t find_surrogate_##T(const T *p, size_t n) {                                     \
+        typedef T vec __attribute__((vector_size(16)));                                            \
+        size_t i = 0;                                                                              \
+        for (; i + 4 * LANES <= n; i += 4 * LANES) {                                               \
+            vec hit = {0};                                                                         \
+            for (size_t k = 0; k < 4 * LANES; k += LANES) {                                        \
+                vec v;                                                                             \
+                memcpy(&v, p + i + k, sizeof v);                                                   \
+                hit |= (vec)(v - (T)0xD800) < (T)0x800;                                            \
+            }                                                                                      \
+            uint64_t lo, hi;                                                                       \
+            memcpy(&lo, &hit, 8);                                                                  \
+            memcpy(&hi, (char *)&hit + 8, 8);                                                      \
+            if (lo | hi)                                                                           \
+                break;                                                                             \
+        }                                                                                          \
+        for (; i < n; i++)                                                                         \
+            if ((T)(p[i] - 0xD800) < 0x800)                                                        \
+                return i;                                                                          \
+        return n;                                                                                  \
+    }
+FIND_SURROGATE(uint16_t, 8)
+FIND_SURROGATE(uint32_t, 4)
+
 static size_t find_surrogate(int kind, const void *data, size_t n) {
     if (kind == PyUnicode_1BYTE_KIND)
         return n;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = PyUnicode_READ(kind, data, i);
-        if (c >= 0xD800 && c < 0xE000)
-            return i;
-    }
-    return n;
+    return kind == PyUnicode_2BYTE_KIND ? find_surrogate_uint16_t(data, n) : find_surrogate_uint32_t(data, n);
 }
 
 /* encode()'s error for a text holding a lone surrogate at `at` (tokenizer._check_encodable). */
