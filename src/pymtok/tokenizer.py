@@ -580,7 +580,8 @@ class Tokenizer:
             and not isinstance(texts, str)
             and not special
             and not self.meta.split_special_tokens
-            and not any(isinstance(t, tuple) for t in texts)
+            # through map the per-text test stays in C: half the time of a generator expression
+            and not any(map(isinstance, texts, itertools.repeat(tuple)))
         )
 
     def _threads(self, num_threads: int | None) -> int:
