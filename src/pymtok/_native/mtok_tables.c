@@ -244,11 +244,21 @@ static int cmp_u64(const void *a, const void *b) {
  * hand-made file's 2^31 - 1) by a sorted array: memory follows the record count, not the ids. */
 static size_t dense_bound(uint32_t count) { return 2 * (size_t)count + 1024; }
 
-/* Slot inserts are prefetched this many ahead, so that the random accesses of the inserts
- * overlap instead of queueing. One thread builds the tables: on a machine with other work a
- * second one was seen to cost more (its start in a fresh process, its waits, its share of the
- * cores) than it saved. */
-enum { AHEAD = 16 };
+/* Records and merges are taken in blocks: the random accesses of a block's inserts are
+ * prefetched while the block before it is put in, so that they overlap instead of queueing, and
+ * the loops between hold no per-item bookkeeping. Fewer merges a block: in HF's order each
+ * merge's record is a random access too, and Llama 3 loaded a few percent faster with blocks of
+ * 16 merges than of 64. One thread builds the tables: on a machine with other work a second one
+ * was seen to cost more (its start in a fresh process, its waits, its share of the cores) than it
+ * saved. */
+enum { RECORD_BLOCK = 64, MERGE_BLOCK = 16 };
+
+/* The length of the block of `size` items `back` blocks before the one from lo, of n items (0
+ * before the first and after the last). */
+static size_t block_len(size_t lo, size_t back, size_t size, size_t n) {
+    size_t from = lo - back * size;
+    return lo < back * size || from >= n ? 0 : n - from < size ? n - from : size;
+}
 
 /* The first record that cannot be indexed: what, and where (its byte offset in the section). */
 enum { FOUND_NOTHING, FOUND_BAD_UTF8, FOUND_TWICE, FOUND_ID_TWICE };
@@ -259,77 +269,178 @@ typedef struct {
     uint32_t id;
 } Found;
 
-/* A record's token into the slots: 0, or 1 when an earlier record holds the same bytes. entry is
- * first slot << 32 | slot value. */
-static int insert_token(MtokIndex *x, uint64_t entry) {
-    uint32_t value = (uint32_t)entry, tag = value & ~x->off_mask;
-    const uint8_t *mine = x->vocab + (value & x->off_mask) - 1;
-    for (size_t i = (size_t)(entry >> 32);; i = mtok_next_slot(i, x->size)) {
-        uint32_t s = x->slots[i], o = mtok_slot_ref(s, x->off_mask);
+static uint64_t load64(const uint8_t *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static uint32_t load32(const uint8_t *p) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* Byte-level vocabularies hold ASCII and two-byte characters only (GPT-2's characters are at
+ * most U+0143), and nearly all their tokens are shorter than 32 bytes: checking 16 bytes at once
+ * that a token holds nothing else, well-formed, takes a fraction of the DFA's instructions. */
+typedef int8_t i8x16 __attribute__((vector_size(16)));
+typedef uint64_t u64x2 __attribute__((vector_size(16)));
+
+/* The 16 bytes from p, zero from byte n on. */
+static inline i8x16 bytes16(const uint8_t *p, size_t n) {
+    /* 16 bytes from below + 16 - n: n lanes of ones, then zeros */
+    static const int8_t below[32] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    i8x16 v, mask;
+    memcpy(&v, p, 16);
+    memcpy(&mask, below + 16 - (n < 16 ? n : 16), 16);
+    return v & mask;
+}
+
+/* Lane 15 of a, then lanes 0-14 of b: the lanes of b moved up by one, the last of a coming in.
+ * Two shifts of one vector each, which SSE2 has, where a shuffle of two is several instructions. */
+static inline i8x16 lanes_up(i8x16 a, i8x16 b) {
+    const i8x16 none = {0};
+#ifdef __clang__
+    return __builtin_shufflevector(a, none, 15, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16) |
+           __builtin_shufflevector(none, b, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
+#else
+    /* GCC has __builtin_shufflevector only from version 12 */
+    return __builtin_shuffle(a, none, (i8x16){15, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16}) |
+           __builtin_shuffle(none, b, (i8x16){15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30});
+#endif
+}
+
+/* The bytes of v that break "ASCII and well-formed two-byte characters", as lanes of ones;
+ * *lead: in, the lead bytes of the 16 bytes before v (none at the start), out, v's. */
+static inline i8x16 two_byte_breaks(i8x16 v, i8x16 *lead) {
+    /* as signed bytes: 0x80-0xBF are -128..-65, the leads C2-DF -62..-33 */
+    i8x16 high = v < 0, cont = v < -64, before = *lead;
+    *lead = (v > -63) & (v < -32);
+    /* every continuation byte right after a lead, every lead right before one */
+    return (high ^ *lead ^ cont) | (cont ^ lanes_up(before, *lead));
+}
+
+/* Whether no lane of v is set. */
+static inline int no_lanes(i8x16 v) {
+    u64x2 w = (u64x2)v;
+    return !(w[0] | w[1]);
+}
+
+/* hash_bytes(p, n) of a token of n < 16 bytes with 16 bytes readable from p, and *plain: whether
+ * it holds ASCII and well-formed two-byte characters only (byte n, 0, ends a last lead). */
+static inline uint64_t short_token_hash(const uint8_t *p, size_t n, int *plain) {
+    i8x16 lead = {0}, v = bytes16(p, n);
+    *plain = no_lanes(two_byte_breaks(v, &lead));
+    u64x2 w = (u64x2)v;
+    uint64_t h = hash_start(n), one = hash_step(h, w[0]);
+    int two = n >= 8;
+    return hash_finish(two ? one : h, two ? w[1] : w[0]);
+}
+
+/* Whether a token of 16 <= n < 32 bytes with 32 bytes readable from p holds ASCII and
+ * well-formed two-byte characters only. */
+static inline int two_byte_utf8(const uint8_t *p, size_t n) {
+    i8x16 lead = {0}, breaks = two_byte_breaks(bytes16(p, n), &lead);
+    return no_lanes(breaks | two_byte_breaks(bytes16(p + 16, n - 16), &lead));
+}
+
+/* The token slots' table, in locals of the loops that fill it (see scan_vocab). */
+typedef struct {
+    uint32_t *slots;
+    size_t size;
+    uint32_t off_mask;
+    const uint8_t *vocab;
+} TokenSlots;
+
+/* A record's token into the slots from its first slot: 0, or 1 when an earlier record holds the
+ * same bytes. value is the slot's: tag | record offset + 1. */
+static inline int insert_token(TokenSlots t, size_t first, uint32_t value) {
+    uint32_t tag = value & ~t.off_mask;
+    const uint8_t *mine = t.vocab + (value & t.off_mask) - 1;
+    for (size_t i = first;; i = mtok_next_slot(i, t.size)) {
+        uint32_t s = t.slots[i], o = mtok_slot_ref(s, t.off_mask);
         if (!o) {
-            x->slots[i] = value;
+            t.slots[i] = value;
             return 0;
         }
-        const uint8_t *other = x->vocab + o - 1;
-        if ((s & ~x->off_mask) == tag && mtok_u16(other) == mtok_u16(mine) &&
+        const uint8_t *other = t.vocab + o - 1;
+        if ((s & ~t.off_mask) == tag && mtok_u16(other) == mtok_u16(mine) &&
             bytes_eq(other + 2, mine + 2, mtok_u16(mine)))
             return 1;
     }
 }
 
-/* A record between the two stages of scan_vocab: its slot entry (first slot << 32 | slot value)
- * and its id. */
+/* A record between the two passes of scan_vocab: its first slot, its slot value and its id. */
 typedef struct {
-    uint64_t entry;
-    uint32_t id;
+    uint32_t first, value, id;
 } PendingRecord;
 
 /* The records in file order: each one's UTF-8 checked, its id given its record, its token put in
  * the slots. Exporters write records in no order of id (MNN's in hash order), so both the id's
- * cell and the token's slot are random accesses: a record is read, and the two prefetched,
- * AHEAD records before it is given and put. The error is the pure reader's: the first bad
- * UTF-8 or id given twice in the file, else the first token listed a second time. */
+ * cell and the token's slot are random accesses: a block of records is read and the two
+ * prefetched, then the block before it is given and put. The error is the pure reader's: the
+ * first bad UTF-8 or id given twice in the file, else the first token listed a second time. */
 static void scan_vocab(Tables *t, size_t *nsparse, Found *f) {
-    MtokIndex *x = &t->x;
-    size_t pos = 0;
-    PendingRecord ring[AHEAD];
+    const MtokIndex *x = &t->x;
+    /* x's fields in locals: stores to the 32-bit slots and cells could otherwise alias x's 32-bit
+     * fields, which the compiler would then load again at every record */
+    const TokenSlots slots = {x->slots, x->size, x->off_mask, x->vocab};
+    const uint32_t tag_mask = ~slots.off_mask;
+    uint32_t *by_id = x->by_id;
+    uint64_t *sparse = x->sparse;
+    const size_t nby_id = x->nby_id, tail = x->tail;
+    /* the bytes from the first record to the end of the data */
+    const size_t readable = (size_t)t->buf.len - t->vocab_pos;
+    size_t pos = 0, ns = 0;
+    PendingRecord ring[2 * RECORD_BLOCK];
     Found bad = {FOUND_NOTHING, 0, 0}, twice = bad;
     /* after a bad record, only the ones before it are given and put */
-    uint32_t end = x->count;
-    for (uint32_t k = 0; k < end + AHEAD; k++) {
-        if (k >= AHEAD) {
-            const PendingRecord *r = &ring[k % AHEAD];
-            uint32_t value = (uint32_t)r->entry, at = (value & x->off_mask) - 1;
-            if (r->id < x->nby_id) {
-                if (x->by_id[r->id]) {
-                    bad = (Found){FOUND_ID_TWICE, at, r->id};
-                    break;
-                }
-                x->by_id[r->id] = at + 1;
+    size_t end = x->count;
+    for (size_t lo = 0; lo < end + RECORD_BLOCK; lo += RECORD_BLOCK) {
+        PendingRecord *r = ring + lo % (2 * RECORD_BLOCK), *block = r;
+        for (PendingRecord *r_end = r + block_len(lo, 0, RECORD_BLOCK, end); r < r_end; r++) {
+            size_t len = mtok_u16(slots.vocab + pos);
+            const uint8_t *token = slots.vocab + pos + 2;
+            int plain = 0;
+            uint64_t h;
+            if (len < 16 && pos + 2 + 16 <= readable) {
+                h = short_token_hash(token, len, &plain);
             } else {
-                x->sparse[(*nsparse)++] = (uint64_t)r->id << 32 | at;
+                h = hash_bytes(token, len);
+                plain = len < 32 && pos + 2 + 32 <= readable && two_byte_utf8(token, len);
             }
-            if (insert_token(x, r->entry) && !twice.found)
-                twice = (Found){FOUND_TWICE, at, 0};
+            if (!plain && !utf8_valid(token, len)) {
+                bad = (Found){FOUND_BAD_UTF8, pos + 2 + utf8_invalid_at(token, len), 0};
+                end = lo + (size_t)(r - block);
+                break;
+            }
+            size_t first = mtok_first_slot(h, slots.size);
+            uint32_t id = mtok_u32(token + len);
+            __builtin_prefetch(&slots.slots[first], 1);
+            if (id < nby_id)
+                __builtin_prefetch(&by_id[id], 1);
+            *r = (PendingRecord){(uint32_t)first, ((uint32_t)h & tag_mask) | (uint32_t)(pos + 1), id};
+            pos += 2 + len + tail;
         }
-        if (k >= end)
-            continue;
-        size_t len = mtok_u16(x->vocab + pos);
-        const uint8_t *token = x->vocab + pos + 2;
-        if (!utf8_valid(token, len)) {
-            bad = (Found){FOUND_BAD_UTF8, pos + 2 + utf8_invalid_at(token, len), 0};
-            end = k;
-            continue;
+        r = ring + (lo - RECORD_BLOCK) % (2 * RECORD_BLOCK);
+        for (const PendingRecord *r_end = r + block_len(lo, 1, RECORD_BLOCK, end); r < r_end; r++) {
+            uint32_t ref = r->value & slots.off_mask; /* the record's offset + 1 */
+            if (r->id < nby_id) {
+                if (by_id[r->id]) {
+                    bad = (Found){FOUND_ID_TWICE, ref - 1, r->id};
+                    goto done;
+                }
+                by_id[r->id] = ref;
+            } else {
+                sparse[ns++] = (uint64_t)r->id << 32 | (ref - 1);
+            }
+            if (insert_token(slots, r->first, r->value) && !twice.found)
+                twice = (Found){FOUND_TWICE, ref - 1, 0};
         }
-        uint64_t h = hash_bytes(token, len);
-        size_t first = mtok_first_slot(h, x->size);
-        uint32_t id = mtok_u32(token + len);
-        __builtin_prefetch(&x->slots[first], 1);
-        if (id < x->nby_id)
-            __builtin_prefetch(&x->by_id[id], 1);
-        ring[k % AHEAD] = (PendingRecord){(uint64_t)first << 32 | ((uint32_t)h & ~x->off_mask) | (uint32_t)(pos + 1), id};
-        pos += 2 + len + x->tail;
     }
+done:
+    *nsparse = ns;
     *f = bad.found ? bad : twice;
 }
 
@@ -459,31 +570,21 @@ static int32_t merge_result(const MtokIndex *x, const uint8_t *a, const uint8_t 
     return mtok_token_id(x, key, la + lb - from);
 }
 
-static uint64_t load64(const uint8_t *p) {
-    uint64_t w;
-    memcpy(&w, p, 8);
-    return w;
-}
-
-static uint32_t load32(const uint8_t *p) {
-    uint32_t w;
-    memcpy(&w, p, 4);
-    return w;
-}
-
-/* a[0..n) == b[0..n), reading nothing outside them: tokens are a few bytes long, and a loop by
- * the byte mispredicts its exit at nearly every compare, so the last bytes are compared as
- * words that overlap the ones before. */
+/* a[0..n) == b[0..n) for a and b readable 4 bytes past n: each is a record's token or a part of
+ * it up to its end, and the record's id follows. Tokens are a few bytes long, and a loop by the
+ * byte mispredicts its exit at nearly every compare, so up to 8 bytes are one masked compare and
+ * longer ones end with words that overlap the ones before. */
 static inline int span_eq(const uint8_t *a, const uint8_t *b, size_t n) {
-    if (n >= 8) {
-        for (size_t i = 0; i + 8 < n; i += 8)
-            if (load64(a + i) != load64(b + i))
-                return 0;
-        return load64(a + n - 8) == load64(b + n - 8);
-    }
-    if (n >= 4)
-        return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
-    return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
+    static const uint64_t low_bytes[9] = {0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFFFF, 0xFFFFFFFFFFFF,
+                                          0xFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF};
+    if (n <= 4)
+        return !((load32(a) ^ load32(b)) & low_bytes[n]);
+    if (n <= 8)
+        return !((load64(a) ^ load64(b)) & low_bytes[n]);
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if (load64(a + i) != load64(b + i))
+            return 0;
+    return load64(a + n - 8) == load64(b + n - 8);
 }
 
 /* Whether token r is a followed by b. */
@@ -492,30 +593,31 @@ static inline int is_concat(const uint8_t *r, const uint8_t *a, const uint8_t *b
     return mtok_u16(r) == la + lb && span_eq(r + 2, a + 2, la) && span_eq(r + 2 + la, b + 2, lb);
 }
 
+/* The merge slots' table, in locals of the loop that fills it (see merge_pass). */
 typedef struct {
-    uint64_t h;
-    const uint8_t *ra, *rb;
-    uint32_t k, a, b, rank;
-} PendingMerge;
+    uint32_t *slots;
+    size_t size;
+    uint32_t off_mask;
+    const uint8_t *merges;
+    const uint32_t *rank;
+} PairSlots;
 
-/* index_merges' pipeline: the ring holding the merges between its first and its last stage */
-enum { RING = 64 };
-
-/* Merge k of the given rank into the merge slots, its pair's hash h. A pair listed twice: the
- * later merge in HF's order wins, as in HF's map, in whichever order the merges come. */
-static inline void insert_pair(MtokIndex *x, uint32_t k, uint32_t rank, uint64_t h) {
-    uint32_t value = ((uint32_t)h & ~x->moff_mask) | (k + 1), tag = value & ~x->moff_mask;
-    const uint8_t *m = x->merges + 12 * (size_t)k;
-    for (size_t i = mtok_first_slot(h, x->msize);; i = mtok_next_slot(i, x->msize)) {
-        uint32_t s = x->mslots[i], o = mtok_slot_ref(s, x->moff_mask);
+/* Merge k of the given rank into the merge slots from its pair's first slot; hash: the low bits
+ * of its pair's hash, for the tag. A pair listed twice: the later merge in HF's order wins, as in
+ * HF's map, in whichever order the merges come. */
+static inline void insert_pair(PairSlots t, uint32_t k, uint32_t rank, uint32_t hash, size_t first) {
+    uint32_t value = (hash & ~t.off_mask) | (k + 1), tag = value & ~t.off_mask;
+    const uint8_t *m = t.merges + 12 * (size_t)k;
+    for (size_t i = first;; i = mtok_next_slot(i, t.size)) {
+        uint32_t s = t.slots[i], o = mtok_slot_ref(s, t.off_mask);
         if (!o) {
-            x->mslots[i] = value;
+            t.slots[i] = value;
             return;
         }
-        const uint8_t *other = x->merges + 12 * (size_t)(o - 1);
-        if ((s & ~x->moff_mask) == tag && mtok_u32(other) == mtok_u32(m) && mtok_u32(other + 4) == mtok_u32(m + 4)) {
-            if (rank_of(x, o - 1) < rank)
-                x->mslots[i] = value;
+        const uint8_t *other = t.merges + 12 * (size_t)(o - 1);
+        if ((s & ~t.off_mask) == tag && load64(other) == load64(m)) {
+            if ((t.rank ? t.rank[o - 1] : mtok_u32(other + 8)) < rank)
+                t.slots[i] = value;
             return;
         }
     }
@@ -563,88 +665,130 @@ typedef struct {
     uint32_t unresolved;   /* the first merge (in the file) whose result was not found */
 } MergePass;
 
+/* The ids' records, in locals of merge_pass' loop: the record (offset + 1) of an id, or 0. */
+typedef struct {
+    const uint32_t *by_id;
+    size_t nby_id;
+    const uint8_t *vocab;
+    const MtokIndex *x;
+} IdRecords;
+
+static inline uint32_t id_record(IdRecords r, uint32_t id) { return id < r.nby_id ? r.by_id[id] : record_of(r.x, id); }
+
+/* Whether token id is token a followed by token b (records). */
+static inline int makes(IdRecords r, int64_t id, const uint8_t *a, const uint8_t *b) {
+    uint32_t s = id < 0 || id > INT32_MAX ? 0 : id_record(r, (uint32_t)id);
+    return s && is_concat(r.vocab + s - 1, a, b);
+}
+
+/* A merge between the stages of merge_pass. */
+typedef struct {
+    const uint8_t *ra, *rb; /* the records of its tokens */
+    uint64_t h;             /* its pair's hash */
+    uint32_t k, rank;
+} PendingMerge;
+
+/* merge_pass' stages: the blocks of merges between its first and its last one wait in a ring */
+enum { STAGES = 4, RING = STAGES * MERGE_BLOCK };
+
 /* Every merge into the merge slots, and its result found. The loop is a software pipeline, each
- * stage AHEAD merges behind the previous one: fetch the merge record; read it, hash the pair and
- * fetch the ids' cells and the pair's slot; fetch the tokens' records and the guessed result's;
- * put the pair in its slot and resolve the result. */
-static void merge_pass(MtokIndex *x, MergePass *pass) {
+ * stage a block of merges behind the previous one: fetch the merge records; read them, hash the
+ * pairs and fetch the ids' cells and the pairs' slots; fetch the tokens' records and the guessed
+ * results'; put the pairs in their slots and resolve the results. by_file is a constant in each
+ * of merge_pass' two copies, which then test it nowhere. */
+static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, MergePass *pass, const int by_file) {
     /* the tables in locals: stores to the slots and results (32-bit) could otherwise alias x's
      * 32-bit fields, which the compiler would then load again at every merge */
-    const uint32_t *order = pass->order, *by_id = x->by_id, *rank = x->rank;
-    const uint8_t *merges = x->merges;
-    uint32_t *mslots = x->mslots;
+    const uint32_t *order = pass->order;
+    const PairSlots slots = {x->mslots, x->msize, x->moff_mask, x->merges, x->rank};
+    const IdRecords ids = {x->by_id, x->nby_id, x->vocab, x};
     int32_t *merged = x->merged;
-    const size_t nby_id = x->nby_id, msize = x->msize, n = x->nmerges;
-    int by_file = !order;
+    const size_t n = x->nmerges;
     int64_t delta = pass->delta;
-    int64_t prev = -1; /* in HF's order: the previous merge's result */
+    int64_t prev = -1; /* in HF's order: the previous merge's result, */
+    size_t prev_len = 0; /* and its length */
+    uint32_t unresolved = pass->unresolved;
     PendingMerge ring[RING];
-    for (size_t i = 0, q; i < n + 3 * AHEAD; i++) {
-        if (i < n && !by_file)
-            __builtin_prefetch(merges + 12 * (size_t)order[i]);
-        if (i >= AHEAD && (q = i - AHEAD) < n) {
-            PendingMerge *p = &ring[q % RING];
-            p->k = by_file ? (uint32_t)q : order[q];
-            const uint8_t *m = merges + 12 * (size_t)p->k;
-            p->a = mtok_u32(m);
-            p->b = mtok_u32(m + 4);
-            p->rank = rank ? rank[p->k] : mtok_u32(m + 8);
-            p->h = mtok_pair_hash(p->a, p->b);
-            __builtin_prefetch(&mslots[mtok_first_slot(p->h, msize)], 1);
-            if (p->a < nby_id && p->b < nby_id) {
-                __builtin_prefetch(&by_id[p->a]);
-                __builtin_prefetch(&by_id[p->b]);
-            }
-            if (by_file && (size_t)(p->rank + delta) < nby_id)
-                __builtin_prefetch(&by_id[p->rank + delta]);
-        }
-        if (i >= 2 * AHEAD && (q = i - 2 * AHEAD) < n) {
-            PendingMerge *p = &ring[q % RING];
-            uint32_t sa = p->a < nby_id ? by_id[p->a] : record_of(x, p->a);
-            uint32_t sb = p->b < nby_id ? by_id[p->b] : record_of(x, p->b);
-            if (!sa || !sb) {
-                pass->missing = 1;
-                return;
-            }
-            p->ra = record(x, sa);
-            p->rb = record(x, sb);
-            __builtin_prefetch(p->ra);
-            __builtin_prefetch(p->rb);
-            /* in HF's order results step by at most one per merge: this one's is at most
-             * prev + 1 + AHEAD, and in most files it is that */
-            size_t guess = by_file ? (size_t)(p->rank + delta) : (size_t)(prev + 1 + AHEAD);
-            if (guess < nby_id && by_id[guess])
-                __builtin_prefetch(record(x, by_id[guess]));
-        }
-        if (i >= 3 * AHEAD && (q = i - 3 * AHEAD) < n) {
-            PendingMerge *p = &ring[q % RING];
-            insert_pair(x, p->k, p->rank, p->h);
-            int32_t id = -1;
-            int64_t first = by_file ? (int64_t)p->rank + delta : prev;
-            for (int64_t guess = first; guess <= first + 1 && id < 0; guess++) {
-                uint32_t s = guess < 0 || guess > INT32_MAX ? 0
-                           : (size_t)guess < nby_id ? by_id[guess] : record_of(x, (uint32_t)guess);
-                if (s && is_concat(record(x, s), p->ra, p->rb))
-                    id = (int32_t)guess;
-            }
-            if (id < 0)
-                id = merge_result(x, p->ra, p->rb, 0, pass->key);
+    /* the oldest block's stage first: a block's records and guesses are fetched right after the
+     * block before it is resolved */
+    for (size_t lo = 0; lo < n + (STAGES - 1) * MERGE_BLOCK; lo += MERGE_BLOCK) {
+        /* each stage a loop of its own: fewer values live in each, fewer kept on the stack */
+        PendingMerge *p = ring + (lo - 3 * MERGE_BLOCK) % RING, *block_end = p + block_len(lo, 3, MERGE_BLOCK, n);
+        for (const PendingMerge *i = p; i < block_end; i++)
+            insert_pair(slots, i->k, i->rank, (uint32_t)i->h, mtok_first_slot(i->h, slots.size));
+        for (; p < block_end; p++) {
+            /* in HF's order a result is the previous one or the next: not the previous one when
+             * the lengths differ */
+            size_t len = mtok_u16(p->ra) + mtok_u16(p->rb);
+            int64_t guess = by_file ? (int64_t)p->rank + delta : prev_len == len ? prev : prev + 1;
+            int32_t id = makes(ids, guess, p->ra, p->rb)       ? (int32_t)guess
+                       : makes(ids, guess + 1, p->ra, p->rb) ? (int32_t)(guess + 1)
+                                                                : merge_result(x, p->ra, p->rb, 0, pass->key);
             if (id < 0) {
-                if (p->k < pass->unresolved)
-                    pass->unresolved = p->k;
+                if (p->k < unresolved)
+                    unresolved = p->k;
                 continue;
             }
             merged[p->k] = id;
             prev = id;
+            prev_len = len;
             delta = (int64_t)id - p->rank;
         }
+        p = ring + (lo - 2 * MERGE_BLOCK) % RING;
+        block_end = p + block_len(lo, 2, MERGE_BLOCK, n);
+        /* in HF's order results step by at most one per merge: a result is at most prev + its
+         * distance from the last one resolved, and in most files it is that */
+        for (int64_t most = prev + 1; p < block_end; p++, most++) {
+            const uint8_t *m = slots.merges + 12 * (size_t)p->k;
+            uint32_t sa = id_record(ids, mtok_u32(m)), sb = id_record(ids, mtok_u32(m + 4));
+            if (!sa || !sb) {
+                pass->missing = 1;
+                return;
+            }
+            p->ra = ids.vocab + sa - 1;
+            p->rb = ids.vocab + sb - 1;
+            __builtin_prefetch(p->ra);
+            __builtin_prefetch(p->rb);
+            size_t guess = by_file ? (size_t)(p->rank + delta) : (size_t)most;
+            if (guess < ids.nby_id && ids.by_id[guess])
+                __builtin_prefetch(ids.vocab + ids.by_id[guess] - 1);
+        }
+        p = ring + (lo - MERGE_BLOCK) % RING;
+        block_end = p + block_len(lo, 1, MERGE_BLOCK, n);
+        for (size_t q = lo - MERGE_BLOCK; p < block_end; p++, q++) {
+            uint32_t k = by_file ? (uint32_t)q : order[q];
+            const uint8_t *m = slots.merges + 12 * (size_t)k;
+            uint32_t a = mtok_u32(m), b = mtok_u32(m + 4), rank = slots.rank ? slots.rank[k] : mtok_u32(m + 8);
+            uint64_t h = mtok_pair_hash(a, b);
+            __builtin_prefetch(&slots.slots[mtok_first_slot(h, slots.size)], 1);
+            if (a < ids.nby_id && b < ids.nby_id) {
+                __builtin_prefetch(&ids.by_id[a]);
+                __builtin_prefetch(&ids.by_id[b]);
+            }
+            if (by_file && (size_t)(rank + delta) < ids.nby_id)
+                __builtin_prefetch(&ids.by_id[rank + delta]);
+            p->h = h;
+            p->k = k;
+            p->rank = rank;
+        }
+        if (!by_file)
+            for (size_t q = lo, end = lo + block_len(lo, 0, MERGE_BLOCK, n); q < end; q++)
+                __builtin_prefetch(slots.merges + 12 * (size_t)order[q]);
     }
+    pass->unresolved = unresolved;
+}
+
+static void merge_pass(MtokIndex *x, MergePass *pass) {
+    if (pass->order)
+        merge_pass_in(x, pass, 0);
+    else
+        merge_pass_in(x, pass, 1);
 }
 
 static int index_merges(Tables *t) {
     MtokIndex *x = &t->x;
     size_t n = x->nmerges;
-    uint8_t *seen = calloc(n / 8 + 1, 1);
+    uint64_t *seen = calloc(n / 64 + 1, sizeof *seen);
     uint8_t *key = malloc(2 * 0xFFFF + 1);
     uint32_t *order = NULL;
     /* order's own mapping, given back when the build ends: from malloc it could stay in the
@@ -657,12 +801,14 @@ static int index_merges(Tables *t) {
         goto done;
     }
     int permutation = 1;
-    for (size_t k = 0; k < n && permutation; k++) {
+    for (size_t k = 0; k < n; k++) {
         uint32_t rank = mtok_u32(x->merges + 12 * k + 8);
-        if (rank >= n || seen[rank / 8] >> (rank % 8) & 1)
+        uint64_t bit = 1ull << (rank % 64);
+        if (rank >= n || seen[rank / 64] & bit) {
             permutation = 0;
-        else
-            seen[rank / 8] |= (uint8_t)(1u << (rank % 8));
+            break;
+        }
+        seen[rank / 64] |= bit;
     }
     /* Each merge's result is found here already, as HF finds it without a continuing-subword
      * prefix (resolve_merges redoes it for a prefix). Exporters number tokens in merge order,
