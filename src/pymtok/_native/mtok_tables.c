@@ -297,28 +297,16 @@ static inline i8x16 bytes16(const uint8_t *p, size_t n) {
     return v & mask;
 }
 
-/* Lane 15 of a, then lanes 0-14 of b: the lanes of b moved up by one, the last of a coming in.
- * Two shifts of one vector each, which SSE2 has, where a shuffle of two is several instructions. */
-static inline i8x16 lanes_up(i8x16 a, i8x16 b) {
-    const i8x16 none = {0};
-#ifdef __clang__
-    return __builtin_shufflevector(a, none, 15, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16) |
-           __builtin_shufflevector(none, b, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30);
-#else
-    /* GCC has __builtin_shufflevector only from version 12 */
-    return __builtin_shuffle(a, none, (i8x16){15, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16}) |
-           __builtin_shuffle(none, b, (i8x16){15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30});
-#endif
-}
+/* The lead bytes of v (C2-DF; as signed bytes -62..-33), as lanes of ones. */
+static inline i8x16 two_byte_leads(i8x16 v) { return (v > -63) & (v < -32); }
 
-/* The bytes of v that break "ASCII and well-formed two-byte characters", as lanes of ones;
- * *lead: in, the lead bytes of the 16 bytes before v (none at the start), out, v's. */
-static inline i8x16 two_byte_breaks(i8x16 v, i8x16 *lead) {
-    /* as signed bytes: 0x80-0xBF are -128..-65, the leads C2-DF -62..-33 */
-    i8x16 high = v < 0, cont = v < -64, before = *lead;
-    *lead = (v > -63) & (v < -32);
-    /* every continuation byte right after a lead, every lead right before one */
-    return (high ^ *lead ^ cont) | (cont ^ lanes_up(before, *lead));
+/* The bytes of v that break "ASCII and well-formed two-byte characters", as lanes of ones; prev:
+ * the 16 bytes one before v's, whose leads must be followed by continuation bytes (80-BF, as
+ * signed bytes -128..-65) and these by nothing else. Loading the bytes again one place earlier
+ * moves the leads along without a shuffle, which compilers spell each their own way. */
+static inline i8x16 two_byte_breaks(i8x16 v, i8x16 prev) {
+    i8x16 cont = v < -64;
+    return ((v < 0) ^ two_byte_leads(v) ^ cont) | (cont ^ two_byte_leads(prev));
 }
 
 /* Whether no lane of v is set. */
@@ -328,10 +316,11 @@ static inline int no_lanes(i8x16 v) {
 }
 
 /* hash_bytes(p, n) of a token of n < 16 bytes with 16 bytes readable from p, and *plain: whether
- * it holds ASCII and well-formed two-byte characters only (byte n, 0, ends a last lead). */
+ * it holds ASCII and well-formed two-byte characters only (byte n, 0, ends a last lead; byte -1,
+ * the high byte of the record's length, is 0 and no lead). */
 static inline uint64_t short_token_hash(const uint8_t *p, size_t n, int *plain) {
-    i8x16 lead = {0}, v = bytes16(p, n);
-    *plain = no_lanes(two_byte_breaks(v, &lead));
+    i8x16 v = bytes16(p, n);
+    *plain = no_lanes(two_byte_breaks(v, bytes16(p - 1, n + 1)));
     u64x2 w = (u64x2)v;
     uint64_t h = hash_start(n), one = hash_step(h, w[0]);
     int two = n >= 8;
@@ -341,8 +330,8 @@ static inline uint64_t short_token_hash(const uint8_t *p, size_t n, int *plain) 
 /* Whether a token of 16 <= n < 32 bytes with 32 bytes readable from p holds ASCII and
  * well-formed two-byte characters only. */
 static inline int two_byte_utf8(const uint8_t *p, size_t n) {
-    i8x16 lead = {0}, breaks = two_byte_breaks(bytes16(p, n), &lead);
-    return no_lanes(breaks | two_byte_breaks(bytes16(p + 16, n - 16), &lead));
+    return no_lanes(two_byte_breaks(bytes16(p, n), bytes16(p - 1, n + 1)) |
+                    two_byte_breaks(bytes16(p + 16, n - 16), bytes16(p + 15, n - 15)));
 }
 
 /* The token slots' table, in locals of the loops that fill it (see scan_vocab). */
