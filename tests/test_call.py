@@ -334,3 +334,26 @@ def test_call_result_pickles_and_takes_attributes() -> None:
     got.mine = 1
     assert got.mine == 1 and vars(got) == {"mine": 1}
 
+
+
+def test_split_special_tokens_from_the_config_splits_tokens_and_offsets_too(tmp_path) -> None:
+    """tokenizer_config.json's split_special_tokens leaves special tokens as text in every output
+    of the call (ids, tokens, offsets, word ids), with offsets asked for or not, as transformers."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+    from transformers import AutoTokenizer
+
+    hf = Tokenizer(models.WordPiece({"<unk>": 0, "a": 1, "b": 2, "<": 3, ">": 4, "x": 5}, unk_token="<unk>"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["<unk>"])
+    hf.add_tokens([AddedToken("<x>", special=True)])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"unk_token": "<unk>", "split_special_tokens": True}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = AutoTokenizer.from_pretrained(str(tmp_path))
+    tok = pymtok.load(tmp_path)
+    for text in ["a <x> b", "<unk>", "b<x>"]:
+        for keywords in ({}, {"return_offsets_mapping": True}, {"add_special_tokens": False}):
+            want, got = theirs(text, **keywords), tok(text, **keywords)
+            assert dict(got) == dict(want), (text, keywords)
+            assert got.tokens() == want.tokens() and got.word_ids() == want.word_ids(), (text, keywords)

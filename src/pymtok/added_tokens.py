@@ -205,7 +205,10 @@ class AddedVocabulary:
         return out
 
     def split_aligned(
-        self, text: str, normalize: Callable[[str, list[tuple[int, int]]], tuple[str, list[tuple[int, int]]]]
+        self,
+        text: str,
+        normalize: Callable[[str, list[tuple[int, int]]], tuple[str, list[tuple[int, int]]]],
+        skip: frozenset[int] = frozenset(),
     ) -> list[AlignedSegment]:
         """``split``, each segment with the span of ``text`` each of its characters comes from.
 
@@ -213,14 +216,14 @@ class AddedVocabulary:
         with ``normalizers.normalize_first``'s for the text's first segment.
         """
         out: list[AlignedSegment] = []
-        for piece, offset, id in self._find(text, 0, self._raw):
+        for piece, offset, id in self._find(text, 0, self._raw, skip):
             spans = [(i, i + 1) for i in range(offset, offset + len(piece))]
             if id is not None:
                 out.append((piece, offset, spans, id))
                 continue
             normalized, spans = normalize(piece, spans)
             base = first_offset(spans) if offset == 0 else offset
-            for sub, sub_offset, sub_id in self._find(normalized, base, self._norm):
+            for sub, sub_offset, sub_id in self._find(normalized, base, self._norm, skip):
                 at = sub_offset - base
                 out.append((sub, sub_offset, spans[at : at + len(sub)], sub_id))
         return out

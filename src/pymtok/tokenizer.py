@@ -360,8 +360,10 @@ class Tokenizer:
         normalizer = self._pure_normalizer
         out: list[WordToken] = []
         word = 0
+        # special tokens stay text under split_special_tokens, as encode leaves them
         segments = self.added.split_aligned(
-            text, lambda t, spans: normalizers.aligned(normalizer, t, spans) if normalizer is not None else (t, spans)
+            text, lambda t, spans: normalizers.aligned(normalizer, t, spans) if normalizer is not None else (t, spans),
+            self._special_id_set if self.meta.split_special_tokens else frozenset(),
         )
         for piece, offset, spans, added_id in segments:
             if not piece:
