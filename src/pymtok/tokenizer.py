@@ -363,7 +363,7 @@ class Tokenizer:
         # special tokens stay text under split_special_tokens, as encode leaves them
         segments = self.added.split_aligned(
             text, lambda t, spans: normalizers.aligned(normalizer, t, spans) if normalizer is not None else (t, spans),
-            self._special_id_set if self.meta.split_special_tokens else frozenset(),
+            self._skipped_specials(text, None, None, None),
         )
         for piece, offset, spans, added_id in segments:
             if not piece:

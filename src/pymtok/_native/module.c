@@ -1300,7 +1300,6 @@ fail:
     return NULL;
 }
 
-/* The first lone surrogate of a str (no UTF-8 form), or n. */
 /* The first surrogate of a 2- or 4-byte str's code units: 64 bytes of units tested at a time
  * (unsigned wrap-around puts every non-surrogate at or above 0x800 after the subtraction), the
  * unit then found in its block. */
@@ -1329,6 +1328,7 @@ fail:
 FIND_SURROGATE(uint16_t, 8)
 FIND_SURROGATE(uint32_t, 4)
 
+/* The first lone surrogate of a str (no UTF-8 form), or n. */
 static size_t find_surrogate(int kind, const void *data, size_t n) {
     if (kind == PyUnicode_1BYTE_KIND)
         return n;
