@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -64,9 +65,20 @@ def test_bpe_rejects_merge_outside_vocab() -> None:
         models.BPE(vocab={"a": 0, "b": 1}, merges=["a b"])
 
 
-def test_model_without_type_needs_known_fields() -> None:
-    with pytest.raises(FormatError, match="no known model"):
+def test_model_without_type_is_told_by_its_fields_as_hf_does() -> None:
+    from tokenizers import Tokenizer
+
+    base = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
+            "post_processor": None, "decoder": None}
+    for cfg in ({"vocab": {"a": 0}, "unk_token": "a"}, {"vocab": {"a": 0}, "merges": []},
+                {"vocab": {"a": 0, "[UNK]": 1}, "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                 "max_input_chars_per_word": 100}):
+        hf_type = json.loads(Tokenizer.from_str(json.dumps({**base, "model": cfg})).to_str())["model"]["type"]
+        assert type(models.from_config(cfg)).__name__ == hf_type
+    with pytest.raises(FormatError, match="unk_token"):  # HF: "missing field `unk_token`"
         models.from_config({"vocab": {"a": 0}})
+    with pytest.raises(FormatError, match="no known model"):
+        models.from_config({"vocab": 3})
 
 
 # The pure path's BPE shortcuts: pieces are merged by scanning pair ranks up to

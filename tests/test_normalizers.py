@@ -53,9 +53,9 @@ def t5_config() -> dict:
 
 SIMPLE_CONFIGS = [
     {"type": "NFC"}, {"type": "NFD"}, {"type": "NFKC"}, {"type": "NFKD"},
-    {"type": "Lowercase"}, {"type": "StripAccents"},
+    {"type": "Lowercase"}, {"type": "StripAccents"}, {"type": "Nmt"}, {"type": "ByteLevel"},
 ]
-SIMPLE_IDS = ["NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents"]
+SIMPLE_IDS = ["NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents", "Nmt", "ByteLevel"]
 
 
 # --- every code point ---------------------------------------------------------------------
@@ -219,6 +219,7 @@ TYPE_CONFIGS = SIMPLE_CONFIGS + [
     {"type": "Sequence", "normalizers": []},
     {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Lowercase"},
                                          {"type": "Sequence", "normalizers": [{"type": "NFD"}]}]},
+    {"type": "Sequence", "normalizers": [{"type": "Nmt"}, {"type": "NFKC"}, {"type": "ByteLevel"}]},
 ]
 
 

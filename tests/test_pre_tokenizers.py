@@ -175,6 +175,9 @@ def component_pairs():
         ("CharDelimiterSplit", pt.CharDelimiterSplit(delimiter="a"), hf.CharDelimiterSplit("a")),
         ("CharDelimiterSplit-space", pt.CharDelimiterSplit(delimiter=" "),
          hf.CharDelimiterSplit(" ")),
+        ("FixedLength-1", pt.FixedLength(length=1), hf.FixedLength(length=1)),
+        ("FixedLength-5", pt.FixedLength(), hf.FixedLength()),
+        ("FixedLength-7", pt.FixedLength(length=7), hf.FixedLength(length=7)),
     ]
     for behavior in BEHAVIORS:
         pairs.append((f"Punctuation-{behavior}", pt.Punctuation(behavior=behavior),
@@ -312,8 +315,11 @@ def test_metaspace_first_after_split_in_sequence_matches_hf() -> None:
 
 def test_from_config_null_and_errors() -> None:
     assert pt.from_config(None) is None
-    with pytest.raises(FormatError, match="FixedLength"):
-        pt.from_config({"type": "FixedLength", "length": 5})
+    with pytest.raises(FormatError, match="Nope"):
+        pt.from_config({"type": "Nope"})
+    # HF loads a length of 0 and panics on the first text
+    with pytest.raises(FormatError, match="FixedLength.length"):
+        pt.from_config({"type": "FixedLength", "length": 0})
     with pytest.raises(FormatError, match="behavior"):
         pt.from_config({"type": "Split", "pattern": {"String": "a"}, "behavior": "Bogus",
                         "invert": False})

@@ -22,6 +22,7 @@ import pytest
 from conftest import corpus_chunks, corpus_files, full_tier
 
 import pymtok
+from pymtok.errors import FormatError
 from pymtok.export import export
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -54,6 +55,7 @@ def normalizer(r: random.Random) -> Any:
         lambda: N.Prepend("\u2581"),
         lambda: N.BertNormalizer(clean_text=r.random() < .5, handle_chinese_chars=r.random() < .5,
                                  strip_accents=r.choice([None, True, False]), lowercase=r.random() < .5),
+        lambda: N.Nmt(), lambda: N.ByteLevel(),
     ]
     count = r.choice([0, 1, 1, 2, 3])
     chosen = [r.choice(steps)() for _ in range(count)]
@@ -76,7 +78,7 @@ def pre_tokenizer(r: random.Random, byte_level: bool) -> Any:
         lambda: P.Metaspace(replacement="\u2581", prepend_scheme=r.choice(["always", "never", "first"]),
                             split=r.random() < .5),
         split, lambda: P.CharDelimiterSplit(r.choice([" ", "e", ","])), lambda: P.UnicodeScripts(),
-        lambda: P.BertPreTokenizer(),
+        lambda: P.BertPreTokenizer(), lambda: P.FixedLength(length=r.choice([1, 3, 5])),
     ]
     chosen = [r.choice(steps)() for _ in range(r.choice([0, 1, 1, 2]))]
     if byte_level:
@@ -92,7 +94,7 @@ def pre_tokenizer(r: random.Random, byte_level: bool) -> Any:
 def trained(seed: int) -> Tokenizer:
     """The seed's pipeline, trained (Unigram's vocabulary holds every character it meets)."""
     r = random.Random(seed)
-    kind = r.choice(["BPE", "BPE", "WordPiece", "Unigram"])
+    kind = r.choice(["BPE", "BPE", "WordPiece", "Unigram", "WordLevel"])
     byte_level = kind == "BPE" and r.random() < .5
     specials = ["<unk>", "<s>", "</s>", "[MASK]"]
     size = r.choice([1000, 3000])
@@ -112,6 +114,9 @@ def trained(seed: int) -> Tokenizer:
     elif kind == "WordPiece":
         tok = Tokenizer(models.WordPiece(unk_token="<unk>", max_input_chars_per_word=r.choice([5, 100])))
         trainer = trainers.WordPieceTrainer(vocab_size=size, special_tokens=specials, limit_alphabet=600)
+    elif kind == "WordLevel":
+        tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+        trainer = trainers.WordLevelTrainer(vocab_size=size, special_tokens=specials)
     else:
         tok = Tokenizer(models.Unigram())
         trainer = trainers.UnigramTrainer(vocab_size=size + 5000, special_tokens=specials, unk_token="<unk>")
@@ -169,9 +174,14 @@ def test_trained_pipeline_matches_hf(seed: int, tmp_path: Path) -> None:
     shown = {k: config[k] for k in ("normalizer", "pre_tokenizer", "decoder", "post_processor")}
     shown["model"] = {k: v for k, v in config["model"].items() if k not in ("vocab", "merges")}
     where = f"seed {seed}: {json.dumps(shown)[:1500]}"
-    mtok = export(folder, tmp_path / "mtok")
+    loads = [("tokenizer.json", pymtok.load(folder))]
+    if config["model"]["type"] == "WordLevel":
+        with pytest.raises(FormatError, match="WordLevel"):  # MNN has no such model
+            export(folder, tmp_path / "mtok")
+    else:
+        loads.append((".mtok", pymtok.load(export(folder, tmp_path / "mtok"))))
     texts = corpus_chunks(40, seed=seed) + EDGES
-    for label, tok in (("tokenizer.json", pymtok.load(folder)), (".mtok", pymtok.load(mtok))):
+    for label, tok in loads:
         for i, text in enumerate(texts):
             encoding = hf.encode(text)
             assert tok.encode(text) == encoding.ids, f"{label} {where}: {text!r}"

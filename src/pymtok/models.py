@@ -488,6 +488,35 @@ class WordPiece(_VocabModel):
         return _byte_spans(piece, [(self._unk_id, 0, len(piece))] if subwords is None else subwords)
 
 
+class WordLevel(_VocabModel):
+    """A whole piece is one token, or the unknown token.
+
+    >>> WordLevel(vocab={"<unk>": 0, "hello": 1}, unk_token="<unk>")("hello")
+    [1]
+    """
+
+    def __init__(self, *, vocab: Mapping[str, int], unk_token: str) -> None:
+        super().__init__(vocab)
+        self.unk_token = unk_token
+
+    def _unk_id(self) -> int:
+        # HF loads a vocabulary without its unk token and fails only at an unknown piece
+        unk = self._lookup.get(self.unk_token)
+        if unk is None:
+            raise FormatError(f"WordLevel unk_token {self.unk_token!r} is not in the vocabulary")
+        return unk
+
+    def _tokenize(self, piece: str) -> list[int]:
+        found = self._lookup.get(piece)
+        return [self._unk_id() if found is None else found]
+
+    def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
+        """The id of ``piece`` with the UTF-8 byte span it covers: all of it."""
+        if not piece:
+            return []
+        return [(self._tokenize(piece)[0], 0, len(piece.encode("utf-8")))]
+
+
 class Unigram(_VocabModel):
     """SentencePiece's unigram language model: the best-scoring segmentation (Viterbi).
 
@@ -980,6 +1009,8 @@ def _model_type(cfg: Mapping[str, Any]) -> str:
         return "BPE"
     if "continuing_subword_prefix" in cfg or "max_input_chars_per_word" in cfg:
         return "WordPiece"
+    if isinstance(cfg.get("vocab"), Mapping):
+        return "WordLevel"
     raise FormatError(f"model without 'type' whose fields {sorted(cfg)} match no known model")
 
 
@@ -1017,6 +1048,7 @@ _FLAGS = {
 # Fields HF's loader requires besides the vocabulary
 _REQUIRED = {
     "BPE": ("merges",),
+    "WordLevel": ("unk_token",),
     "WordPiece": ("unk_token", "continuing_subword_prefix", "max_input_chars_per_word"),
 }
 
@@ -1049,7 +1081,7 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
             raise FormatError(f"BPE model: dropout must be a number or null, got {dropout!r}")
         if "merges" in cfg and not isinstance(cfg["merges"], (list, IndexedMerges)):
             raise FormatError(f"BPE model: merges must be a list, got {type(cfg['merges']).__name__}")
-    if kind in ("BPE", "WordPiece"):
+    if kind in ("BPE", "WordPiece", "WordLevel"):
         check_vocab_ids(kind, vocab)
     try:
         if kind == "BPE":
@@ -1074,6 +1106,10 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
                 continuing_subword_prefix=cfg.get("continuing_subword_prefix", "##"),
                 max_input_chars_per_word=int(cfg.get("max_input_chars_per_word", 100)),
             )
+        if kind == "WordLevel":
+            if not isinstance(cfg["unk_token"], str):
+                raise FormatError(f"WordLevel model: unk_token must be a string, got {cfg['unk_token']!r}")
+            return WordLevel(vocab=vocab, unk_token=cfg["unk_token"])
         if kind == "Unigram":
             return Unigram(
                 vocab=vocab,
@@ -1096,4 +1132,4 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
             )
     except (TypeError, AttributeError, OverflowError) as exc:
         raise FormatError(f"{kind} model config is malformed: {exc}") from exc
-    raise FormatError(f"unknown model type {kind!r} (expected BPE, WordPiece or Unigram)")
+    raise FormatError(f"unknown model type {kind!r} (expected BPE, WordPiece, WordLevel or Unigram)")

@@ -31,6 +31,7 @@ import functools
 import os
 import re
 import struct
+import sys
 import warnings
 import weakref
 from array import array
@@ -145,7 +146,7 @@ def _native_suffix(_native: Any, suffix: str, model: Any, byte_level: bool) -> b
 
 def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool) -> Any:
     """The native Encoder running ``steps`` and then ``model``, or None where it has no exact one."""
-    if type(model) in (models.BPE, models.WordPiece) and not _ids_fit(model.vocab):
+    if type(model) in (models.BPE, models.WordPiece, models.WordLevel) and not _ids_fit(model.vocab):
         return None
     encoder: Any
     if type(model) is models.BPE:
@@ -173,6 +174,16 @@ def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool
         encoder = _native.Encoder(
             "WordPiece", tuple(steps), _model_tables(model)[0], unk_id=unk,
             prefix=model.continuing_subword_prefix, max_chars=model.max_input_chars_per_word,
+        )
+    elif type(model) is models.WordLevel:
+        unk, prefix = model.vocab.get(model.unk_token), _absent_prefix(model.vocab)
+        if byte_level or unk is None or prefix is None:
+            return None  # without an unknown id the pure path raises at the first unknown piece, as HF does
+        # WordPiece whose continuation prefix starts no token is WordLevel: a piece that is not
+        # one token has no continuation to match, so it is the unknown token whole
+        encoder = _native.Encoder(
+            "WordPiece", tuple(steps), _model_tables(model)[0], unk_id=unk,
+            prefix=prefix, max_chars=sys.maxsize,
         )
     elif type(model) in (models.SentencePieceBPE, models.SentencePieceUnigram):
         # the library's models take the whole normalized text: no pre-tokenizer runs before them
@@ -313,6 +324,10 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
     elif type(model) is models.WordPiece:
         first, cont = _token_lengths(_native, model.vocab, bound, "wordpiece", model.continuing_subword_prefix)
+        encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
+    elif type(model) is models.WordLevel:
+        # its encoder is the WordPiece one _model_encoder made, which found the prefix and unk
+        first, cont = _token_lengths(_native, model.vocab, bound, "wordpiece", _absent_prefix(model.vocab) or "")
         encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
     elif type(model) is models.Unigram:
         # a piece's bytes; the unknown token and byte tokens have none of their own (the core
@@ -726,6 +741,13 @@ def _core() -> Any:
 
 def _as_dict(table: Mapping[Any, Any]) -> dict[Any, Any]:
     return table if type(table) is dict else dict(table)
+
+
+def _absent_prefix(vocab: Mapping[str, int]) -> str | None:
+    """A string no token of ``vocab`` starts with: a code point no token starts with (None if
+    the tokens start with nearly all of them)."""
+    firsts = {token[:1] for token in vocab}
+    return next((c for c in map(chr, range(0x10FFFF, 0xDFFF, -1)) if c not in firsts), None)
 
 
 def _ids_fit(vocab: Mapping[str, int]) -> bool:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import regex
 
 from .backtracking import timeout_for, too_slow
+from .byte_level import text_to_chars
 from .components import build_component
 from .errors import FormatError, PymtokError
 from .onig import code_point_ranges, onig_regex, onig_spans, onig_sub
@@ -509,6 +510,36 @@ class StripAccents:
 
     def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
         return _per_char(text, spans, self)
+
+
+# HF's Nmt: ASCII and C1 controls out, other line and space separators (and U+2581, U+FEFF,
+# U+FFFD) to a space
+_NMT = str.maketrans(
+    {**dict.fromkeys([*range(0x01, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F, 0x8F, 0x9F]),
+     **dict.fromkeys([0x09, 0x0A, 0x0C, 0x0D, 0x1680, *range(0x200B, 0x2010), 0x2028, 0x2029, 0x2581, 0xFEFF,
+                      0xFFFD], " ")}
+)
+
+
+class Nmt:
+    """SentencePiece's NMT cleanup: control characters removed, odd spaces made spaces."""
+
+    def __call__(self, text: str) -> str:
+        return text.translate(_NMT)
+
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        return _per_char(text, spans, self)
+
+
+class ByteLevel:
+    """Each character as GPT-2's stand-ins for its UTF-8 bytes (the ByteLevel pre-tokenizer's
+    mapping, without its split)."""
+
+    def __call__(self, text: str) -> str:
+        return text_to_chars(text)
+
+    def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
+        return _per_char(text, spans, text_to_chars)
 
 
 class Prepend:
@@ -1104,7 +1135,7 @@ _TYPES: dict[str, Callable[..., Normalizer]] = {
     "NFC": NFC, "NFD": NFD, "NFKC": NFKC, "NFKD": NFKD, "Lowercase": Lowercase, "Strip": Strip,
     "StripAccents": StripAccents, "Replace": Replace, "Prepend": Prepend,
     "BertNormalizer": BertNormalizer, "Precompiled": Precompiled, "Sequence": Sequence,
-    "SentencePiece": SentencePiece,
+    "SentencePiece": SentencePiece, "Nmt": Nmt, "ByteLevel": ByteLevel,
 }
 
 

@@ -358,6 +358,20 @@ class CharDelimiterSplit:
         return out
 
 
+class FixedLength:
+    """Cut each piece into pieces of ``length`` characters (the last may be shorter)."""
+
+    def __init__(self, *, length: int = 5) -> None:
+        # HF loads a length of 0 and then panics on any text
+        if type(length) is not int or length < 1:
+            raise FormatError(f"FixedLength.length: expected a positive integer, got {length!r}")
+        self.length = length
+
+    def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
+        n = self.length
+        return [(text[at:at + n], offset + at) for text, offset in pieces for at in range(0, len(text), n)]
+
+
 _PREPEND_SCHEMES = ("always", "first", "never")
 
 
@@ -520,7 +534,7 @@ _TYPES: dict[str, Callable[..., PreTokenizer]] = {
     "BertPreTokenizer": BertPreTokenizer, "Whitespace": Whitespace,
     "WhitespaceSplit": WhitespaceSplit, "Punctuation": Punctuation,
     "CharDelimiterSplit": CharDelimiterSplit, "UnicodeScripts": UnicodeScripts,
-    "Sequence": Sequence,
+    "FixedLength": FixedLength, "Sequence": Sequence,
 }
 
 
