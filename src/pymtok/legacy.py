@@ -795,8 +795,9 @@ def legacy_source(model_dir: str | os.PathLike[str]) -> LegacyTxt:
         legacy = from_bert_vocab(src / "vocab.txt")
     else:
         raise FormatError(
-            f"{src}: nothing to export (no tokenizer.json, tokenizer.model, *.tiktoken, "
-            "merges.txt + vocab.json or vocab.txt)"
+            f"{src}: nothing to export as tokenizer.txt (no tokenizer.model, *.tiktoken, merges.txt + "
+            "vocab.json or vocab.txt, the files MNN's legacy types are made from; a tokenizer.json alone "
+            "exports as .mtok)"
         )
     if legacy.type != SENTENCEPIECE:
         _header_from_config(legacy, config)
