@@ -318,8 +318,9 @@ def test_from_config_null_and_errors() -> None:
     with pytest.raises(FormatError, match="Nope"):
         pt.from_config({"type": "Nope"})
     # HF loads a length of 0 and panics on the first text
-    with pytest.raises(FormatError, match="FixedLength.length"):
-        pt.from_config({"type": "FixedLength", "length": 0})
+    for length in (0, 2**64):
+        with pytest.raises(FormatError, match="FixedLength.length"):
+            pt.from_config({"type": "FixedLength", "length": length})
     with pytest.raises(FormatError, match="behavior"):
         pt.from_config({"type": "Split", "pattern": {"String": "a"}, "behavior": "Bogus",
                         "invert": False})

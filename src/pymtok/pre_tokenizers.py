@@ -362,9 +362,9 @@ class FixedLength:
     """Cut each piece into pieces of ``length`` characters (the last may be shorter)."""
 
     def __init__(self, *, length: int = 5) -> None:
-        # HF loads a length of 0 and then panics on any text
-        if type(length) is not int or length < 1:
-            raise FormatError(f"FixedLength.length: expected a positive integer, got {length!r}")
+        # HF reads a usize, loads a length of 0 and then panics on any text
+        if type(length) is not int or not 1 <= length < 2**64:
+            raise FormatError(f"FixedLength.length: expected an integer 1..2**64-1, got {length!r}")
         self.length = length
 
     def __call__(self, pieces: list[PreToken]) -> list[PreToken]:
