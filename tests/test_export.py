@@ -240,3 +240,59 @@ def test_device_layout_gives_every_id_a_slot(name: str, exported_mtok, exported_
 def test_mnn_identical_keeps_the_gaps(name: str, exported_mtok) -> None:
     ids = sorted(mnn_reading(exported_mtok(name, True)).model.get_vocab().values())
     assert ids[-1] + 1 > len(ids)  # MNN's exporter's bytes: its loader writes past its table here
+
+
+def _mnn_wordpiece(vocab: dict[str, int], unk_id: int, prefix: str, max_chars: int, word: str) -> list[int]:
+    """BEHAVIOR.md §7.2, MNN's WordPiece as its runtime runs it (byte offsets, unk never matched)."""
+    data = word.encode("utf-8")
+    if not data:
+        return []
+    if len(data) > max_chars:
+        return [unk_id]
+    out, start = [], 0
+    while start < len(data):
+        end, cur = len(data), -1
+        while end > start:
+            sub = (prefix.encode("utf-8") if start else b"") + data[start:end]
+            id = vocab.get(sub.decode("utf-8", "surrogateescape"), -1)
+            if id not in (-1, unk_id):
+                cur = id
+                break
+            end -= 1
+        if cur == -1:
+            return [unk_id]
+        out.append(cur)
+        start = end
+    return out
+
+
+def test_word_level_runs_on_mnn_as_a_word_piece(tmp_path: Path) -> None:
+    """MNN has no WordLevel model: the device layout writes it as a WordPiece whose prefix starts
+    no token, which MNN's WordPiece (BEHAVIOR.md §7.2) runs to HF's WordLevel ids; pymtok reads it
+    back as the WordLevel it is. MNN's own exporter has no layout for it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    source = tmp_path / "source"
+    source.mkdir()
+    hf = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.train_from_iterator(corpus_chunks(300, seed=5), trainers.WordLevelTrainer(vocab_size=2000, special_tokens=["<unk>"]))
+    hf.save(str(source / "tokenizer.json"))
+    hf = Tokenizer.from_file(str(source / "tokenizer.json"))
+    data = export(source, tmp_path / "out").read_bytes()
+    mine = loads_mtok(data, "wordlevel")
+    assert mine.config["model"]["type"] == "WordLevel"
+    # the model as MNN's runtime reads it (which drops the Whitespace pre-tokenizer: the words
+    # below are HF's)
+    model = loads_mtok(data[: data.rfind(EXTENSION_MAGIC)], "wordlevel").config["model"]
+    assert model["type"] == "WordPiece"
+    vocab = dict(model["vocab"])
+    for text in corpus_chunks(40, seed=9) + ["", "   "]:
+        expected = hf.encode(text).ids
+        assert mine.encode(text) == expected, text
+        words = [word for word, _ in hf.pre_tokenizer.pre_tokenize_str(text)]
+        on_device = [id for word in words for id in _mnn_wordpiece(
+            vocab, vocab[model["unk_token"]], model["continuing_subword_prefix"], model["max_input_chars_per_word"], word)]
+        assert on_device == expected, text
+    with pytest.raises(FormatError, match="WordLevel"):
+        export(source, tmp_path / "identical", mnn_identical=True)

@@ -517,6 +517,17 @@ class WordLevel(_VocabModel):
         return [(self._tokenize(piece)[0], 0, len(piece.encode("utf-8")))]
 
 
+def absent_prefix(vocab: Iterable[str]) -> str | None:
+    """A character no token of ``vocab`` starts with (None if they start with nearly all).
+
+    A WordPiece model whose continuation prefix is such a character is a WordLevel model: a piece
+    that is not one token has no continuation to match, so it is the unknown token whole. The
+    native core and a ``.mtok`` (MNN has no WordLevel) run WordLevel that way.
+    """
+    firsts = {token[:1] for token in vocab}
+    return next((c for c in map(chr, range(0x10FFFF, 0xDFFF, -1)) if c not in firsts), None)
+
+
 class Unigram(_VocabModel):
     """SentencePiece's unigram language model: the best-scoring segmentation (Viterbi).
 

@@ -242,6 +242,10 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
         if fillers:
             model["vocab"] = _without_fillers(model["vocab"], fillers)
         model_config = {**options, "type": model["type"], "vocab": model["vocab"], **_merges_of(model)}
+        if options.get("type") == "WordLevel" and model["type"] == "WordPiece":
+            if model["unk_token"] != options.get("unk_token"):
+                raise FormatError(f"{name}: extension: the WordLevel unk_token is not the model's")
+            model_config = {**options, "vocab": model["vocab"]}
         if str(options.get("type")).startswith("SentencePiece"):
             from .sentencepiece import model_from_mtok
 
@@ -1221,6 +1225,19 @@ def _write_model(
             _u32(model.get("max_input_chars_per_word", 100), "WordPiece max_input_chars_per_word"),
         ]
         _write_vocab(out, entries)
+    elif kind == "WordLevel" and not mnn_identical:
+        # MNN has no WordLevel: a WordPiece whose prefix starts no token is one (models.absent_prefix)
+        # and its unlimited word length keeps every piece
+        entries = _sorted_vocab(model.get("vocab", {}))
+        prefix = models.absent_prefix(token for token, _ in entries)
+        if prefix is None:
+            raise FormatError("WordLevel model: its tokens start with every character, so no WordPiece stands for it")
+        out += [
+            _byte(_M_WORDPIECE), _u32(len(entries), "vocabulary size"),
+            _pack_str(model.get("unk_token", ""), "WordLevel unk_token"),
+            _pack_str(prefix, "WordPiece continuing_subword_prefix"), _u32(2**32 - 1, "max_input_chars_per_word"),
+        ]
+        _write_vocab(out, entries)
     elif kind in ("Unigram", "SentencePieceUnigram"):
         vocab = model.get("vocab", [])
         if not isinstance(vocab, list):
@@ -1238,6 +1255,8 @@ def _write_model(
             if not isinstance(score, (int, float)) or isinstance(score, bool):
                 raise FormatError(f"Unigram score of {piece!r} must be a number, got {score!r}")
             out += [_pack_str(piece, "Unigram piece"), _U32.pack(id), _F64.pack(score)]
+    elif kind == "WordLevel":
+        raise FormatError("model type 'WordLevel': MNN's exporter has no layout for it (the device layout writes it as a WordPiece)")
     else:
         raise FormatError(f"model type {kind!r} has no .mtok layout (MNN knows BPE, WordPiece, Unigram)")
 

@@ -176,7 +176,7 @@ def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool
             prefix=model.continuing_subword_prefix, max_chars=model.max_input_chars_per_word,
         )
     elif type(model) is models.WordLevel:
-        unk, prefix = model.vocab.get(model.unk_token), _absent_prefix(model.vocab)
+        unk, prefix = model.vocab.get(model.unk_token), models.absent_prefix(model.vocab)
         if byte_level or unk is None or prefix is None:
             return None  # without an unknown id the pure path raises at the first unknown piece, as HF does
         # WordPiece whose continuation prefix starts no token is WordLevel: a piece that is not
@@ -327,7 +327,7 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
     elif type(model) is models.WordLevel:
         # its encoder is the WordPiece one _model_encoder made, which found the prefix and unk
-        first, cont = _token_lengths(_native, model.vocab, bound, "wordpiece", _absent_prefix(model.vocab) or "")
+        first, cont = _token_lengths(_native, model.vocab, bound, "wordpiece", models.absent_prefix(model.vocab) or "")
         encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
     elif type(model) is models.Unigram:
         # a piece's bytes; the unknown token and byte tokens have none of their own (the core
@@ -741,13 +741,6 @@ def _core() -> Any:
 
 def _as_dict(table: Mapping[Any, Any]) -> dict[Any, Any]:
     return table if type(table) is dict else dict(table)
-
-
-def _absent_prefix(vocab: Mapping[str, int]) -> str | None:
-    """A string no token of ``vocab`` starts with: a code point no token starts with (None if
-    the tokens start with nearly all of them)."""
-    firsts = {token[:1] for token in vocab}
-    return next((c for c in map(chr, range(0x10FFFF, 0xDFFF, -1)) if c not in firsts), None)
 
 
 def _ids_fit(vocab: Mapping[str, int]) -> bool:
