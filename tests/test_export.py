@@ -296,3 +296,19 @@ def test_word_level_runs_on_mnn_as_a_word_piece(tmp_path: Path) -> None:
         assert on_device == expected, text
     with pytest.raises(FormatError, match="WordLevel"):
         export(source, tmp_path / "identical", mnn_identical=True)
+
+
+def test_a_vocabulary_giving_an_id_to_two_tokens_is_not_exported(tmp_path: Path) -> None:
+    """HF loads it (and decodes the id to either token); a .mtok holds one token per id, so the
+    export refuses it and writes nothing."""
+    import json
+
+    source = tmp_path / "source"
+    source.mkdir()
+    model = {"type": "BPE", "vocab": {"<unk>": 0, "a": 1, "b": 2, "(": 3, "{": 3, "ab": 4}, "merges": ["a b"],
+             "unk_token": "<unk>"}
+    (source / "tokenizer.json").write_text(json.dumps({"version": "1.0", "added_tokens": [], "model": model}))
+    assert pymtok.load(source).encode("ab({") == [4, 3, 3]
+    with pytest.raises(FormatError, match="id 3 is given to two tokens"):
+        export(source, tmp_path / "out")
+    assert not (tmp_path / "out" / "tokenizer.mtok").exists()

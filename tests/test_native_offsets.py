@@ -221,6 +221,19 @@ def test_nfkc_ids_native_and_offsets_as_hf() -> None:
     prop()
 
 
+def test_an_empty_prepend_gives_each_segment_s_first_character_an_empty_span() -> None:
+    """HF's Prepend of "" still prepends: the first character of each segment (text between
+    added tokens) stands as the inserted one, which covers nothing at the segment's start."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = json.loads(Path(fixture_path("tokenizers", "mistral-7b-v0.1", "tokenizer.json")).read_text(encoding="utf-8"))
+    config["normalizer"] = {"type": "Prepend", "prepend": ""}
+    tok, hf = pymtok.Tokenizer.from_config(config), tokenizers.Tokenizer.from_str(json.dumps(config))
+    for text in ["Hello", "a b", "Hello</s>world", "x</s> y</s>", "日本 語", *corpus_chunks(10, seed=4)]:
+        want = hf.encode(text, add_special_tokens=False)
+        got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert (got["input_ids"], got["offset_mapping"]) == (want.ids, want.offsets), text
+
+
 def test_a_token_spelling_the_end_of_word_suffix_inside_a_piece() -> None:
     """Tokens are measured less their end-of-word suffix, which a piece's own characters may
     spell too: a token "</w>" made of them before the piece's end is not of length 0; HF's

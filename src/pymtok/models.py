@@ -446,11 +446,13 @@ class WordPiece(_VocabModel):
         self.unk_token = unk_token
         self.continuing_subword_prefix = continuing_subword_prefix
         self.max_input_chars_per_word = max_input_chars_per_word
-        # HF loads such a file and fails at the first word it cannot cut: say so at once
-        unk = vocab.get(unk_token)
+
+    def _unk_id(self) -> int:
+        # HF loads a vocabulary without its unk token and fails only at a word it cannot cut
+        unk = self._lookup.get(self.unk_token)
         if unk is None:
-            raise FormatError(f"WordPiece unk_token {unk_token!r} is not in the vocabulary")
-        self._unk_id = unk
+            raise FormatError(f"WordPiece unk_token {self.unk_token!r} is not in the vocabulary")
+        return unk
 
     def _subwords(self, piece: str) -> list[tuple[int, int, int]] | None:
         """Greedy longest-match-first subwords of ``piece`` as (id, start, end) in characters, or
@@ -478,14 +480,14 @@ class WordPiece(_VocabModel):
 
     def _tokenize(self, piece: str) -> list[int]:
         subwords = self._subwords(piece)
-        return [self._unk_id] if subwords is None else [id for id, _, _ in subwords]
+        return [self._unk_id()] if subwords is None else [id for id, _, _ in subwords]
 
     def tokenize_offsets(self, piece: str) -> list[TokenSpan]:
         """The ids of ``piece`` with the UTF-8 byte span each covers (an unknown word: all of it)."""
         if not piece:
             return []
         subwords = self._subwords(piece)
-        return _byte_spans(piece, [(self._unk_id, 0, len(piece))] if subwords is None else subwords)
+        return _byte_spans(piece, [(self._unk_id(), 0, len(piece))] if subwords is None else subwords)
 
 
 class WordLevel(_VocabModel):

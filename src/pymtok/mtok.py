@@ -729,6 +729,9 @@ def _build_model(cur: _Cursor, model: dict[str, Any], skip: int) -> None:
             merges.resolve(skip)
     except FormatError as exc:
         raise FormatError(f"{cur.path}: {exc}") from None
+    if model["type"] == "WordPiece" and model["unk_token"] not in vocab:
+        # HF's WordPiece fails at the first word it cannot cut; MNN's runtime gives it the id -1
+        raise FormatError(f"{cur.path}: WordPiece unk_token {model['unk_token']!r} is not in the vocabulary")
 
 
 def _read_merges(cur: _Cursor, n: int, vocab: dict[str, int], by_id: dict[int, str]) -> _PyMerges:
@@ -1218,6 +1221,11 @@ def _write_model(
         out.append(_merge_records(vocab, merges))
     elif kind == "WordPiece":
         entries = _sorted_vocab(model.get("vocab", {}))
+        if model.get("unk_token", "[UNK]") not in model.get("vocab", {}):
+            raise FormatError(
+                f"WordPiece unk_token {model.get('unk_token', '[UNK]')!r} is not in the vocabulary: MNN's runtime "
+                "would give a word it cannot cut the id -1"
+            )
         out += [
             _byte(_M_WORDPIECE), _u32(len(entries), "vocabulary size"),
             _pack_str(model.get("unk_token", "[UNK]"), "WordPiece unk_token"),
@@ -1267,6 +1275,13 @@ def _write_vocab(out: list[bytes], entries: list[tuple[str, int]]) -> None:
         if not isinstance(id, int) or isinstance(id, bool) or not 0 <= id <= _MAX_ID:
             raise FormatError(f"vocabulary token {token!r} has id {id!r}, not a token id")
         out += [_pack_str(token, "vocabulary token"), pack_id(id)]
+    if len({id for _, id in entries}) != len(entries):
+        # HF loads such a vocabulary, but which token an id decodes to is then left to chance
+        seen: dict[int, str] = {}
+        token, id = next((t, i) for t, i in entries if seen.setdefault(i, t) != t)
+        raise FormatError(
+            f"vocabulary id {id} is given to two tokens, {seen[id]!r} and {token!r}: a .mtok holds one token per id"
+        )
 
 
 def _merge_records(vocab: Mapping[str, int], merges: Sequence[Any]) -> bytes:

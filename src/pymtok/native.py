@@ -168,9 +168,9 @@ def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool
             byte_fallback=model.byte_fallback, fuse_unk=model.fuse_unk, unk_id=unk_id, suffix=suffix,
         )
     elif type(model) is models.WordPiece:
-        if byte_level:
-            return None
-        unk = model.vocab[model.unk_token]
+        unk = model.vocab.get(model.unk_token)
+        if byte_level or unk is None:
+            return None  # without an unknown id the pure path raises at the first word it cannot cut, as HF does
         encoder = _native.Encoder(
             "WordPiece", tuple(steps), _model_tables(model)[0], unk_id=unk,
             prefix=model.continuing_subword_prefix, max_chars=model.max_input_chars_per_word,
@@ -288,7 +288,7 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
     if _native is None or tokenizer._native_text is None or not isinstance(encoder, _native.Encoder):
         return None
     normalizer = tokenizer.normalizer
-    if normalizer is not None and not isinstance(normalizer, _native.Normalizer) or _holds_nfkc(
+    if normalizer is not None and not isinstance(normalizer, _native.Normalizer) or _pure_aligned(
         tokenizer._pure_normalizer
     ):
         return None
@@ -438,13 +438,14 @@ def _token_lengths(_native: Any, vocab: Mapping[str, int] | list[str], bound: in
     return first, second
 
 
-def _holds_nfkc(normalizer: object) -> bool:
-    """Whether NFKC is among the normalizer's steps: the native core runs it as NFKD then NFC,
-    the same text, but HF aligns a composite of a compatibility decomposition its own way, which
-    the pure path follows."""
+def _pure_aligned(normalizer: object) -> bool:
+    """Whether the normalizer has a step whose alignment only the pure path follows: NFKC (the
+    native core runs it as NFKD then NFC, the same text, but HF aligns a composite of a
+    compatibility decomposition its own way), and an empty Prepend (no text changes, but HF
+    gives the first character an empty span)."""
     if type(normalizer) is normalizers.Sequence:
-        return any(_holds_nfkc(member) for member in normalizer.normalizers)  # type: ignore[attr-defined]
-    return type(normalizer) is normalizers.NFKC
+        return any(_pure_aligned(member) for member in normalizer.normalizers)  # type: ignore[attr-defined]
+    return type(normalizer) is normalizers.NFKC or type(normalizer) is normalizers.Prepend and not normalizer.prepend
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -554,6 +554,10 @@ class Prepend:
     def aligned(self, text: str, spans: Spans) -> tuple[str, Spans]:
         if not text:
             return text, spans
+        if not self.prepend:
+            # HF still prepends, the first character as the inserted one: it covers nothing, at the
+            # start of its segment (where the first character is, unless a step before removed some)
+            return text, [(spans[0][0], spans[0][0]), *spans[1:]]
         # HF puts the prepended characters on the first character's span
         return self.prepend + text, [spans[0]] * len(self.prepend) + spans
 
