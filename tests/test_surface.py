@@ -467,3 +467,42 @@ def test_special_token_attributes_are_settable_and_reach_the_template() -> None:
         tok.eos_token = 5  # type: ignore[assignment]
     tok.bos_token = None
     assert tok.bos_token is None and tok.bos_token_id is None
+
+
+def _lowercasing_folder(folder: Path, added: list[Any], config: dict[str, Any]) -> tuple[Any, Any]:
+    """A WordPiece tokenizer.json lowercasing its text, with ``added`` tokens and ``config`` as its
+    tokenizer_config.json: (HF tokenizers' tokenizer of the file, transformers' of the folder)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    hf = Tokenizer(models.WordPiece({"<unk>": 0, "a": 1, "b": 2}, unk_token="<unk>"))
+    hf.normalizer = normalizers.Lowercase()
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["<unk>"])
+    hf.add_tokens(added)
+    hf.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"unk_token": "<unk>", **config}), encoding="utf-8")
+    return Tokenizer.from_file(str(folder / "tokenizer.json")), transformers_tokenizer_at(folder)
+
+
+def test_a_normalized_added_token_is_named_by_its_normalized_form(tmp_path: Path) -> None:
+    """HF names an added token it matches in normalized text by its normalized form (id_to_token,
+    so transformers' convert_ids_to_tokens), and looks it up by its content; a .mtok keeps that."""
+    from tokenizers import AddedToken
+
+    raw, theirs = _lowercasing_folder(tmp_path, [AddedToken("AB", normalized=True), AddedToken("CD", normalized=False),
+                                                 AddedToken("Ef", normalized=True, special=True)], {})
+    tok = pymtok.load(tmp_path)
+    tok.save(tmp_path / "tokenizer.mtok")
+    ids = list(range(raw.get_vocab_size() + 1))
+    for ours_ in (tok, pymtok.load(tmp_path / "tokenizer.mtok")):
+        assert [ours_.id_to_token(i) for i in ids] == [raw.id_to_token(i) for i in ids]
+        assert ours_.convert_ids_to_tokens(ids) == theirs.convert_ids_to_tokens(ids)
+        for token in ("AB", "ab", "CD", "cd", "Ef", "ef"):
+            assert ours_.token_to_id(token) == raw.token_to_id(token), token
+            assert ours_.convert_tokens_to_ids(token) == theirs.convert_tokens_to_ids(token), token
+        assert ours_.get_vocab() == theirs.get_vocab()
+        for text in ("AB cd Ef", "ab CD ef"):
+            assert ours_(text).tokens() == theirs(text).tokens()
+            assert ours_.decode(ours_.encode(text), skip_special_tokens=True) == theirs.decode(
+                theirs(text)["input_ids"], skip_special_tokens=True)
+

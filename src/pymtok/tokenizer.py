@@ -761,8 +761,9 @@ class Tokenizer:
         """The token of ``id``, None for an id the vocabulary lacks (u32 ids as in HF: an int
         outside that range is OverflowError, anything not an int TypeError)."""
         id = _token_id(id)
-        token = self.added.by_id.get(id)
-        return token.content if token is not None else self.model.id_to_token(id)
+        # an added token HF matches in normalized text is named by its normalized form there
+        token = self.added.token_for_decode(id)
+        return token if token is not None else self.model.id_to_token(id)
 
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
         vocab = self.model.get_vocab()
