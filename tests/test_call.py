@@ -357,3 +357,80 @@ def test_split_special_tokens_from_the_config_splits_tokens_and_offsets_too(tmp_
             want, got = theirs(text, **keywords), tok(text, **keywords)
             assert dict(got) == dict(want), (text, keywords)
             assert got.tokens() == want.tokens() and got.word_ids() == want.word_ids(), (text, keywords)
+
+
+def _tiny_folder(folder: Any, config: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """A small BPE tokenizer.json ("hello" a non-special added token) with ``config`` as its
+    tokenizer_config.json: (AutoTokenizer's tokenizer, HF tokenizers', pymtok's) of the folder."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+    from transformers import AutoTokenizer
+
+    hf = Tokenizer(models.BPE({"<unk>": 0, "a": 1, "b": 2, "ab": 3, "<pad>": 4, "c": 5}, [("a", "b")], unk_token="<unk>"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["<unk>"])
+    hf.add_tokens([AddedToken("hello", special=False)])
+    hf.save(str(folder / "tokenizer.json"))
+    if "added_tokens_decoder" in config:
+        # the file's added tokens, as transformers writes them, but for those the test leaves out
+        added = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
+        config = {**config, "added_tokens_decoder": {
+            str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added
+            if t["content"] not in config["added_tokens_decoder"]}}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = AutoTokenizer.from_pretrained(str(folder))
+    return theirs, Tokenizer.from_file(str(folder / "tokenizer.json")), pymtok.load(folder)
+
+
+# tokenizer_config.json's special tokens that tokenizer.json lacks ("<pad>" is a model token, "<s>"
+# and "<img>" new ones), holds as plain vocabulary tokens ("a", "ab") or as a non-special added
+# token ("hello": special once named as a role, unless added_tokens_decoder leaves it out; not as
+# an extra one)
+_CONFIG_SPECIALS: list[dict[str, Any]] = [
+    {"unk_token": "<unk>", "pad_token": "<pad>"},
+    {"unk_token": "<unk>", "pad_token": "<new-pad>"},
+    {"unk_token": "<unk>", "sep_token": "a", "cls_token": "ab"},
+    {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "<s>", "extra_special_tokens": ["<e1>", "b", "<e2>"]},
+    {"unk_token": "<unk>", "additional_special_tokens": ["hello", "<e1>"]},
+    {"unk_token": "<unk>", "mask_token": "hello"},
+    {"unk_token": "<unk>", "mask_token": "hello", "added_tokens_decoder": ["hello"]},
+    {"unk_token": "<unk>", "image_token": "<img>", "extra_special_tokens": {"audio_token": "c"}},
+    {"unk_token": "<unk>", "pad_token": {"__type": "AddedToken", "content": "<p2>", "lstrip": True, "rstrip": False,
+                                         "single_word": False, "normalized": False, "special": False}},
+]
+
+
+@pytest.mark.parametrize("config", _CONFIG_SPECIALS)
+def test_config_special_tokens_become_added_tokens_as_in_transformers(config: dict[str, Any], tmp_path: Any) -> None:
+    """transformers adds the special tokens tokenizer_config.json names to its backend: __call__,
+    decode, len, the vocabulary and the special-token ids see them; encode, as HF tokenizers'
+    encode of tokenizer.json, does not. A .mtok keeps them."""
+    theirs, raw, tok = _tiny_folder(tmp_path, config)
+    tok.save(tmp_path / "tokenizer.mtok")
+    texts = ["a hello b", "ab <pad> c<s>", "<new-pad> <e1>ab<e2>", "x <img> c  <p2>  a", "hello<unk>ab"]
+    for ours_ in (tok, pymtok.load(tmp_path / "tokenizer.mtok")):
+        assert len(ours_) == len(theirs)
+        assert ours_.get_vocab() == theirs.get_vocab()
+        assert ours_.all_special_tokens == theirs.all_special_tokens
+        assert ours_.all_special_ids == theirs.all_special_ids
+        for key in pymtok.tokenizer.NAMED_SPECIAL_TOKENS:
+            assert (getattr(ours_, key), getattr(ours_, key + "_id")) == (getattr(theirs, key), getattr(theirs, key + "_id"))
+        for kwargs in ({}, {"return_special_tokens_mask": True, "return_offsets_mapping": True},
+                       {"add_special_tokens": False}):
+            want, got = theirs(texts, **kwargs), ours_(texts, **kwargs)
+            assert dict(got) == dict(want), kwargs
+            assert [got.tokens(i) for i in range(len(texts))] == [want.tokens(i) for i in range(len(texts))]
+        if theirs.pad_token is not None:
+            assert dict(ours_(texts, padding=True)) == dict(theirs(texts, padding=True))
+        ids = list(range(len(theirs) + 1))
+        for skip in (False, True):
+            assert ours_.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+            assert ours_.convert_ids_to_tokens(ids, skip_special_tokens=skip) == theirs.convert_ids_to_tokens(
+                ids, skip_special_tokens=skip)
+            # transformers' fix-ups off, decode is HF tokenizers' of tokenizer.json, without them
+            assert ours_.decode(ids, skip_special_tokens=skip, clean_up_tokenization_spaces=False) == raw.decode(
+                ids, skip_special_tokens=skip)
+        for text in texts:
+            assert ours_.encode(text) == raw.encode(text).ids
+

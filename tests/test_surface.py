@@ -506,3 +506,30 @@ def test_a_normalized_added_token_is_named_by_its_normalized_form(tmp_path: Path
             assert ours_.decode(ours_.encode(text), skip_special_tokens=True) == theirs.decode(
                 theirs(text)["input_ids"], skip_special_tokens=True)
 
+
+@pytest.mark.parametrize("config", [{}, {"sep_token": "Hello"}, {"extra_special_tokens": ["Hello"]},
+                                    {"additional_special_tokens": ["Hello"]},
+                                    {"mask_token": "Hello", "extra_special_tokens": ["Hello"]}])
+@pytest.mark.parametrize("normalized", [True, False])
+@pytest.mark.parametrize("special", [True, False])
+def test_decode_skips_the_tokens_transformers_flags_special(
+    config: dict[str, Any], normalized: bool, special: bool, tmp_path: Path
+) -> None:
+    """decode(skip_special_tokens=True) skips what transformers' backend holds special: an added
+    token tokenizer.json leaves unflagged stays unless tokenizer_config.json names it as a role (an
+    extra special token leaves it as it is), and HF tokenizers does not skip a special token whose
+    normalized form differs from its content. Without transformers' fix-ups, HF tokenizers' decode."""
+    from tokenizers import AddedToken
+
+    raw, theirs = _lowercasing_folder(tmp_path, [AddedToken("Hello", special=special, normalized=normalized)], config)
+    tok = pymtok.load(tmp_path)
+    ids = [1, 3, 2, 0, 3]
+    assert tok("a Hello b")["input_ids"] == theirs("a Hello b")["input_ids"]
+    for skip in (False, True):
+        assert tok.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+        assert tok.decode(ids, skip_special_tokens=skip, clean_up_tokenization_spaces=False) == raw.decode(
+            ids, skip_special_tokens=skip)
+        assert tok.batch_decode([ids, ids[:2]], skip_special_tokens=skip) == theirs.batch_decode(
+            [ids, ids[:2]], skip_special_tokens=skip)
+        assert tok.convert_ids_to_tokens(ids, skip_special_tokens=skip) == theirs.convert_ids_to_tokens(
+            ids, skip_special_tokens=skip)
