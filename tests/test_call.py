@@ -359,7 +359,7 @@ def test_split_special_tokens_from_the_config_splits_tokens_and_offsets_too(tmp_
             assert got.tokens() == want.tokens() and got.word_ids() == want.word_ids(), (text, keywords)
 
 
-def _tiny_folder(folder: Any, config: dict[str, Any]) -> tuple[Any, Any, Any]:
+def _tiny_folder(folder: Any, config: dict[str, Any], *, padding: bool = False) -> tuple[Any, Any, Any]:
     """A small BPE tokenizer.json ("hello" a non-special added token) with ``config`` as its
     tokenizer_config.json: (AutoTokenizer's tokenizer, HF tokenizers', pymtok's) of the folder."""
     from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
@@ -369,6 +369,9 @@ def _tiny_folder(folder: Any, config: dict[str, Any]) -> tuple[Any, Any, Any]:
     hf.pre_tokenizer = pre_tokenizers.Whitespace()
     hf.add_special_tokens(["<unk>"])
     hf.add_tokens([AddedToken("hello", special=False)])
+    if padding:
+        hf.enable_padding(direction="left", pad_id=7, pad_token="<new-pad>", pad_type_id=1, pad_to_multiple_of=4, length=9)
+        hf.enable_truncation(max_length=2, stride=1, direction="left")
     hf.save(str(folder / "tokenizer.json"))
     if "added_tokens_decoder" in config:
         # the file's added tokens, as transformers writes them, but for those the test leaves out
@@ -434,3 +437,28 @@ def test_config_special_tokens_become_added_tokens_as_in_transformers(config: di
         for text in texts:
             assert ours_.encode(text) == raw.encode(text).ids
 
+
+@pytest.mark.parametrize("config", [{"unk_token": "<unk>"}, {"unk_token": "<unk>", "padding_side": "right"},
+                                    {"unk_token": "<unk>", "truncation_side": "right", "pad_token": "b"},
+                                    {"unk_token": "<unk>", "pad_token": None}])
+def test_file_padding_and_truncation_give_pad_token_and_sides_as_in_transformers(
+    config: dict[str, Any], tmp_path: Any
+) -> None:
+    """tokenizer.json's padding and truncation give transformers 5 its pad token (here one the
+    vocabulary lacks, which it then adds) and its padding and truncation sides, where
+    tokenizer_config.json does not set them; their lengths, stride and pad type id it leaves."""
+    theirs, _, tok = _tiny_folder(tmp_path, config, padding=True)
+    assert (tok.pad_token, tok.pad_token_id, len(tok)) == (theirs.pad_token, theirs.pad_token_id, len(theirs))
+    assert tok.meta.call_settings.get("padding_side", "right") == theirs.padding_side
+    assert tok.meta.call_settings.get("truncation_side", "right") == theirs.truncation_side
+    texts = ["a b a hello c", "a", "<new-pad> b"]
+    for kwargs in ({"padding": True, "return_token_type_ids": True}, {"truncation": True}, {"padding": "max_length"},
+                   {"truncation": True, "max_length": 2}, {"padding": "max_length", "max_length": 6},
+                   {"truncation": True, "max_length": 3, "stride": 1, "return_overflowing_tokens": True}):
+        try:
+            want = dict(theirs(texts, **kwargs))
+        except ValueError:
+            with pytest.raises(ValueError):
+                tok(texts, **kwargs)
+            continue
+        assert dict(tok(texts, **kwargs)) == want, kwargs

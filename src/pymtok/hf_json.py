@@ -256,8 +256,11 @@ def derive_meta(
     if isinstance(extra, Mapping):
         extra = list(extra.values())
     implied = class_special_tokens(tokenizer_config)
+    padding, truncation = _section(tok, "padding"), _section(tok, "truncation")
+    # transformers 5 takes the pad token from tokenizer.json's padding where nothing else names one
+    from_padding = {"pad_token": padding["pad_token"]} if padding is not None and "pad_token" not in tokenizer_config else {}
     special: list[int] = []
-    for text in [*named.values(), *implied.values(), *(token_text(t) for t in extra)]:
+    for text in [*named.values(), *from_padding.values(), *implied.values(), *(token_text(t) for t in extra)]:
         id = tok.token_to_id(text) if text is not None else None
         if id is not None and id not in special:
             special.append(id)
@@ -303,16 +306,19 @@ def derive_meta(
         stop_ids=stop,
         prefix_ids=prefix,
         chat_template=chat_template,
-        special_tokens={**implied, **special_tokens_from_config(tokenizer_config)},
+        special_tokens={**from_padding, **implied, **special_tokens_from_config(tokenizer_config)},
         clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
         decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
         call_settings={
             **class_call_settings(tokenizer_config, tok.config),
+            # tokenizer.json's sides, under tokenizer_config.json's (transformers' setdefault)
+            **({"padding_side": padding["direction"]} if padding is not None else {}),
+            **({"truncation_side": truncation["direction"]} if truncation is not None else {}),
             **{key: tokenizer_config[key] for key in _CALL_SETTINGS if tokenizer_config.get(key) is not None},
         },
         extra_special_tokens=[text for text in (token_text(t) for t in extra) if text is not None],
         split_special_tokens=tokenizer_config.get("split_special_tokens") is True,
-        backend_added_tokens=backend_added_tokens(tok, tokenizer_config, implied),
+        backend_added_tokens=backend_added_tokens(tok, tokenizer_config, {**from_padding, **implied}),
     )
 
 
@@ -320,6 +326,23 @@ def extra_special_tokens(tokenizer_config: Mapping[str, Any]) -> Any:
     """transformers' extra special tokens: ``extra_special_tokens`` (a list, or a dict of named
     model-specific tokens), else the older ``additional_special_tokens``."""
     return tokenizer_config.get("extra_special_tokens") or tokenizer_config.get("additional_special_tokens") or []
+
+
+def _section(tok: Tokenizer, name: str) -> dict[str, Any] | None:
+    """tokenizer.json's ``padding`` or ``truncation`` object with its ``direction`` as transformers
+    reads it ("left" or "right"); the fields transformers takes are checked as HF ``tokenizers``
+    checks them at load, which refuses the file otherwise (truncation's direction defaults to right)."""
+    value = tok.config.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise FormatError(f"tokenizer.json: {name} must be an object or null")
+    direction = value.get("direction", "Right" if name == "truncation" else None)
+    if direction not in ("Left", "Right"):
+        raise FormatError(f'tokenizer.json: {name}.direction must be "Left" or "Right", got {direction!r:.40}')
+    if name == "padding" and not isinstance(value.get("pad_token"), str):
+        raise FormatError("tokenizer.json: padding.pad_token must be a string")
+    return {**value, "direction": direction.lower()}
 
 
 _FLAGS = ("single_word", "lstrip", "rstrip", "normalized", "special")

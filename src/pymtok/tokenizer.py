@@ -303,12 +303,14 @@ class Tokenizer:
 
         Takes transformers' keywords (``padding``, ``truncation``, ``max_length``, ``stride``,
         ``return_offsets_mapping``, ``return_tensors``, ...; see :func:`pymtok.encoding.call`);
-        any other raises TypeError. Padding and truncation come from the call only, as in
-        transformers: ``tokenizer.json``'s own settings (``truncation`` / ``padding``) are not applied.
-        The special tokens ``tokenizer_config.json`` names
-        and ``tokenizer.json`` lacks (or holds as unflagged or plain vocabulary tokens) are added
-        tokens here, as transformers adds them (``meta.backend_added_tokens``); ``encode`` runs
-        without them, as HF ``tokenizers`` does.
+        any other raises TypeError. Whether and how far to pad or truncate comes from the call
+        only, as in transformers 5: of ``tokenizer.json``'s ``padding`` / ``truncation`` sections it
+        takes the pad token and the padding and truncation sides (``direction``), each where
+        ``tokenizer_config.json`` does not set it, and nothing else (their lengths, strategy,
+        stride, ``pad_to_multiple_of`` and ``pad_type_id`` are not used). The special tokens
+        ``tokenizer_config.json`` names and ``tokenizer.json`` lacks (or holds as unflagged or
+        plain vocabulary tokens) are added tokens here, as transformers adds them
+        (``meta.backend_added_tokens``); ``encode`` runs without them, as HF ``tokenizers`` does.
         The ids are ``tokenizer.json``'s, as ``PreTrainedTokenizerFast`` gives them; transformers 5's
         ``AutoTokenizer`` rebuilds some classes' pipelines (``LlamaTokenizer``, ``GPT2Tokenizer``,
         ``T5Tokenizer``) and then differs on some texts (README, "transformers' ``__call__``").
@@ -354,13 +356,15 @@ class Tokenizer:
 
     @property
     def truncation(self) -> dict[str, Any] | None:
-        """``tokenizer.json``'s ``truncation`` object as the file has it (not applied by ``encode``)."""
+        """``tokenizer.json``'s ``truncation`` object as the file has it (not applied by ``encode``;
+        ``__call__`` takes its side)."""
         value = self.config.get("truncation")
         return dict(value) if isinstance(value, Mapping) else None
 
     @property
     def padding(self) -> dict[str, Any] | None:
-        """``tokenizer.json``'s ``padding`` object as the file has it (not applied by ``encode``)."""
+        """``tokenizer.json``'s ``padding`` object as the file has it (not applied by ``encode``;
+        ``__call__`` takes its pad token and side)."""
         value = self.config.get("padding")
         return dict(value) if isinstance(value, Mapping) else None
 
