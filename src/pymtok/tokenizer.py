@@ -337,7 +337,7 @@ class Tokenizer:
             return self
         known = self._call_memo.get("backend")
         if known is not None and known[0] is meta:
-            backend: Tokenizer = known[1]
+            backend: Tokenizer = known[1] or self
             return backend
         added = [*(self.config.get("added_tokens") or []), *meta.backend_added_tokens]
         backend = Tokenizer(
@@ -350,8 +350,9 @@ class Tokenizer:
             meta=meta,
             config={**self.config, "added_tokens": added},
         )
-        # the backend is its own: it must not build one of its own from the same meta
-        backend._call_memo["backend"] = self._call_memo["backend"] = (meta, backend)
+        # the backend is its own (None: no reference to itself, which only the cycle collector frees)
+        backend._call_memo["backend"] = (meta, None)
+        self._call_memo["backend"] = (meta, backend)
         return backend
 
     @property
