@@ -462,3 +462,24 @@ def test_file_padding_and_truncation_give_pad_token_and_sides_as_in_transformers
                 tok(texts, **kwargs)
             continue
         assert dict(tok(texts, **kwargs)) == want, kwargs
+
+
+@pytest.mark.parametrize("config", [
+    # added_tokens_decoder holds a named token other than tokenizer.json does (lstrip), or one it lacks
+    {"mask_token": "hello", "added_tokens_decoder": {"6": {"content": "hello", "lstrip": True, "rstrip": False,
+                                                           "single_word": False, "normalized": True, "special": False}}},
+    {"mask_token": "<m>", "added_tokens_decoder": {"7": {"content": "<m>", "lstrip": False, "rstrip": False,
+                                                         "single_word": False, "normalized": False, "special": True}}},
+    # one token named twice, with different flags
+    {"pad_token": "<x>", "extra_special_tokens": [{"__type": "AddedToken", "content": "<x>", "lstrip": False,
+                                                   "rstrip": False, "single_word": False, "normalized": True}]},
+])
+def test_config_special_tokens_pymtok_does_not_model_raise(config: dict[str, Any], tmp_path: Any) -> None:
+    from tokenizers import AddedToken, Tokenizer, models
+
+    hf = Tokenizer(models.BPE({"<unk>": 0, "a": 1}, [], unk_token="<unk>"))
+    hf.add_tokens([AddedToken("hello", special=False)])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(pymtok.FormatError, match="does not model"):
+        pymtok.load(tmp_path)

@@ -430,7 +430,7 @@ def backend_added_tokens(
         if token.content in out and out[token.content] != token:
             raise FormatError(
                 f"tokenizer_config.json names {token.content!r:.80} twice as a special token, with different "
-                "flags; transformers then matches it by the first and names it by the second, which pymtok does not model"
+                "flags; pymtok does not model which of them transformers' backend then goes by"
             )
         out.setdefault(token.content, token)
     if not out:
