@@ -357,3 +357,129 @@ def test_split_special_tokens_from_the_config_splits_tokens_and_offsets_too(tmp_
             want, got = theirs(text, **keywords), tok(text, **keywords)
             assert dict(got) == dict(want), (text, keywords)
             assert got.tokens() == want.tokens() and got.word_ids() == want.word_ids(), (text, keywords)
+
+
+def _tiny_folder(folder: Any, config: dict[str, Any], *, padding: bool = False) -> tuple[Any, Any, Any]:
+    """A small BPE tokenizer.json ("hello" a non-special added token) with ``config`` as its
+    tokenizer_config.json: (AutoTokenizer's tokenizer, HF tokenizers', pymtok's) of the folder."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+    from transformers import AutoTokenizer
+
+    hf = Tokenizer(models.BPE({"<unk>": 0, "a": 1, "b": 2, "ab": 3, "<pad>": 4, "c": 5}, [("a", "b")], unk_token="<unk>"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["<unk>"])
+    hf.add_tokens([AddedToken("hello", special=False)])
+    if padding:
+        hf.enable_padding(direction="left", pad_id=7, pad_token="<new-pad>", pad_type_id=1, pad_to_multiple_of=4, length=9)
+        hf.enable_truncation(max_length=2, stride=1, direction="left")
+    hf.save(str(folder / "tokenizer.json"))
+    if "added_tokens_decoder" in config:
+        # the file's added tokens, as transformers writes them, but for those the test leaves out
+        added = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))["added_tokens"]
+        config = {**config, "added_tokens_decoder": {
+            str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added
+            if t["content"] not in config["added_tokens_decoder"]}}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = AutoTokenizer.from_pretrained(str(folder))
+    return theirs, Tokenizer.from_file(str(folder / "tokenizer.json")), pymtok.load(folder)
+
+
+# tokenizer_config.json's special tokens that tokenizer.json lacks ("<pad>" is a model token, "<s>"
+# and "<img>" new ones), holds as plain vocabulary tokens ("a", "ab") or as a non-special added
+# token ("hello": special once named as a role, unless added_tokens_decoder leaves it out; not as
+# an extra one)
+_CONFIG_SPECIALS: list[dict[str, Any]] = [
+    {"unk_token": "<unk>", "pad_token": "<pad>"},
+    {"unk_token": "<unk>", "pad_token": "<new-pad>"},
+    {"unk_token": "<unk>", "sep_token": "a", "cls_token": "ab"},
+    {"unk_token": "<unk>", "bos_token": "<s>", "eos_token": "<s>", "extra_special_tokens": ["<e1>", "b", "<e2>"]},
+    {"unk_token": "<unk>", "additional_special_tokens": ["hello", "<e1>"]},
+    {"unk_token": "<unk>", "mask_token": "hello"},
+    {"unk_token": "<unk>", "mask_token": "hello", "added_tokens_decoder": ["hello"]},
+    {"unk_token": "<unk>", "image_token": "<img>", "extra_special_tokens": {"audio_token": "c"}},
+    {"unk_token": "<unk>", "pad_token": {"__type": "AddedToken", "content": "<p2>", "lstrip": True, "rstrip": False,
+                                         "single_word": False, "normalized": False, "special": False}},
+]
+
+
+@pytest.mark.parametrize("config", _CONFIG_SPECIALS)
+def test_config_special_tokens_become_added_tokens_as_in_transformers(config: dict[str, Any], tmp_path: Any) -> None:
+    """transformers adds the special tokens tokenizer_config.json names to its backend: __call__,
+    decode, len, the vocabulary and the special-token ids see them; encode, as HF tokenizers'
+    encode of tokenizer.json, does not. A .mtok keeps them."""
+    theirs, raw, tok = _tiny_folder(tmp_path, config)
+    tok.save(tmp_path / "tokenizer.mtok")
+    texts = ["a hello b", "ab <pad> c<s>", "<new-pad> <e1>ab<e2>", "x <img> c  <p2>  a", "hello<unk>ab"]
+    for ours_ in (tok, pymtok.load(tmp_path / "tokenizer.mtok")):
+        assert len(ours_) == len(theirs)
+        assert ours_.get_vocab() == theirs.get_vocab()
+        assert ours_.all_special_tokens == theirs.all_special_tokens
+        assert ours_.all_special_ids == theirs.all_special_ids
+        for key in pymtok.tokenizer.NAMED_SPECIAL_TOKENS:
+            assert (getattr(ours_, key), getattr(ours_, key + "_id")) == (getattr(theirs, key), getattr(theirs, key + "_id"))
+        for kwargs in ({}, {"return_special_tokens_mask": True, "return_offsets_mapping": True},
+                       {"add_special_tokens": False}):
+            want, got = theirs(texts, **kwargs), ours_(texts, **kwargs)
+            assert dict(got) == dict(want), kwargs
+            assert [got.tokens(i) for i in range(len(texts))] == [want.tokens(i) for i in range(len(texts))]
+        if theirs.pad_token is not None:
+            assert dict(ours_(texts, padding=True)) == dict(theirs(texts, padding=True))
+        ids = list(range(len(theirs) + 1))
+        for skip in (False, True):
+            assert ours_.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+            assert ours_.convert_ids_to_tokens(ids, skip_special_tokens=skip) == theirs.convert_ids_to_tokens(
+                ids, skip_special_tokens=skip)
+            # transformers' fix-ups off, decode is HF tokenizers' of tokenizer.json, without them
+            assert ours_.decode(ids, skip_special_tokens=skip, clean_up_tokenization_spaces=False) == raw.decode(
+                ids, skip_special_tokens=skip)
+        for text in texts:
+            assert ours_.encode(text) == raw.encode(text).ids
+
+
+@pytest.mark.parametrize("config", [{"unk_token": "<unk>"}, {"unk_token": "<unk>", "padding_side": "right"},
+                                    {"unk_token": "<unk>", "truncation_side": "right", "pad_token": "b"},
+                                    {"unk_token": "<unk>", "pad_token": None}])
+def test_file_padding_and_truncation_give_pad_token_and_sides_as_in_transformers(
+    config: dict[str, Any], tmp_path: Any
+) -> None:
+    """tokenizer.json's padding and truncation give transformers 5 its pad token (here one the
+    vocabulary lacks, which it then adds) and its padding and truncation sides, where
+    tokenizer_config.json does not set them; their lengths, stride and pad type id it leaves."""
+    theirs, _, tok = _tiny_folder(tmp_path, config, padding=True)
+    assert (tok.pad_token, tok.pad_token_id, len(tok)) == (theirs.pad_token, theirs.pad_token_id, len(theirs))
+    assert tok.meta.call_settings.get("padding_side", "right") == theirs.padding_side
+    assert tok.meta.call_settings.get("truncation_side", "right") == theirs.truncation_side
+    texts = ["a b a hello c", "a", "<new-pad> b"]
+    for kwargs in ({"padding": True, "return_token_type_ids": True}, {"truncation": True}, {"padding": "max_length"},
+                   {"truncation": True, "max_length": 2}, {"padding": "max_length", "max_length": 6},
+                   {"truncation": True, "max_length": 3, "stride": 1, "return_overflowing_tokens": True}):
+        try:
+            want = dict(theirs(texts, **kwargs))
+        except ValueError:
+            with pytest.raises(ValueError):
+                tok(texts, **kwargs)
+            continue
+        assert dict(tok(texts, **kwargs)) == want, kwargs
+
+
+@pytest.mark.parametrize("config", [
+    # added_tokens_decoder holds a named token other than tokenizer.json does (lstrip), or one it lacks
+    {"mask_token": "hello", "added_tokens_decoder": {"6": {"content": "hello", "lstrip": True, "rstrip": False,
+                                                           "single_word": False, "normalized": True, "special": False}}},
+    {"mask_token": "<m>", "added_tokens_decoder": {"7": {"content": "<m>", "lstrip": False, "rstrip": False,
+                                                         "single_word": False, "normalized": False, "special": True}}},
+    # one token named twice, with different flags
+    {"pad_token": "<x>", "extra_special_tokens": [{"__type": "AddedToken", "content": "<x>", "lstrip": False,
+                                                   "rstrip": False, "single_word": False, "normalized": True}]},
+])
+def test_config_special_tokens_pymtok_does_not_model_raise(config: dict[str, Any], tmp_path: Any) -> None:
+    from tokenizers import AddedToken, Tokenizer, models
+
+    hf = Tokenizer(models.BPE({"<unk>": 0, "a": 1}, [], unk_token="<unk>"))
+    hf.add_tokens([AddedToken("hello", special=False)])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(pymtok.FormatError, match="does not model"):
+        pymtok.load(tmp_path)

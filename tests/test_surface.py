@@ -467,3 +467,69 @@ def test_special_token_attributes_are_settable_and_reach_the_template() -> None:
         tok.eos_token = 5  # type: ignore[assignment]
     tok.bos_token = None
     assert tok.bos_token is None and tok.bos_token_id is None
+
+
+def _lowercasing_folder(folder: Path, added: list[Any], config: dict[str, Any]) -> tuple[Any, Any]:
+    """A WordPiece tokenizer.json lowercasing its text, with ``added`` tokens and ``config`` as its
+    tokenizer_config.json: (HF tokenizers' tokenizer of the file, transformers' of the folder)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    hf = Tokenizer(models.WordPiece({"<unk>": 0, "a": 1, "b": 2}, unk_token="<unk>"))
+    hf.normalizer = normalizers.Lowercase()
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.add_special_tokens(["<unk>"])
+    hf.add_tokens(added)
+    hf.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"unk_token": "<unk>", **config}), encoding="utf-8")
+    return Tokenizer.from_file(str(folder / "tokenizer.json")), transformers_tokenizer_at(folder)
+
+
+def test_a_normalized_added_token_is_named_by_its_normalized_form(tmp_path: Path) -> None:
+    """HF names an added token it matches in normalized text by its normalized form (id_to_token,
+    so transformers' convert_ids_to_tokens), and looks it up by its content; a .mtok keeps that."""
+    from tokenizers import AddedToken
+
+    raw, theirs = _lowercasing_folder(tmp_path, [AddedToken("AB", normalized=True), AddedToken("CD", normalized=False),
+                                                 AddedToken("Ef", normalized=True, special=True)], {})
+    tok = pymtok.load(tmp_path)
+    tok.save(tmp_path / "tokenizer.mtok")
+    ids = list(range(raw.get_vocab_size() + 1))
+    for ours_ in (tok, pymtok.load(tmp_path / "tokenizer.mtok")):
+        assert [ours_.id_to_token(i) for i in ids] == [raw.id_to_token(i) for i in ids]
+        assert ours_.convert_ids_to_tokens(ids) == theirs.convert_ids_to_tokens(ids)
+        for token in ("AB", "ab", "CD", "cd", "Ef", "ef"):
+            assert ours_.token_to_id(token) == raw.token_to_id(token), token
+            assert ours_.convert_tokens_to_ids(token) == theirs.convert_tokens_to_ids(token), token
+        assert ours_.get_vocab() == theirs.get_vocab()
+        for text in ("AB cd Ef", "ab CD ef"):
+            assert ours_(text).tokens() == theirs(text).tokens()
+            assert ours_.decode(ours_.encode(text), skip_special_tokens=True) == theirs.decode(
+                theirs(text)["input_ids"], skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("config", [{}, {"sep_token": "Hello"}, {"extra_special_tokens": ["Hello"]},
+                                    {"additional_special_tokens": ["Hello"]},
+                                    {"mask_token": "Hello", "extra_special_tokens": ["Hello"]}])
+@pytest.mark.parametrize("normalized", [True, False])
+@pytest.mark.parametrize("special", [True, False])
+def test_decode_skips_the_tokens_transformers_flags_special(
+    config: dict[str, Any], normalized: bool, special: bool, tmp_path: Path
+) -> None:
+    """decode(skip_special_tokens=True) skips what transformers' backend holds special: an added
+    token tokenizer.json leaves unflagged stays unless tokenizer_config.json names it as a role (an
+    extra special token leaves it as it is), and HF tokenizers does not skip a special token whose
+    normalized form differs from its content. Without transformers' fix-ups, HF tokenizers' decode."""
+    from tokenizers import AddedToken
+
+    raw, theirs = _lowercasing_folder(tmp_path, [AddedToken("Hello", special=special, normalized=normalized)], config)
+    tok = pymtok.load(tmp_path)
+    ids = [1, 3, 2, 0, 3]
+    assert tok("a Hello b")["input_ids"] == theirs("a Hello b")["input_ids"]
+    for skip in (False, True):
+        assert tok.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+        assert tok.decode(ids, skip_special_tokens=skip, clean_up_tokenization_spaces=False) == raw.decode(
+            ids, skip_special_tokens=skip)
+        assert tok.batch_decode([ids, ids[:2]], skip_special_tokens=skip) == theirs.batch_decode(
+            [ids, ids[:2]], skip_special_tokens=skip)
+        assert tok.convert_ids_to_tokens(ids, skip_special_tokens=skip) == theirs.convert_ids_to_tokens(
+            ids, skip_special_tokens=skip)

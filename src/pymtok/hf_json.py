@@ -6,6 +6,7 @@ Also derives MNN's header lists (special, stop and prefix ids) the way MNN's exp
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import json
 import math
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .added_tokens import AddedToken, AddedVocabulary
 from .errors import FormatError
 from .tokenizer import Tokenizer, TokenizerMeta
 
@@ -250,12 +252,15 @@ def derive_meta(
     if control is not None and not (isinstance(control, list) and all(isinstance(t, str) for t in control)):
         # transformers refuses it at load too (a TypeError)
         raise FormatError(f"tokenizer_config.json: chat_control_tokens must be a list of strings, got {control!r:.80}")
-    extra = tokenizer_config.get("additional_special_tokens") or tokenizer_config.get("extra_special_tokens") or []
+    extra = extra_special_tokens(tokenizer_config)
     if isinstance(extra, Mapping):
         extra = list(extra.values())
     implied = class_special_tokens(tokenizer_config)
+    padding, truncation = _section(tok, "padding"), _section(tok, "truncation")
+    # transformers 5 takes the pad token from tokenizer.json's padding where nothing else names one
+    from_padding = {"pad_token": padding["pad_token"]} if padding is not None and "pad_token" not in tokenizer_config else {}
     special: list[int] = []
-    for text in [*named.values(), *implied.values(), *(token_text(t) for t in extra)]:
+    for text in [*named.values(), *from_padding.values(), *implied.values(), *(token_text(t) for t in extra)]:
         id = tok.token_to_id(text) if text is not None else None
         if id is not None and id not in special:
             special.append(id)
@@ -301,16 +306,141 @@ def derive_meta(
         stop_ids=stop,
         prefix_ids=prefix,
         chat_template=chat_template,
-        special_tokens={**implied, **special_tokens_from_config(tokenizer_config)},
+        special_tokens={**from_padding, **implied, **special_tokens_from_config(tokenizer_config)},
         clean_up_tokenization_spaces=tokenizer_config.get("clean_up_tokenization_spaces") is True,
         decode_suffix_as_space=(model.get("end_of_word_suffix") or None) if clip else None,
         call_settings={
             **class_call_settings(tokenizer_config, tok.config),
+            # tokenizer.json's sides, under tokenizer_config.json's (transformers' setdefault)
+            **({"padding_side": padding["direction"]} if padding is not None else {}),
+            **({"truncation_side": truncation["direction"]} if truncation is not None else {}),
             **{key: tokenizer_config[key] for key in _CALL_SETTINGS if tokenizer_config.get(key) is not None},
         },
         extra_special_tokens=[text for text in (token_text(t) for t in extra) if text is not None],
         split_special_tokens=tokenizer_config.get("split_special_tokens") is True,
+        backend_added_tokens=backend_added_tokens(tok, tokenizer_config, {**from_padding, **implied}),
     )
+
+
+def extra_special_tokens(tokenizer_config: Mapping[str, Any]) -> Any:
+    """transformers' extra special tokens: ``extra_special_tokens`` (a list, or a dict of named
+    model-specific tokens), else the older ``additional_special_tokens``."""
+    return tokenizer_config.get("extra_special_tokens") or tokenizer_config.get("additional_special_tokens") or []
+
+
+def _section(tok: Tokenizer, name: str) -> dict[str, Any] | None:
+    """tokenizer.json's ``padding`` or ``truncation`` object with its ``direction`` as transformers
+    reads it ("left" or "right"); the fields transformers takes are checked as HF ``tokenizers``
+    checks them at load, which refuses the file otherwise (truncation's direction defaults to right)."""
+    value = tok.config.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise FormatError(f"tokenizer.json: {name} must be an object or null")
+    direction = value.get("direction", "Right" if name == "truncation" else None)
+    if direction not in ("Left", "Right"):
+        raise FormatError(f'tokenizer.json: {name}.direction must be "Left" or "Right", got {direction!r:.40}')
+    if name == "padding" and not isinstance(value.get("pad_token"), str):
+        raise FormatError("tokenizer.json: padding.pad_token must be a string")
+    return {**value, "direction": direction.lower()}
+
+
+_FLAGS = ("single_word", "lstrip", "rstrip", "normalized", "special")
+
+
+def _config_token(value: Any, named: bool) -> AddedToken | None:
+    """A special token of tokenizer_config.json as the AddedToken transformers adds for it: a
+    string is special and matched on the raw text; an AddedToken object keeps its flags but is
+    special if it is a named one."""
+    if isinstance(value, str):
+        return AddedToken(value, special=True, normalized=False)
+    if not (isinstance(value, Mapping) and isinstance(value.get("content"), str)):
+        return None
+    special = value.get("special", False)
+    flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": not special, "special": special,
+             **{key: value[key] for key in _FLAGS if key in value}}
+    try:
+        token = AddedToken.from_config({"id": 0, "content": value["content"], **flags})
+    except FormatError as exc:
+        raise FormatError(f"tokenizer_config.json: {exc}") from None
+    return dataclasses.replace(token, special=True) if named else token
+
+
+def _model_specific(tokenizer_config: Mapping[str, Any]) -> list[Any]:
+    """The values of tokenizer_config.json's model-specific special tokens, in transformers' order:
+    other ``*_token`` entries held as AddedToken objects, then those held as strings and a dict
+    ``extra_special_tokens``'."""
+    others = [(key, value) for key, value in tokenizer_config.items()
+              if key.endswith("_token") and key not in _NAMED_SPECIAL]
+    as_objects = [value for _, value in others if isinstance(value, Mapping) and value.get("__type") == "AddedToken"]
+    as_strings = [value for _, value in others if isinstance(value, str)]
+    extra = extra_special_tokens(tokenizer_config)
+    return [*as_objects, *as_strings, *(extra.values() if isinstance(extra, Mapping) else [])]
+
+
+def backend_added_tokens(
+    tok: Tokenizer, tokenizer_config: Mapping[str, Any], defaults: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The added tokens transformers 5's tokenizer holds beyond ``tok``'s (``added_tokens``' shape).
+
+    transformers registers each named special token (bos_token ... mask_token, ``defaults`` where
+    tokenizer_config.json has none, then the model-specific ones) and each extra special token
+    that is not an added token yet: a new one gets the next id, a model vocabulary token keeps
+    its id but becomes an added token (matched in any text). A named token that is an added
+    token ``tokenizer.json`` does not flag special becomes special when transformers reads it
+    from the added tokens it loads (``tokenizer_config.json``'s ``added_tokens_decoder`` where
+    there is one, else ``tokenizer.json``'s); an extra one stays as it is.
+    """
+    named = [tokenizer_config.get(key, defaults.get(key)) for key in _NAMED_SPECIAL]
+    named_tokens = [t for t in (_config_token(v, True) for v in [*named, *_model_specific(tokenizer_config)]) if t]
+    named_contents = {t.content for t in named_tokens}
+    extra = extra_special_tokens(tokenizer_config)
+    extra_tokens = [t for t in (_config_token(v, False) for v in (extra if isinstance(extra, list) else [])) if t]
+    extra_tokens = [dataclasses.replace(t, special=True) if t.content in named_contents else t for t in extra_tokens]
+
+    file_tokens = [AddedToken.from_config(t) for t in tok.config.get("added_tokens") or []]
+    current = {tok.added.by_id[id].content: tok.added.by_id[id] for id in tok.added.ids.values()}
+    decoder = tokenizer_config.get("added_tokens_decoder")
+    loaded: dict[str, AddedToken] = dict(current)
+    if isinstance(decoder, Mapping):
+        loaded = {t.content: t for t in (_config_token(v, False) for v in decoder.values()) if t}
+
+    out: dict[str, AddedToken] = {}
+    # flags change at the ids tokens have: the order does not matter
+    for content in sorted(named_contents & loaded.keys()):
+        source = loaded[content]
+        if source.special:
+            continue
+        if content not in current or dataclasses.replace(current[content], special=False) != source:
+            # transformers re-adds the added_tokens_decoder entry as it is there
+            raise FormatError(
+                f"tokenizer_config.json: added_tokens_decoder holds {content!r:.80} differently from tokenizer.json "
+                "and names it as a special token; pymtok does not model how transformers then merges the two"
+            )
+        if not current[content].special:
+            out[content] = dataclasses.replace(current[content], special=True)
+    for token in [*named_tokens, *extra_tokens]:
+        if token.content in current or token.content in loaded:
+            if token.content not in current:
+                raise FormatError(
+                    f"tokenizer_config.json: added_tokens_decoder holds {token.content!r:.80}, which tokenizer.json "
+                    "lacks, and names it as a special token; pymtok does not model how transformers adds it"
+                )
+            continue
+        if token.content in out and out[token.content] != token:
+            raise FormatError(
+                f"tokenizer_config.json names {token.content!r:.80} twice as a special token, with different "
+                "flags; pymtok does not model which of them transformers' backend then goes by"
+            )
+        out.setdefault(token.content, token)
+    if not out:
+        return []
+    # ids as HF assigns them to tokens added after the file's
+    ids = AddedVocabulary(
+        [*file_tokens, *out.values()], token_to_model_id=tok.model.token_to_id,
+        model_vocab_size=tok.model.vocab_size, normalizer=None,
+    ).ids
+    return [{"id": ids[t.content], "content": t.content, **{key: getattr(t, key) for key in _FLAGS}} for t in out.values()]
 
 
 def class_call_settings(tokenizer_config: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, Any]:

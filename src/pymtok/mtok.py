@@ -78,6 +78,7 @@ _EXTENSION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "clean_up_tokenization_spaces": ((bool,), True), "decode_suffix_as_space": ((str, _NONE), False),
     "unigram_scores": ((list,), False),
     "extra_special_tokens": ((list,), False), "split_special_tokens": ((bool,), False),
+    "backend_added_tokens": ((list,), False),
     "call_settings": ((dict,), False),
     # older files kept it apart as well, a duplicate of call_settings' (read into it where it lacks one)
     "model_max_length": ((int, _NONE), False),
@@ -899,8 +900,9 @@ def _read_extension(cur: _Cursor) -> tuple[dict[str, Any] | None, int | None]:
         value = ext[key]
         if isinstance(value, dict) and not all(isinstance(v, str) for v in value.values()):
             raise cur.error(section, f"{what} must be strings", payload_at)
-    if not all(isinstance(t, dict) for t in ext["added_tokens"]):
-        raise cur.error(section, "added_tokens must be objects", payload_at)
+    for key in ("added_tokens", "backend_added_tokens"):
+        if not all(isinstance(t, dict) for t in ext.get(key, [])):
+            raise cur.error(section, f"{key} must be objects", payload_at)
     if not all(
         isinstance(e, list) and len(e) == 2 and type(e[0]) is int and type(e[1]) in (int, float)
         for e in ext.get("unigram_scores", [])

@@ -60,6 +60,12 @@ class TokenizerMeta:
     extra_special_tokens: list[str] = field(default_factory=list)
     # the default of encode's split_special_tokens (tokenizer_config.json can set it)
     split_special_tokens: bool = False
+    # the added tokens transformers' tokenizer holds beyond the pipeline's own, in added_tokens'
+    # shape: the special tokens tokenizer_config.json names that tokenizer.json lacks, registers
+    # as added or holds unflagged (transformers adds or flags them in its backend). The
+    # transformers API (__call__, decode, len, the vocabulary) runs with them, HF tokenizers'
+    # (encode, id_to_token, ...) without, as each library does
+    backend_added_tokens: list[dict[str, Any]] = field(default_factory=list)
     # what a reader recognised or assumed about a source that does not say everything itself
     # (the tiktoken encoding, a BERT vocabulary's casing); shown by ``pymtok info``
     source_notes: list[str] = field(default_factory=list)
@@ -97,7 +103,6 @@ class _NamedToken:
         else:
             tok.meta.special_tokens[self._key] = value
         tok._chat = None  # the chat template sees the special tokens
-        tok._call_memo.pop("unflagged", None)
 
 
 @dataclass
@@ -298,8 +303,14 @@ class Tokenizer:
 
         Takes transformers' keywords (``padding``, ``truncation``, ``max_length``, ``stride``,
         ``return_offsets_mapping``, ``return_tensors``, ...; see :func:`pymtok.encoding.call`);
-        any other raises TypeError. Padding and truncation come from the call only, as in
-        transformers: ``tokenizer.json``'s own settings (``truncation`` / ``padding``) are not applied.
+        any other raises TypeError. Whether and how far to pad or truncate comes from the call
+        only, as in transformers 5: of ``tokenizer.json``'s ``padding`` / ``truncation`` sections it
+        takes the pad token and the padding and truncation sides (``direction``), each where
+        ``tokenizer_config.json`` does not set it, and nothing else (their lengths, strategy,
+        stride, ``pad_to_multiple_of`` and ``pad_type_id`` are not used). The special tokens
+        ``tokenizer_config.json`` names and ``tokenizer.json`` lacks (or holds as unflagged or
+        plain vocabulary tokens) are added tokens here, as transformers adds them
+        (``meta.backend_added_tokens``); ``encode`` runs without them, as HF ``tokenizers`` does.
         The ids are ``tokenizer.json``'s, as ``PreTrainedTokenizerFast`` gives them; transformers 5's
         ``AutoTokenizer`` rebuilds some classes' pipelines (``LlamaTokenizer``, ``GPT2Tokenizer``,
         ``T5Tokenizer``) and then differs on some texts (README, "transformers' ``__call__``").
@@ -313,20 +324,48 @@ class Tokenizer:
             offsets = kwargs.get("return_offsets_mapping", False)
             if (type(add) is bool and type(offsets) is bool
                     and len(kwargs) == ("add_special_tokens" in kwargs) + ("return_offsets_mapping" in kwargs)):
-                plain = encoding._plain_call(self, text, add, offsets)
+                plain = encoding._plain_call(self._backend(), text, add, offsets)
                 if plain is not None:
                     return plain
-        return encoding.call(self, text, text_pair, **kwargs)
+        return encoding.call(self._backend(), text, text_pair, **kwargs)
+
+    def _backend(self) -> Tokenizer:
+        """The pipeline transformers' tokenizer runs: this one, with ``meta.backend_added_tokens``
+        added where there are any (built on first use, kept while the tokenizer keeps its meta)."""
+        meta = self.meta
+        if not meta.backend_added_tokens:
+            return self
+        known = self._call_memo.get("backend")
+        if known is not None and known[0] is meta:
+            backend: Tokenizer = known[1] or self
+            return backend
+        added = [*(self.config.get("added_tokens") or []), *meta.backend_added_tokens]
+        backend = Tokenizer(
+            model=self.model,
+            normalizer=self._pure_normalizer,
+            pre_tokenizer=self.pre_tokenizer,
+            decoder=self._decoder,
+            post_processor=self.post_processor,
+            added_tokens=[_built("added_tokens", AddedToken.from_config, t) for t in added],
+            meta=meta,
+            config={**self.config, "added_tokens": added},
+        )
+        # the backend is its own (None: no reference to itself, which only the cycle collector frees)
+        backend._call_memo["backend"] = (meta, None)
+        self._call_memo["backend"] = (meta, backend)
+        return backend
 
     @property
     def truncation(self) -> dict[str, Any] | None:
-        """``tokenizer.json``'s ``truncation`` object as the file has it (not applied by ``encode``)."""
+        """``tokenizer.json``'s ``truncation`` object as the file has it (not applied by ``encode``;
+        ``__call__`` takes its side)."""
         value = self.config.get("truncation")
         return dict(value) if isinstance(value, Mapping) else None
 
     @property
     def padding(self) -> dict[str, Any] | None:
-        """``tokenizer.json``'s ``padding`` object as the file has it (not applied by ``encode``)."""
+        """``tokenizer.json``'s ``padding`` object as the file has it (not applied by ``encode``;
+        ``__call__`` takes its pad token and side)."""
         value = self.config.get("padding")
         return dict(value) if isinstance(value, Mapping) else None
 
@@ -665,14 +704,12 @@ class Tokenizer:
                 return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
         elif getattr(ids, "ndim", 1) == 2:
             return self.batch_decode(ids, skip_special_tokens, clean_up_tokenization_spaces)
-        if skip_special_tokens and clean_up_tokenization_spaces is not False:
-            unflagged = self._unflagged_special_ids()
-            if unflagged:
-                ids = [id for id in _token_ids(ids) if id not in unflagged]
+        # transformers decodes with its backend, whose special flags decide what is skipped
+        tok = self if clean_up_tokenization_spaces is False else self._backend()
         # the native decoder takes a list or tuple of ints as it is, and says None to the rest
-        text = (self._native_decode or self._native_decode_fn())(ids, skip_special_tokens)
+        text = (tok._native_decode or tok._native_decode_fn())(ids, skip_special_tokens)
         if text is None:
-            text = self._decode_checked(_token_ids(ids), skip_special_tokens)
+            text = tok._decode_checked(_token_ids(ids), skip_special_tokens)
         if clean_up_tokenization_spaces is False:
             return text
         meta = self.meta
@@ -684,20 +721,6 @@ class Tokenizer:
         ):
             text = decoders.clean_up_tokenization(text)
         return text
-
-    def _unflagged_special_ids(self) -> frozenset[int]:
-        """The ids of named and extra special tokens that ``tokenizer.json`` does not flag special
-        (a class's default ``mask_token``): transformers flags them in its backend, so its
-        ``decode(skip_special_tokens=True)`` drops them; HF ``tokenizers``' keeps them."""
-        known = self._call_memo.get("unflagged")
-        if known is not None and known[0] is self.meta:
-            found: frozenset[int] = known[1]
-            return found
-        flagged = {self.token_to_id(token) for token in self.added.special}
-        found = frozenset(id for id in self.all_special_ids if id not in flagged)
-        # kept while the tokenizer keeps its meta; setting a named token forgets it
-        self._call_memo["unflagged"] = (self.meta, found)
-        return found
 
     def _decode_checked(self, ids: list[int], skip_special_tokens: bool) -> str:
         text = (self._native_decode or self._native_decode_fn())(ids, skip_special_tokens)
@@ -761,18 +784,21 @@ class Tokenizer:
         """The token of ``id``, None for an id the vocabulary lacks (u32 ids as in HF: an int
         outside that range is OverflowError, anything not an int TypeError)."""
         id = _token_id(id)
-        token = self.added.by_id.get(id)
-        return token.content if token is not None else self.model.id_to_token(id)
+        # an added token HF matches in normalized text is named by its normalized form there
+        token = self.added.token_for_decode(id)
+        return token if token is not None else self.model.id_to_token(id)
 
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        """The model's vocabulary, with the added tokens transformers' tokenizer holds (those of
+        ``meta.backend_added_tokens`` too) unless ``with_added_tokens=False``."""
         vocab = self.model.get_vocab()
         if with_added_tokens:
-            vocab.update(self.added.ids)
+            vocab.update(self._backend().added.ids)
         return vocab
 
     def __len__(self) -> int:
         """The vocabulary with the added tokens, as ``len()`` of a transformers tokenizer."""
-        return self.vocab_size
+        return self._backend().vocab_size
 
     def __bool__(self) -> bool:
         return True  # a tokenizer is never falsy for having an empty vocabulary (``__len__``)
@@ -780,15 +806,16 @@ class Tokenizer:
     def convert_ids_to_tokens(self, ids: Any, skip_special_tokens: bool = False) -> Any:
         """transformers' ``convert_ids_to_tokens``: one id gives its token (or None), a sequence a
         list; ``skip_special_tokens`` leaves out ``all_special_ids``."""
+        backend = self._backend()
         if _is_one_id(ids):
-            return self.id_to_token(ids)
+            return backend.id_to_token(ids)
         skip = set(self.all_special_ids) if skip_special_tokens else set()
-        return [self.id_to_token(id) for id in _token_ids(ids) if id not in skip]
+        return [backend.id_to_token(id) for id in _token_ids(ids) if id not in skip]
 
     def convert_tokens_to_ids(self, tokens: str | Iterable[str]) -> Any:
         """transformers' ``convert_tokens_to_ids``: a token the vocabulary lacks gives ``unk_token_id``."""
         if isinstance(tokens, str):
-            id = self.token_to_id(tokens)
+            id = self._backend().token_to_id(tokens)
             return id if id is not None else self.unk_token_id
         return [self.convert_tokens_to_ids(token) for token in tokens]
 
@@ -832,10 +859,12 @@ class Tokenizer:
 
     @property
     def all_special_tokens(self) -> list[str]:
-        """The named special tokens (bos, eos, unk, sep, pad, cls, mask) then the extra ones, once each."""
-        named = (self.meta.special_tokens.get(key) for key in NAMED_SPECIAL_TOKENS)
-        tokens = [t for t in named if t is not None]
-        return list(dict.fromkeys([*tokens, *self.meta.extra_special_tokens]))
+        """The named special tokens (bos, eos, unk, sep, pad, cls, mask), the model-specific ones
+        (image_token, ...), then the extra ones, once each."""
+        special = self.meta.special_tokens
+        named = [special[key] for key in NAMED_SPECIAL_TOKENS if special.get(key) is not None]
+        model_specific = [token for key, token in special.items() if key not in NAMED_SPECIAL_TOKENS]
+        return list(dict.fromkeys([*named, *model_specific, *self.meta.extra_special_tokens]))
 
     @property
     def all_special_ids(self) -> list[int]:
@@ -1102,7 +1131,8 @@ class Tokenizer:
         else:
             literal = self._chat.literal_text(chat_template, tools)
             chosen = (lambda content: content in literal and not content.isspace())
-        tokens = [token.content for _, token in sorted(self.added.by_id.items()) if token.special or chosen(token.content)]
+        added = self._backend().added
+        tokens = [token.content for _, token in sorted(added.by_id.items()) if token.special or chosen(token.content)]
         return control_token_patterns(tokens, ())[0]
 
     @functools.cached_property
@@ -1174,7 +1204,8 @@ class Tokenizer:
         if side not in _SIDES:
             raise ValueError(f"padding_side must be 'left' or 'right', got {side!r}")
         pad, trunc, max_length = _strategies(self, padding, truncation, max_length, pad_to_multiple_of)
-        rows = [self._encode_marked(p) for p in prompts]
+        backend = self._backend()
+        rows = [backend._encode_marked(p) for p in prompts]
         if trunc != "do_not_truncate" and max_length is not None:
             cut_left = settings.get("truncation_side", "right") == "left"
             rows = [ids[-max_length:] if cut_left else ids[:max_length] for ids in rows]
