@@ -464,6 +464,45 @@ def test_file_padding_and_truncation_give_pad_token_and_sides_as_in_transformers
         assert dict(tok(texts, **kwargs)) == want, kwargs
 
 
+def _flags(special: bool, strip: bool = False) -> dict[str, Any]:
+    return {"single_word": False, "lstrip": strip, "rstrip": strip, "normalized": False, "special": special}
+
+
+@pytest.mark.parametrize("file_flags,config_flags", [
+    (_flags(True), _flags(True, strip=True)),   # tokenizer_config.json adds lstrip and rstrip
+    (_flags(True, strip=True), _flags(True)),   # or takes them away
+    (_flags(False), _flags(True)),              # or makes the token special
+    (_flags(True), _flags(False)),              # or not
+])
+def test_config_added_tokens_decoder_flags_as_in_transformers(file_flags: dict[str, Any], config_flags: dict[str, Any],
+                                                             tmp_path: Any) -> None:
+    """An added token no special-token name touches, which tokenizer_config.json's
+    added_tokens_decoder holds with other flags than tokenizer.json: transformers adds it again
+    with the config's; HF tokenizers' encode keeps the file's."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    vocab = {"<pad>": 0, "<s>": 1, "<x>": 2, "<": 3, ">": 4, "x": 5, "a": 6, "b": 7, " ": 8, "s": 9}
+    added = [{"id": 0, "content": "<pad>", **_flags(True)}, {"id": 2, "content": "<x>", **file_flags}]
+    (tmp_path / "tokenizer.json").write_text(json.dumps({
+        "version": "1.0", "added_tokens": added, "normalizer": None, "pre_tokenizer": None, "post_processor": None,
+        "decoder": None, "model": {"type": "BPE", "vocab": vocab, "merges": [], "unk_token": None}}), encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "<pad>",
+        "added_tokens_decoder": {"2": {"content": "<x>", **config_flags}}}), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = AutoTokenizer.from_pretrained(str(tmp_path))
+    hf = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    folder = pymtok.load(tmp_path)
+    for tok in (folder, pymtok.load(folder.save(tmp_path / "saved.mtok"))):
+        for text in ("a<x>b", "a <x> b", " <x> ", "<s>ab"):
+            ids = theirs(text)["input_ids"]
+            assert tok(text)["input_ids"] == ids, text
+            assert tok.decode(ids, skip_special_tokens=True) == theirs.decode(ids, skip_special_tokens=True), text
+            assert tok.encode(text) == hf.encode(text).ids, text
+
+
 @pytest.mark.parametrize("config", [
     # added_tokens_decoder holds a named token other than tokenizer.json does (lstrip), or one it lacks
     {"mask_token": "hello", "added_tokens_decoder": {"6": {"content": "hello", "lstrip": True, "rstrip": False,
@@ -475,11 +514,18 @@ def test_file_padding_and_truncation_give_pad_token_and_sides_as_in_transformers
                                                    "rstrip": False, "single_word": False, "normalized": True}]},
 ])
 def test_config_special_tokens_pymtok_does_not_model_raise(config: dict[str, Any], tmp_path: Any) -> None:
+    """transformers' side of the API raises; HF tokenizers' runs tokenizer.json as it is, a .mtok too."""
     from tokenizers import AddedToken, Tokenizer, models
 
     hf = Tokenizer(models.BPE({"<unk>": 0, "a": 1}, [], unk_token="<unk>"))
     hf.add_tokens([AddedToken("hello", special=False)])
     hf.save(str(tmp_path / "tokenizer.json"))
+    hf = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
-    with pytest.raises(pymtok.FormatError, match="does not model"):
-        pymtok.load(tmp_path)
+    folder = pymtok.load(tmp_path)
+    for tok in (folder, pymtok.load(folder.save(tmp_path / "saved.mtok"))):
+        assert tok.encode("a hello a") == hf.encode("a hello a").ids
+        assert tok.id_to_token(2) == hf.id_to_token(2)
+        for call in (lambda: tok("a"), lambda: tok.decode([1]), lambda: len(tok)):
+            with pytest.raises(pymtok.FormatError, match="does not model"):
+                call()

@@ -301,6 +301,11 @@ def derive_meta(
 
     model = tok.config.get("model") or {}
     clip = str(tokenizer_config.get("tokenizer_class")) in ("CLIPTokenizer", "CLIPTokenizerFast")
+    try:
+        backend, unmodeled = backend_added_tokens(tok, tokenizer_config, {**from_padding, **implied}), None
+    except FormatError as exc:
+        # only transformers' side of the API needs them: HF tokenizers' still runs the file
+        backend, unmodeled = [], str(exc)
     return TokenizerMeta(
         special_ids=special,
         stop_ids=stop,
@@ -318,7 +323,8 @@ def derive_meta(
         },
         extra_special_tokens=[text for text in (token_text(t) for t in extra) if text is not None],
         split_special_tokens=tokenizer_config.get("split_special_tokens") is True,
-        backend_added_tokens=backend_added_tokens(tok, tokenizer_config, {**from_padding, **implied}),
+        backend_added_tokens=backend,
+        backend_unmodeled=unmodeled,
     )
 
 
@@ -433,6 +439,11 @@ def backend_added_tokens(
                 "flags; pymtok does not model which of them transformers' backend then goes by"
             )
         out.setdefault(token.content, token)
+    # an added_tokens_decoder entry no name touches that tokenizer.json holds with other flags:
+    # transformers adds it again as it is there, and HF's added vocabulary takes its flags
+    for content, token in loaded.items():
+        if content in current and content not in named_contents and content not in out and token != current[content]:
+            out[content] = token
     if not out:
         return []
     # ids as HF assigns them to tokens added after the file's

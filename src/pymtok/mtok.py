@@ -78,7 +78,7 @@ _EXTENSION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "clean_up_tokenization_spaces": ((bool,), True), "decode_suffix_as_space": ((str, _NONE), False),
     "unigram_scores": ((list,), False),
     "extra_special_tokens": ((list,), False), "split_special_tokens": ((bool,), False),
-    "backend_added_tokens": ((list,), False),
+    "backend_added_tokens": ((list,), False), "backend_unmodeled": ((str, _NONE), False),
     "call_settings": ((dict,), False),
     # older files kept it apart as well, a duplicate of call_settings' (read into it where it lacks one)
     "model_max_length": ((int, _NONE), False),

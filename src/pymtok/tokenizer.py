@@ -66,6 +66,9 @@ class TokenizerMeta:
     # transformers API (__call__, decode, len, the vocabulary) runs with them, HF tokenizers'
     # (encode, id_to_token, ...) without, as each library does
     backend_added_tokens: list[dict[str, Any]] = field(default_factory=list)
+    # why those tokens could not be worked out (tokenizer_config.json asks for what pymtok does
+    # not model): the transformers API raises it, HF tokenizers' runs the pipeline as it is
+    backend_unmodeled: str | None = None
     # what a reader recognised or assumed about a source that does not say everything itself
     # (the tiktoken encoding, a BERT vocabulary's casing); shown by ``pymtok info``
     source_notes: list[str] = field(default_factory=list)
@@ -333,6 +336,8 @@ class Tokenizer:
         """The pipeline transformers' tokenizer runs: this one, with ``meta.backend_added_tokens``
         added where there are any (built on first use, kept while the tokenizer keeps its meta)."""
         meta = self.meta
+        if meta.backend_unmodeled is not None:
+            raise FormatError(f"{meta.backend_unmodeled} (encode, id_to_token and HF tokenizers' other calls still work)")
         if not meta.backend_added_tokens:
             return self
         known = self._call_memo.get("backend")
