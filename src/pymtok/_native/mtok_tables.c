@@ -287,15 +287,21 @@ static uint32_t load32(const uint8_t *p) {
 typedef int8_t i8x16 __attribute__((vector_size(16)));
 typedef uint64_t u64x2 __attribute__((vector_size(16)));
 
-/* The 16 bytes from p, zero from byte n on. */
-static inline i8x16 bytes16(const uint8_t *p, size_t n) {
-    /* 16 bytes from below + 16 - n: n lanes of ones, then zeros */
-    static const int8_t below[32] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-    i8x16 v, mask;
+static inline i8x16 load16(const void *p) {
+    i8x16 v;
     memcpy(&v, p, 16);
-    memcpy(&mask, below + 16 - (n < 16 ? n : 16), 16);
-    return v & mask;
+    return v;
 }
+
+/* n <= 16 lanes of ones, then zeros. */
+static inline i8x16 first_lanes(size_t n) {
+    /* 16 bytes from below + 16 - n */
+    static const int8_t below[32] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    return load16(below + 16 - n);
+}
+
+/* The 16 bytes from p, zero from byte n on. */
+static inline i8x16 bytes16(const uint8_t *p, size_t n) { return load16(p) & first_lanes(n < 16 ? n : 16); }
 
 /* The lead bytes of v (C2-DF; as signed bytes -62..-33), as lanes of ones. */
 static inline i8x16 two_byte_leads(i8x16 v) { return (v > -63) & (v < -32); }
@@ -576,10 +582,23 @@ static inline int span_eq(const uint8_t *a, const uint8_t *b, size_t n) {
     return load64(a + n - 8) == load64(b + n - 8);
 }
 
-/* Whether token r is a followed by b. */
+/* The lanes where the n <= 16 bytes from a and from b differ (a lane each byte), with 16 bytes
+ * readable from each. */
+static inline i8x16 lanes_differ(const uint8_t *a, const uint8_t *b, size_t n) {
+    return (load16(a) ^ load16(b)) & first_lanes(n);
+}
+
+/* Whether token r is a followed by b (records). Nearly all merges join tokens of at most 16
+ * bytes each: those are compared in two 16-byte compares, without the branches on the lengths
+ * that mispredict from one merge to the next. Their loads read at most 12 bytes past a record,
+ * and the records are followed by at least one merge (12 bytes). */
 static inline int is_concat(const uint8_t *r, const uint8_t *a, const uint8_t *b) {
     size_t la = mtok_u16(a), lb = mtok_u16(b);
-    return mtok_u16(r) == la + lb && span_eq(r + 2, a + 2, la) && span_eq(r + 2 + la, b + 2, lb);
+    if (mtok_u16(r) != la + lb)
+        return 0;
+    if ((la > 16) | (lb > 16))
+        return span_eq(r + 2, a + 2, la) && span_eq(r + 2 + la, b + 2, lb);
+    return no_lanes(lanes_differ(r + 2, a + 2, la) | lanes_differ(r + 2 + la, b + 2, lb));
 }
 
 /* The merge slots' table, in locals of the loop that fills it (see merge_pass). */
@@ -673,8 +692,8 @@ static inline int makes(IdRecords r, int64_t id, const uint8_t *a, const uint8_t
 /* A merge between the stages of merge_pass. */
 typedef struct {
     const uint8_t *ra, *rb; /* the records of its tokens */
-    uint64_t h;             /* its pair's hash */
-    uint32_t k, rank;
+    size_t first;           /* its pair's first slot */
+    uint32_t hash, k, rank; /* hash: the low bits of its pair's hash */
 } PendingMerge;
 
 /* merge_pass' stages: the blocks of merges between its first and its last one wait in a ring */
@@ -704,12 +723,12 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
         /* each stage a loop of its own: fewer values live in each, fewer kept on the stack */
         PendingMerge *p = ring + (lo - 3 * MERGE_BLOCK) % RING, *block_end = p + block_len(lo, 3, MERGE_BLOCK, n);
         for (const PendingMerge *i = p; i < block_end; i++)
-            insert_pair(slots, i->k, i->rank, (uint32_t)i->h, mtok_first_slot(i->h, slots.size));
+            insert_pair(slots, i->k, i->rank, i->hash, i->first);
         for (; p < block_end; p++) {
             /* in HF's order a result is the previous one or the next: not the previous one when
              * the lengths differ */
             size_t len = mtok_u16(p->ra) + mtok_u16(p->rb);
-            int64_t guess = by_file ? (int64_t)p->rank + delta : prev_len == len ? prev : prev + 1;
+            int64_t guess = by_file ? (int64_t)p->rank + delta : prev + (prev_len != len);
             int32_t id = makes(ids, guess, p->ra, p->rb)       ? (int32_t)guess
                        : makes(ids, guess + 1, p->ra, p->rb) ? (int32_t)(guess + 1)
                                                                 : merge_result(x, p->ra, p->rb, 0, pass->key);
@@ -749,14 +768,16 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
             const uint8_t *m = slots.merges + 12 * (size_t)k;
             uint32_t a = mtok_u32(m), b = mtok_u32(m + 4), rank = slots.rank ? slots.rank[k] : mtok_u32(m + 8);
             uint64_t h = mtok_pair_hash(a, b);
-            __builtin_prefetch(&slots.slots[mtok_first_slot(h, slots.size)], 1);
+            size_t first = mtok_first_slot(h, slots.size);
+            __builtin_prefetch(&slots.slots[first], 1);
             if (a < ids.nby_id && b < ids.nby_id) {
                 __builtin_prefetch(&ids.by_id[a]);
                 __builtin_prefetch(&ids.by_id[b]);
             }
             if (by_file && (size_t)(rank + delta) < ids.nby_id)
                 __builtin_prefetch(&ids.by_id[rank + delta]);
-            p->h = h;
+            p->first = first;
+            p->hash = (uint32_t)h;
             p->k = k;
             p->rank = rank;
         }
