@@ -60,13 +60,11 @@ static void populate(void *p, size_t n) {
 static Arena spare;
 #endif
 
-/* reuse: the tables of a tokenizer, which may take the spare (not the build's scratch, which is
- * freed before the load ends: kept, it would stay in the tokenizer's RSS) */
-static int arena_alloc(Arena *a, size_t hot, size_t size, int reuse) {
+static int arena_alloc(Arena *a, size_t hot, size_t size) {
     a->size = round_up(size ? size : 1, PAGE);
     hot = round_up(hot, PAGE) < a->size ? round_up(hot, PAGE) : a->size;
 #ifdef ARENA_SPARE
-    if (reuse && spare.at && spare.size >= a->size) {
+    if (spare.at && spare.size >= a->size) {
         *a = spare;
         spare.at = NULL;
         memset(a->at, 0, hot);
@@ -74,8 +72,6 @@ static int arena_alloc(Arena *a, size_t hot, size_t size, int reuse) {
             madvise(a->at + hot, a->size - hot, MADV_DONTNEED);
         return 0;
     }
-#else
-    (void)reuse;
 #endif
 #if defined(__linux__) && defined(MAP_ANONYMOUS)
     a->at = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -102,18 +98,16 @@ static void *arena_take(const Arena *a, size_t *at, size_t n) {
     return p;
 }
 
-/* keep: the tables of a tokenizer, which may become the spare (the larger one stays) */
-static void arena_free(Arena *a, int keep) {
+/* The larger of a and the spare stays as the spare. */
+static void arena_free(Arena *a) {
     Arena gone = *a;
     a->at = NULL;
 #ifdef ARENA_SPARE
-    if (keep && gone.at && (!spare.at || spare.size < gone.size)) {
+    if (gone.at && (!spare.at || spare.size < gone.size)) {
         Arena smaller = spare;
         spare = gone;
         gone = smaller;
     }
-#else
-    (void)keep;
 #endif
     if (!gone.at)
         return;
@@ -735,11 +729,13 @@ typedef struct {
 /* merge_pass' stages: the blocks of merges between its first and its last one wait in a ring */
 enum { STAGES = 4, RING = STAGES * MERGE_BLOCK };
 
-/* Every merge into the merge slots, and its result found. The loop is a software pipeline, each
- * stage a block of merges behind the previous one: fetch the merge records; read them, hash the
- * pairs and fetch the ids' cells and the pairs' slots; fetch the tokens' records and the guessed
- * results'; put the pairs in their slots and resolve the results. by_file is a constant in each
- * of merge_pass' two copies, which then test it nowhere. */
+/* Every merge's result found, and in the file's order its pair put in the merge slots. The loop
+ * is a software pipeline, each stage a block of merges behind the previous one: fetch the merge
+ * records; read them (and hash the pairs) and fetch the ids' cells (and the pairs' slots); fetch
+ * the tokens' records and the guessed results'; (put the pairs in their slots and) resolve the
+ * results. In HF's order the slots hold the order until the pass ends (see index_merges), and
+ * insert_pairs puts the pairs in after it. by_file is a constant in each of merge_pass' two
+ * copies, which then test it nowhere. */
 static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, MergePass *pass, const int by_file) {
     /* the tables in locals: stores to the slots and results (32-bit) could otherwise alias x's
      * 32-bit fields, which the compiler would then load again at every merge */
@@ -758,7 +754,7 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
     for (size_t lo = 0; lo < n + (STAGES - 1) * MERGE_BLOCK; lo += MERGE_BLOCK) {
         /* each stage a loop of its own: fewer values live in each, fewer kept on the stack */
         PendingMerge *p = ring + (lo - 3 * MERGE_BLOCK) % RING, *block_end = p + block_len(lo, 3, MERGE_BLOCK, n);
-        for (const PendingMerge *i = p; i < block_end; i++)
+        for (const PendingMerge *i = p; by_file && i < block_end; i++)
             insert_pair(slots, i->k, i->rank, i->hash, i->first);
         for (; p < block_end; p++) {
             /* in HF's order a result is the previous one or the next: not the previous one when
@@ -803,17 +799,18 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
             uint32_t k = by_file ? (uint32_t)q : order[q];
             const uint8_t *m = slots.merges + 12 * (size_t)k;
             uint32_t a = mtok_u32(m), b = mtok_u32(m + 4), rank = slots.rank ? slots.rank[k] : mtok_u32(m + 8);
-            uint64_t h = mtok_pair_hash(a, b);
-            size_t first = mtok_first_slot(h, slots.size);
-            __builtin_prefetch(&slots.slots[first], 1);
+            if (by_file) {
+                uint64_t h = mtok_pair_hash(a, b);
+                p->first = mtok_first_slot(h, slots.size);
+                p->hash = (uint32_t)h;
+                __builtin_prefetch(&slots.slots[p->first], 1);
+            }
             if (a < ids.nby_id && b < ids.nby_id) {
                 __builtin_prefetch(&ids.by_id[a]);
                 __builtin_prefetch(&ids.by_id[b]);
             }
             if (by_file && (size_t)(rank + delta) < ids.nby_id)
                 __builtin_prefetch(&ids.by_id[rank + delta]);
-            p->first = first;
-            p->hash = (uint32_t)h;
             p->k = k;
             p->rank = rank;
         }
@@ -822,6 +819,33 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
                 __builtin_prefetch(slots.merges + 12 * (size_t)order[q]);
     }
     pass->unresolved = unresolved;
+}
+
+/* Every merge's pair into the merge slots, in the file's order: the slots of the merges AHEAD
+ * on are fetched while one is put in. */
+static void insert_pairs(const MtokIndex *x) {
+    enum { AHEAD = 32 };
+    const PairSlots slots = {x->mslots, x->msize, x->moff_mask, x->merges, x->rank};
+    const size_t n = x->nmerges;
+    struct {
+        size_t first;
+        uint32_t hash;
+    } ring[AHEAD];
+    for (size_t k = 0; k < n + AHEAD; k++) {
+        if (k >= AHEAD) {
+            size_t j = k - AHEAD;
+            uint32_t rank = slots.rank ? slots.rank[j] : mtok_u32(slots.merges + 12 * j + 8);
+            insert_pair(slots, (uint32_t)j, rank, ring[j % AHEAD].hash, ring[j % AHEAD].first);
+        }
+        if (k < n) {
+            const uint8_t *m = slots.merges + 12 * k;
+            uint64_t h = mtok_pair_hash(mtok_u32(m), mtok_u32(m + 4));
+            size_t first = mtok_first_slot(h, slots.size);
+            __builtin_prefetch(&slots.slots[first], 1);
+            ring[k % AHEAD].first = first;
+            ring[k % AHEAD].hash = (uint32_t)h;
+        }
+    }
 }
 
 static void merge_pass(MtokIndex *x, MergePass *pass) {
@@ -837,9 +861,6 @@ static int index_merges(Tables *t) {
     uint64_t *seen = calloc(n / 64 + 1, sizeof *seen);
     uint8_t *key = malloc(2 * 0xFFFF + 1);
     uint32_t *order = NULL;
-    /* order's own mapping, given back when the build ends: from malloc it could stay in the
-     * heap, in RSS, after it is freed */
-    Arena scratch = {NULL, 0};
     x->moff_mask = mtok_low_mask(n);
     int ok = -1;
     if (!seen || !key) {
@@ -865,11 +886,9 @@ static int index_merges(Tables *t) {
      * one in Llama 3 and Gemma). */
     int64_t delta = 0;
     if (!(permutation && results_follow_ranks(x, key, &delta))) {
-        if (arena_alloc(&scratch, n * sizeof *order, n * sizeof *order, 0) < 0) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        order = (uint32_t *)scratch.at;
+        /* the merge slots (5/3 as many) hold the order until the pass has resolved every merge:
+         * a table of its own would be a megabyte of fresh pages a load, for Llama 3 0.3 ms */
+        order = x->mslots;
         if (permutation) {
             for (uint32_t k = 0; k < n; k++)
                 order[mtok_u32(x->merges + 12 * (size_t)k + 8)] = k;
@@ -893,18 +912,21 @@ static int index_merges(Tables *t) {
         missing_id_error(t);
         goto done;
     }
+    if (order) {
+        memset(order, 0, n * sizeof *order);
+        insert_pairs(x);
+    }
     t->unresolved = pass.unresolved;
     ok = 0;
 done:
     free(seen);
     free(key);
-    arena_free(&scratch, 0);
     return ok;
 }
 
 static void Tables_dealloc(Tables *self) {
     MtokIndex *x = &self->x;
-    arena_free(&self->arena, 1);
+    arena_free(&self->arena);
     free(x->sparse);
     free(x->rank);
     if (self->buf.obj)
@@ -987,8 +1009,8 @@ static int alloc_tables(Tables *t) {
     size_t merge_tables = bpe ? arena_room(x->msize * sizeof *x->mslots) + arena_room(n * sizeof *x->merged) : 0;
     /* ids are nearly always 0 .. count - 1: the rest of by_id, last, is there for gaps */
     size_t hot = slots + merge_tables + x->count * sizeof *x->by_id;
-    arena_free(&t->arena, 1); /* a build that failed before */
-    if (arena_alloc(&t->arena, hot, slots + merge_tables + arena_room(x->nby_id * sizeof *x->by_id), 1) < 0)
+    arena_free(&t->arena); /* a build that failed before */
+    if (arena_alloc(&t->arena, hot, slots + merge_tables + arena_room(x->nby_id * sizeof *x->by_id)) < 0)
         return -1;
     size_t at = 0;
     x->slots = arena_take(&t->arena, &at, x->size * sizeof *x->slots);
