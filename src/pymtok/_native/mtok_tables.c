@@ -38,12 +38,17 @@ enum { PAGE = 4096 };
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 /* The whole pages of [p, p + n) faulted in by one system call; only a hint: where it fails, they
- * are faulted in one at a time. */
+ * are faulted in one at a time. Memory malloc gives again is in already (a file read again into
+ * the heap), and populating it walks every page anyway, 0.2 ms for 5 MB: where the first and the
+ * last page are in, the rest is taken to be. */
 static void populate(void *p, size_t n) {
 #ifdef MADV_POPULATE_WRITE
     uintptr_t start = round_up((uintptr_t)p, PAGE), end = ((uintptr_t)p + n) / PAGE * PAGE;
-    if (end > start)
-        madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+    unsigned char first = 0, last = 0;
+    if (end <= start ||
+        (mincore((void *)start, PAGE, &first) == 0 && mincore((void *)(end - PAGE), PAGE, &last) == 0 && first & last & 1))
+        return;
+    madvise((void *)start, end - start, MADV_POPULATE_WRITE);
 #else
     (void)p;
     (void)n;
