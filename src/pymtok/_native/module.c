@@ -55,14 +55,14 @@ typedef struct {
 
 static int ints_init(Ints *t, size_t ids) {
     t->n = ids < INTS_MAX ? ids : INTS_MAX;
-    t->v = calloc(t->n ? t->n : 1, sizeof *t->v);
+    t->v = pages_alloc(t->n * sizeof *t->v);
     return t->v ? 0 : -1;
 }
 
 static void ints_free(Ints *t) {
     for (size_t i = 0; t->v && i < t->n; i++)
         Py_XDECREF(t->v[i]);
-    free(t->v);
+    pages_free(t->v, t->n * sizeof *t->v);
     t->v = NULL;
     t->n = 0;
 }
