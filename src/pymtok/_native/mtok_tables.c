@@ -78,19 +78,10 @@ static int arena_alloc(Arena *a, size_t hot, size_t size) {
         return 0;
     }
 #endif
-#if defined(__linux__) && defined(MAP_ANONYMOUS)
-    a->at = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (a->at == MAP_FAILED) {
-        a->at = NULL;
+    if (!(a->at = pages_alloc(a->size)))
         return -1;
-    }
     populate(a->at, hot);
     return 0;
-#else
-    (void)hot;
-    a->at = calloc(a->size, 1);
-    return a->at ? 0 : -1;
-#endif
 }
 
 /* The room n bytes take in an arena: a cache line each, at least one. */
@@ -114,13 +105,7 @@ static void arena_free(Arena *a) {
         gone = smaller;
     }
 #endif
-    if (!gone.at)
-        return;
-#if defined(__linux__) && defined(MAP_ANONYMOUS)
-    munmap(gone.at, gone.size);
-#else
-    free(gone.at);
-#endif
+    pages_free(gone.at, gone.size);
 }
 
 typedef struct {
