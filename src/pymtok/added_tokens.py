@@ -51,6 +51,22 @@ class AddedToken:
         The ``id`` must be a u32 but is otherwise not used: ids are assigned as HF assigns them
         (see :class:`AddedVocabulary`).
         """
+        if type(cfg) is dict:
+            # the common entry, a JSON object of exactly typed fields, checked at once (a .mtok of
+            # Llama 3 holds 256 of them); any other goes through the checks that name its fault
+            try:
+                id, content = cfg["id"], cfg["content"]
+                special, single_word, lstrip = cfg["special"], cfg["single_word"], cfg["lstrip"]
+                rstrip, normalized = cfg["rstrip"], cfg["normalized"]
+            except KeyError:
+                pass
+            else:
+                if (
+                    type(id) is int and 0 <= id < 2**32 and type(content) is str and type(special) is bool
+                    and type(single_word) is bool and type(lstrip) is bool and type(rstrip) is bool
+                    and type(normalized) is bool
+                ):
+                    return cls(content, special, single_word, lstrip, rstrip, normalized)
         if not isinstance(cfg, Mapping):
             raise FormatError(f"added token {cfg!r:.80} is not an object")
         missing = [name for name in _FIELDS if name not in cfg]
@@ -127,9 +143,9 @@ class AddedVocabulary:
         for token in tokens:
             if not token.content:
                 continue
-            if self.by_id.get(self.ids.get(token.content, -1)) == token:
-                continue
             id = self.ids.get(token.content)
+            if id is not None and self.by_id.get(id) == token:
+                continue
             if id is None:
                 id = token_to_model_id(token.content)
             if id is None:

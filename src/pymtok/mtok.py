@@ -66,6 +66,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _F64 = struct.Struct("<d")
 _MERGE = struct.Struct("<III")
+_ADDED_HEAD = struct.Struct("<IBBBH")  # an added token's id, flags and content length
 # TokenizerMeta beyond the header's id lists (chat template, special-token strings, decode
 # options): all of it goes into the extension
 _NONE = type(None)
@@ -812,16 +813,31 @@ def _read_added_tokens(cur: _Cursor) -> list[dict[str, Any]]:
     section = "added tokens"
     n = cur.count(section, "count", 9)
     added: list[dict[str, Any]] = []
+    data, end, head = cur.data, cur.end, _ADDED_HEAD.unpack_from
     for _ in range(n):
-        id = cur.id(section, "added token id")
-        special = cur.flag(section, "special")
-        lstrip = cur.flag(section, "lstrip")
-        rstrip = cur.flag(section, "rstrip")
-        content = cur.string(section, "content")
+        # a sound record is read at once (Llama 3 has 256), any other field by field, which
+        # names its first fault
+        pos = cur.pos
+        content: str | None = None
+        if end - pos >= _ADDED_HEAD.size:
+            id, special, lstrip, rstrip, size = head(data, pos)
+            start = pos + _ADDED_HEAD.size
+            if id <= _MAX_ID and end - start >= size:
+                try:
+                    content = data[start : start + size].decode("utf-8")
+                    cur.pos = start + size
+                except UnicodeDecodeError:
+                    pass
+        if content is None:
+            id = cur.id(section, "added token id")
+            special = cur.flag(section, "special")
+            lstrip = cur.flag(section, "lstrip")
+            rstrip = cur.flag(section, "rstrip")
+            content = cur.string(section, "content")
         # MNN matches every added token on the raw text, i.e. HF's normalized=false
         added.append({
-            "id": id, "content": content, "single_word": False, "lstrip": lstrip,
-            "rstrip": rstrip, "normalized": False, "special": special,
+            "id": id, "content": content, "single_word": False, "lstrip": lstrip != 0,
+            "rstrip": rstrip != 0, "normalized": False, "special": special != 0,
         })
     return added
 

@@ -55,14 +55,14 @@ typedef struct {
 
 static int ints_init(Ints *t, size_t ids) {
     t->n = ids < INTS_MAX ? ids : INTS_MAX;
-    t->v = calloc(t->n ? t->n : 1, sizeof *t->v);
+    t->v = pages_alloc(t->n * sizeof *t->v);
     return t->v ? 0 : -1;
 }
 
 static void ints_free(Ints *t) {
     for (size_t i = 0; t->v && i < t->n; i++)
         Py_XDECREF(t->v[i]);
-    free(t->v);
+    pages_free(t->v, t->n * sizeof *t->v);
     t->v = NULL;
     t->n = 0;
 }
@@ -1035,6 +1035,33 @@ static int added_cut_ok(const Encoder *self, int trie, uint32_t p, uint32_t q) {
     return !rust_white_space(p) && !u64_find(v, n, (uint64_t)p << 21 | q) && !u64_find(v, n, CUT_RSTRIP | p);
 }
 
+/* keys[0..n) each once, in their first order; the number kept, or -1 without memory. Added
+ * tokens share most of their keys (Llama 3's 256 reserved tokens hold some 7,000 character
+ * pairs, a few dozen of them different), and sorting the repeats took longer than the rest of
+ * the matcher's build. */
+static Py_ssize_t u64_unique(uint64_t *keys, size_t n) {
+    size_t size = 16;
+    while (size < 2 * n)
+        size *= 2;
+    /* each key + 1 (keys are below 2^43), so that 0 is an empty slot */
+    uint64_t *seen = calloc(size, sizeof *seen);
+    if (!seen)
+        return -1;
+    size_t kept = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t key = keys[k] + 1;
+        size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & (size - 1);
+        while (seen[i] && seen[i] != key)
+            i = (i + 1) & (size - 1);
+        if (!seen[i]) {
+            seen[i] = key;
+            keys[kept++] = keys[k];
+        }
+    }
+    free(seen);
+    return (Py_ssize_t)kept;
+}
+
 /* One matcher's tokens: a list of (content, id, ADDED_* flags), later entries winning; inside
  * gets added_cut_ok's keys. */
 static int build_added(AddedTrie *t, PyObject *tokens, uint64_t **inside, size_t *ninside) {
@@ -1083,6 +1110,12 @@ static int build_added(AddedTrie *t, PyObject *tokens, uint64_t **inside, size_t
             return -1;
         }
     }
+    Py_ssize_t kept = u64_unique(*inside, *ninside);
+    if (kept < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *ninside = (size_t)kept;
     qsort(*inside, *ninside, sizeof **inside, u64_order);
     return 0;
 }

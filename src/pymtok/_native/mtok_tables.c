@@ -38,33 +38,50 @@ enum { PAGE = 4096 };
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 /* The whole pages of [p, p + n) faulted in by one system call; only a hint: where it fails, they
- * are faulted in one at a time. */
+ * are faulted in one at a time. Memory malloc gives again is in already (a file read again into
+ * the heap), and populating it walks every page anyway, 0.2 ms for 5 MB: where the first and the
+ * last page are in, the rest is taken to be. */
 static void populate(void *p, size_t n) {
 #ifdef MADV_POPULATE_WRITE
     uintptr_t start = round_up((uintptr_t)p, PAGE), end = ((uintptr_t)p + n) / PAGE * PAGE;
-    if (end > start)
-        madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+    unsigned char first = 0, last = 0;
+    if (end <= start ||
+        (mincore((void *)start, PAGE, &first) == 0 && mincore((void *)(end - PAGE), PAGE, &last) == 0 && first & last & 1))
+        return;
+    madvise((void *)start, end - start, MADV_POPULATE_WRITE);
 #else
     (void)p;
     (void)n;
 #endif
 }
 
+#if defined(__linux__) && defined(MAP_ANONYMOUS) && defined(MADV_DONTNEED)
+#define ARENA_SPARE 1
+/* The tables of the tokenizer freed last, kept mapped for the next build (all builds and frees
+ * hold the GIL): a process that loads again (a server reloading its model, a test suite) would
+ * otherwise fault all their pages in anew, 1.2 ms for Llama 3's 4.3 MB on a virtual machine,
+ * where zeroing them again takes 0.2. The pages the next tables do not write are given back
+ * (MADV_DONTNEED), so that no more of them stay in than a fresh mapping would have. */
+static Arena spare;
+#endif
+
 static int arena_alloc(Arena *a, size_t hot, size_t size) {
     a->size = round_up(size ? size : 1, PAGE);
-#if defined(__linux__) && defined(MAP_ANONYMOUS)
-    a->at = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (a->at == MAP_FAILED) {
-        a->at = NULL;
-        return -1;
+    hot = round_up(hot, PAGE) < a->size ? round_up(hot, PAGE) : a->size;
+#ifdef ARENA_SPARE
+    if (spare.at && spare.size >= a->size) {
+        *a = spare;
+        spare.at = NULL;
+        memset(a->at, 0, hot);
+        if (a->size > hot)
+            madvise(a->at + hot, a->size - hot, MADV_DONTNEED);
+        return 0;
     }
-    populate(a->at, round_up(hot, PAGE));
-    return 0;
-#else
-    (void)hot;
-    a->at = calloc(a->size, 1);
-    return a->at ? 0 : -1;
 #endif
+    if (!(a->at = pages_alloc(a->size)))
+        return -1;
+    populate(a->at, hot);
+    return 0;
 }
 
 /* The room n bytes take in an arena: a cache line each, at least one. */
@@ -77,15 +94,18 @@ static void *arena_take(const Arena *a, size_t *at, size_t n) {
     return p;
 }
 
+/* The larger of a and the spare stays as the spare. */
 static void arena_free(Arena *a) {
-    if (!a->at)
-        return;
-#if defined(__linux__) && defined(MAP_ANONYMOUS)
-    munmap(a->at, a->size);
-#else
-    free(a->at);
-#endif
+    Arena gone = *a;
     a->at = NULL;
+#ifdef ARENA_SPARE
+    if (gone.at && (!spare.at || spare.size < gone.size)) {
+        Arena smaller = spare;
+        spare = gone;
+        gone = smaller;
+    }
+#endif
+    pages_free(gone.at, gone.size);
 }
 
 typedef struct {
@@ -287,15 +307,21 @@ static uint32_t load32(const uint8_t *p) {
 typedef int8_t i8x16 __attribute__((vector_size(16)));
 typedef uint64_t u64x2 __attribute__((vector_size(16)));
 
-/* The 16 bytes from p, zero from byte n on. */
-static inline i8x16 bytes16(const uint8_t *p, size_t n) {
-    /* 16 bytes from below + 16 - n: n lanes of ones, then zeros */
-    static const int8_t below[32] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-    i8x16 v, mask;
+static inline i8x16 load16(const void *p) {
+    i8x16 v;
     memcpy(&v, p, 16);
-    memcpy(&mask, below + 16 - (n < 16 ? n : 16), 16);
-    return v & mask;
+    return v;
 }
+
+/* n <= 16 lanes of ones, then zeros. */
+static inline i8x16 first_lanes(size_t n) {
+    /* 16 bytes from below + 16 - n */
+    static const int8_t below[32] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    return load16(below + 16 - n);
+}
+
+/* The 16 bytes from p, zero from byte n on. */
+static inline i8x16 bytes16(const uint8_t *p, size_t n) { return load16(p) & first_lanes(n < 16 ? n : 16); }
 
 /* The lead bytes of v (C2-DF; as signed bytes -62..-33), as lanes of ones. */
 static inline i8x16 two_byte_leads(i8x16 v) { return (v > -63) & (v < -32); }
@@ -342,10 +368,30 @@ typedef struct {
     const uint8_t *vocab;
 } TokenSlots;
 
+/* Where a key whose slots start at first goes when the first slot or the next takes it and
+ * neither may hold the same key already (the first is empty, or holds another tag and the next
+ * is empty); SIZE_MAX when the probe has to look on. Most keys go into one of the two, and a
+ * branch taken nearly always costs less than a probe loop, whose exit mispredicted about once
+ * in two inserts. */
+static inline size_t near_slot(const uint32_t *slots, size_t size, size_t first, uint32_t tag, uint32_t off_mask) {
+    if (first + 1 >= size)
+        return SIZE_MAX;
+    /* in arithmetic, not in conditions, which compilers make branches of */
+    uint32_t s0 = slots[first], s1 = slots[first + 1];
+    uint32_t used = mtok_slot_ref(s0, off_mask) != 0, chosen = s0 ^ ((s0 ^ s1) & (0u - used));
+    uint32_t takes = (mtok_slot_ref(chosen, off_mask) == 0) & !(used & ((s0 & ~off_mask) == tag));
+    return takes ? first + used : SIZE_MAX;
+}
+
 /* A record's token into the slots from its first slot: 0, or 1 when an earlier record holds the
  * same bytes. value is the slot's: tag | record offset + 1. */
 static inline int insert_token(TokenSlots t, size_t first, uint32_t value) {
     uint32_t tag = value & ~t.off_mask;
+    size_t at = near_slot(t.slots, t.size, first, tag, t.off_mask);
+    if (at != SIZE_MAX) {
+        t.slots[at] = value;
+        return 0;
+    }
     const uint8_t *mine = t.vocab + (value & t.off_mask) - 1;
     for (size_t i = first;; i = mtok_next_slot(i, t.size)) {
         uint32_t s = t.slots[i], o = mtok_slot_ref(s, t.off_mask);
@@ -576,10 +622,23 @@ static inline int span_eq(const uint8_t *a, const uint8_t *b, size_t n) {
     return load64(a + n - 8) == load64(b + n - 8);
 }
 
-/* Whether token r is a followed by b. */
+/* The lanes where the n <= 16 bytes from a and from b differ (a lane each byte), with 16 bytes
+ * readable from each. */
+static inline i8x16 lanes_differ(const uint8_t *a, const uint8_t *b, size_t n) {
+    return (load16(a) ^ load16(b)) & first_lanes(n);
+}
+
+/* Whether token r is a followed by b (records). Nearly all merges join tokens of at most 16
+ * bytes each: those are compared in two 16-byte compares, without the branches on the lengths
+ * that mispredict from one merge to the next. Their loads read at most 12 bytes past a record,
+ * and the records are followed by at least one merge (12 bytes). */
 static inline int is_concat(const uint8_t *r, const uint8_t *a, const uint8_t *b) {
     size_t la = mtok_u16(a), lb = mtok_u16(b);
-    return mtok_u16(r) == la + lb && span_eq(r + 2, a + 2, la) && span_eq(r + 2 + la, b + 2, lb);
+    if (mtok_u16(r) != la + lb)
+        return 0;
+    if ((la > 16) | (lb > 16))
+        return span_eq(r + 2, a + 2, la) && span_eq(r + 2 + la, b + 2, lb);
+    return no_lanes(lanes_differ(r + 2, a + 2, la) | lanes_differ(r + 2 + la, b + 2, lb));
 }
 
 /* The merge slots' table, in locals of the loop that fills it (see merge_pass). */
@@ -596,6 +655,11 @@ typedef struct {
  * HF's map, in whichever order the merges come. */
 static inline void insert_pair(PairSlots t, uint32_t k, uint32_t rank, uint32_t hash, size_t first) {
     uint32_t value = (hash & ~t.off_mask) | (k + 1), tag = value & ~t.off_mask;
+    size_t at = near_slot(t.slots, t.size, first, tag, t.off_mask);
+    if (at != SIZE_MAX) {
+        t.slots[at] = value;
+        return;
+    }
     const uint8_t *m = t.merges + 12 * (size_t)k;
     for (size_t i = first;; i = mtok_next_slot(i, t.size)) {
         uint32_t s = t.slots[i], o = mtok_slot_ref(s, t.off_mask);
@@ -673,18 +737,20 @@ static inline int makes(IdRecords r, int64_t id, const uint8_t *a, const uint8_t
 /* A merge between the stages of merge_pass. */
 typedef struct {
     const uint8_t *ra, *rb; /* the records of its tokens */
-    uint64_t h;             /* its pair's hash */
-    uint32_t k, rank;
+    size_t first;           /* its pair's first slot */
+    uint32_t hash, k, rank; /* hash: the low bits of its pair's hash */
 } PendingMerge;
 
 /* merge_pass' stages: the blocks of merges between its first and its last one wait in a ring */
 enum { STAGES = 4, RING = STAGES * MERGE_BLOCK };
 
-/* Every merge into the merge slots, and its result found. The loop is a software pipeline, each
- * stage a block of merges behind the previous one: fetch the merge records; read them, hash the
- * pairs and fetch the ids' cells and the pairs' slots; fetch the tokens' records and the guessed
- * results'; put the pairs in their slots and resolve the results. by_file is a constant in each
- * of merge_pass' two copies, which then test it nowhere. */
+/* Every merge's result found, and in the file's order its pair put in the merge slots. The loop
+ * is a software pipeline, each stage a block of merges behind the previous one: fetch the merge
+ * records; read them (and hash the pairs) and fetch the ids' cells (and the pairs' slots); fetch
+ * the tokens' records and the guessed results'; (put the pairs in their slots and) resolve the
+ * results. In HF's order the slots hold the order until the pass ends (see index_merges), and
+ * insert_pairs puts the pairs in after it. by_file is a constant in each of merge_pass' two
+ * copies, which then test it nowhere. */
 static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, MergePass *pass, const int by_file) {
     /* the tables in locals: stores to the slots and results (32-bit) could otherwise alias x's
      * 32-bit fields, which the compiler would then load again at every merge */
@@ -703,13 +769,13 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
     for (size_t lo = 0; lo < n + (STAGES - 1) * MERGE_BLOCK; lo += MERGE_BLOCK) {
         /* each stage a loop of its own: fewer values live in each, fewer kept on the stack */
         PendingMerge *p = ring + (lo - 3 * MERGE_BLOCK) % RING, *block_end = p + block_len(lo, 3, MERGE_BLOCK, n);
-        for (const PendingMerge *i = p; i < block_end; i++)
-            insert_pair(slots, i->k, i->rank, (uint32_t)i->h, mtok_first_slot(i->h, slots.size));
+        for (const PendingMerge *i = p; by_file && i < block_end; i++)
+            insert_pair(slots, i->k, i->rank, i->hash, i->first);
         for (; p < block_end; p++) {
             /* in HF's order a result is the previous one or the next: not the previous one when
              * the lengths differ */
             size_t len = mtok_u16(p->ra) + mtok_u16(p->rb);
-            int64_t guess = by_file ? (int64_t)p->rank + delta : prev_len == len ? prev : prev + 1;
+            int64_t guess = by_file ? (int64_t)p->rank + delta : prev + (prev_len != len);
             int32_t id = makes(ids, guess, p->ra, p->rb)       ? (int32_t)guess
                        : makes(ids, guess + 1, p->ra, p->rb) ? (int32_t)(guess + 1)
                                                                 : merge_result(x, p->ra, p->rb, 0, pass->key);
@@ -748,15 +814,18 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
             uint32_t k = by_file ? (uint32_t)q : order[q];
             const uint8_t *m = slots.merges + 12 * (size_t)k;
             uint32_t a = mtok_u32(m), b = mtok_u32(m + 4), rank = slots.rank ? slots.rank[k] : mtok_u32(m + 8);
-            uint64_t h = mtok_pair_hash(a, b);
-            __builtin_prefetch(&slots.slots[mtok_first_slot(h, slots.size)], 1);
+            if (by_file) {
+                uint64_t h = mtok_pair_hash(a, b);
+                p->first = mtok_first_slot(h, slots.size);
+                p->hash = (uint32_t)h;
+                __builtin_prefetch(&slots.slots[p->first], 1);
+            }
             if (a < ids.nby_id && b < ids.nby_id) {
                 __builtin_prefetch(&ids.by_id[a]);
                 __builtin_prefetch(&ids.by_id[b]);
             }
             if (by_file && (size_t)(rank + delta) < ids.nby_id)
                 __builtin_prefetch(&ids.by_id[rank + delta]);
-            p->h = h;
             p->k = k;
             p->rank = rank;
         }
@@ -765,6 +834,33 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
                 __builtin_prefetch(slots.merges + 12 * (size_t)order[q]);
     }
     pass->unresolved = unresolved;
+}
+
+/* Every merge's pair into the merge slots, in the file's order: the slots of the merges AHEAD
+ * on are fetched while one is put in. */
+static void insert_pairs(const MtokIndex *x) {
+    enum { AHEAD = 32 };
+    const PairSlots slots = {x->mslots, x->msize, x->moff_mask, x->merges, x->rank};
+    const size_t n = x->nmerges;
+    struct {
+        size_t first;
+        uint32_t hash;
+    } ring[AHEAD];
+    for (size_t k = 0; k < n + AHEAD; k++) {
+        if (k >= AHEAD) {
+            size_t j = k - AHEAD;
+            uint32_t rank = slots.rank ? slots.rank[j] : mtok_u32(slots.merges + 12 * j + 8);
+            insert_pair(slots, (uint32_t)j, rank, ring[j % AHEAD].hash, ring[j % AHEAD].first);
+        }
+        if (k < n) {
+            const uint8_t *m = slots.merges + 12 * k;
+            uint64_t h = mtok_pair_hash(mtok_u32(m), mtok_u32(m + 4));
+            size_t first = mtok_first_slot(h, slots.size);
+            __builtin_prefetch(&slots.slots[first], 1);
+            ring[k % AHEAD].first = first;
+            ring[k % AHEAD].hash = (uint32_t)h;
+        }
+    }
 }
 
 static void merge_pass(MtokIndex *x, MergePass *pass) {
@@ -780,9 +876,6 @@ static int index_merges(Tables *t) {
     uint64_t *seen = calloc(n / 64 + 1, sizeof *seen);
     uint8_t *key = malloc(2 * 0xFFFF + 1);
     uint32_t *order = NULL;
-    /* order's own mapping, given back when the build ends: from malloc it could stay in the
-     * heap, in RSS, after it is freed */
-    Arena scratch = {NULL, 0};
     x->moff_mask = mtok_low_mask(n);
     int ok = -1;
     if (!seen || !key) {
@@ -808,11 +901,9 @@ static int index_merges(Tables *t) {
      * one in Llama 3 and Gemma). */
     int64_t delta = 0;
     if (!(permutation && results_follow_ranks(x, key, &delta))) {
-        if (arena_alloc(&scratch, n * sizeof *order, n * sizeof *order) < 0) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        order = (uint32_t *)scratch.at;
+        /* the merge slots (5/3 as many) hold the order until the pass has resolved every merge:
+         * a table of its own would be a megabyte of fresh pages a load, for Llama 3 0.3 ms */
+        order = x->mslots;
         if (permutation) {
             for (uint32_t k = 0; k < n; k++)
                 order[mtok_u32(x->merges + 12 * (size_t)k + 8)] = k;
@@ -836,12 +927,15 @@ static int index_merges(Tables *t) {
         missing_id_error(t);
         goto done;
     }
+    if (order) {
+        memset(order, 0, n * sizeof *order);
+        insert_pairs(x);
+    }
     t->unresolved = pass.unresolved;
     ok = 0;
 done:
     free(seen);
     free(key);
-    arena_free(&scratch);
     return ok;
 }
 

@@ -271,6 +271,14 @@ typedef struct {
 #define CACHE_PROBES 8
 #define CACHE_RESETTING (1u << 31)
 
+/* n zeroed bytes in pages of their own, untouched until written, given back by pages_free: a
+ * table that fills as it is used (a cache, one cell an id) then costs nothing before. Large
+ * callocs are such mappings only until the process frees a block as large, after which malloc
+ * takes them from the heap: calloc then zeroes them page by page, and freeing them trims the
+ * heap top, and with it the file read next (GPT-4o's 5.6 MB were faulted in anew every load). */
+void *pages_alloc(size_t n);
+void pages_free(void *p, size_t n);
+
 int cache_init(Cache *c, size_t slots, size_t arena_bytes);
 /* An encoder's use of the cache: the cache to read and fill, or NULL while another thread
  * empties it (the encoder then runs without it); cache_leave with what cache_enter returned. */

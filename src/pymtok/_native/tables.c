@@ -1,5 +1,11 @@
 /* Hash tables, the lock-free piece cache and scratch buffers of the native core. */
+/* mmap's MAP_ANONYMOUS, which strict C11 hides (the files that include Python.h have it) */
+#define _DEFAULT_SOURCE
 #include "native.h"
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 int ids_grow(IdBuf *b, size_t extra) {
     size_t cap = b->cap ? b->cap : 64;
@@ -117,18 +123,39 @@ void pairmap_free(PairMap *m) {
     m->slots = NULL;
 }
 
+/* ---- Pages ------------------------------------------------------------------------------ */
+
+void *pages_alloc(size_t n) {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+    void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+#else
+    return calloc(n ? n : 1, 1);
+#endif
+}
+
+void pages_free(void *p, size_t n) {
+    if (!p)
+        return;
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+    munmap(p, n ? n : 1);
+#else
+    (void)n;
+    free(p);
+#endif
+}
+
 /* ---- Cache ------------------------------------------------------------------------------ */
 
 int cache_init(Cache *c, size_t slots, size_t arena_bytes) {
-    /* large callocs and mallocs are fresh mappings: pages cost only once the cache fills them */
-    c->slots = calloc(slots, sizeof *c->slots);
-    c->arena = malloc(arena_bytes + KEY_PAD);
+    c->mask = slots - 1;
+    c->arena_bytes = arena_bytes;
+    c->slots = pages_alloc(slots * sizeof *c->slots);
+    c->arena = pages_alloc(arena_bytes + KEY_PAD);
     if (!c->slots || !c->arena) {
         cache_free(c);
         return -1;
     }
-    c->mask = slots - 1;
-    c->arena_bytes = arena_bytes;
     c->max_entries = slots / 4 * 3; /* probes stay short */
     atomic_init(&c->used, 0);
     atomic_init(&c->count, 0);
@@ -215,8 +242,8 @@ void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32
 }
 
 void cache_free(Cache *c) {
-    free((void *)c->slots);
-    free(c->arena);
+    pages_free((void *)c->slots, (c->mask + 1) * sizeof *c->slots);
+    pages_free(c->arena, c->arena_bytes + KEY_PAD);
     c->slots = NULL;
     c->arena = NULL;
 }
