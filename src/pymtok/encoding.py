@@ -837,23 +837,28 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
     the commonest calls, without the general path's bookkeeping (a sixth of a 2 KB call's time):
     the same checks that can fail there, the same columns. None when the post-processor's layout
     (or offsets' trimming) needs the general path."""
-    plan = _plain_plan(tok, add_special_tokens, offsets)
+    # _plain_plan's memo checked here, a frame less on every call
+    meta = tok.meta
+    known = tok._call_memo.get(_PLAIN_KEYS[2 * add_special_tokens + offsets])
+    if (known is None or known[0] is not tok.post_processor or known[1] != meta.call_settings
+            or known[2] != meta.special_tokens):
+        known = _plain_plan(tok, add_special_tokens, offsets)
+    plan: _PlainPlan | None = known[3]
     if plan is None:
         return None
     post, (before, before_types, type_id, after, after_types), trim, type_ids, attention, native_offsets = plan
-    found = BatchEncoding._of_text(tok, text, post, add_special_tokens)
-    spans = None
     if not offsets:
         ids = tok.encode(text, add_special_tokens=False)
         if before or after:
             # into the list encode made for this call: before + ids + after would copy it whole
             ids[:0] = before
             ids += after
-    elif native_offsets is not None and not tok.meta.split_special_tokens:
+    elif native_offsets is not None and not meta.split_special_tokens:
         laid = native_offsets(text, trim, before, after)
         ids, spans = laid if laid is not None else _pure_offsets(tok, text, trim, before, after)
     else:
         ids, spans = _pure_offsets(tok, text, trim, before, after)
+    found = BatchEncoding._of_text(tok, text, post, add_special_tokens)
     found["input_ids"] = ids
     if type_ids:
         # one list of the text's type id, the special tokens' written over its ends in place:
@@ -874,25 +879,21 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
 # _plain_plan's keys in the call memo, by 2 * add_special_tokens + offsets: strings, whose hashes
 # are kept, where a tuple's would be computed on every call
 _PLAIN_KEYS = ("plain", "plain+offsets", "plain+special", "plain+special+offsets")
+_PlainMemo = tuple["processors.PostProcessor | None", dict[str, Any], dict[str, str], "_PlainPlan | None"]
 
 
-def _plain_plan(tok: Tokenizer, add: bool, offsets: bool) -> _PlainPlan | None:
-    """What ``_plain_call`` needs of the tokenizer's settings and post-processor: the
-    post-processor transformers runs, its layout, the offsets' trimming, whether type ids and
-    the attention mask are columns, the native offsets encoder; None for the general path. Kept
-    per tokenizer while the post-processor, the call settings and the special tokens stay the
-    same (each call compares them: they are plain attributes and dicts a caller may change)."""
+def _plain_plan(tok: Tokenizer, add: bool, offsets: bool) -> _PlainMemo:
+    """What ``_plain_call`` needs of the tokenizer's settings and post-processor, after the
+    snapshot of them it holds for: the post-processor transformers runs, its layout, the
+    offsets' trimming, whether type ids and the attention mask are columns, the native offsets
+    encoder; None for the general path. Kept per tokenizer while the post-processor, the call
+    settings and the special tokens stay the same (each call compares them: they are plain
+    attributes and dicts a caller may change)."""
     meta = tok.meta
-    key = _PLAIN_KEYS[2 * add + offsets]
-    known = tok._call_memo.get(key)
-    if (known is not None and known[0] is tok.post_processor and known[1] == meta.call_settings
-            and known[2] == meta.special_tokens):
-        plan: _PlainPlan | None = known[3]
-        return plan
     settings = meta.call_settings
     snapshot = (tok.post_processor, dict(settings), dict(meta.special_tokens))
     if settings.get("padding_side", "right") not in _SIDES:
-        return None  # the general path raises
+        return (*snapshot, None)  # the general path raises; not kept, as it raises each time
     _model_max_length(tok)  # the one check of _strategies(tok, False, None, None, None) that can fail
     post = _call_post_processor(tok)
     layout = _layout(tok, post, add)
@@ -902,8 +903,8 @@ def _plain_plan(tok: Tokenizer, add: bool, offsets: bool) -> _PlainPlan | None:
     if layout is not None and trim is not None:
         plan = (post, layout, trim, "token_type_ids" in names, "attention_mask" in names,
                 _native_offsets(tok) if offsets else None)
-    tok._call_memo[key] = (*snapshot, plan)
-    return plan
+    known = tok._call_memo[_PLAIN_KEYS[2 * add + offsets]] = (*snapshot, plan)
+    return known
 
 
 def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: bool, offsets: bool,
