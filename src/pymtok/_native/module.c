@@ -1481,8 +1481,8 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
         nspans = p.spans.n;
         if (p.at) {
             /* the rebuilt buffer's characters, each the caller's through the normalizer's */
-            for (size_t i = 0; i < p.len; i++)
-                p.at[i] = align ? align[p.at[i]] : p.at[i];
+            for (size_t i = 0; align && i < p.len; i++)
+                p.at[i] = align[p.at[i]];
             align = p.at;
         }
     }
