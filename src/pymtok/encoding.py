@@ -886,9 +886,9 @@ def _plain_plan(tok: Tokenizer, add: bool, offsets: bool) -> _PlainMemo:
     """What ``_plain_call`` needs of the tokenizer's settings and post-processor, after the
     snapshot of them it holds for: the post-processor transformers runs, its layout, the
     offsets' trimming, whether type ids and the attention mask are columns, the native offsets
-    encoder; None for the general path. Kept per tokenizer while the post-processor, the call
-    settings and the special tokens stay the same (each call compares them: they are plain
-    attributes and dicts a caller may change)."""
+    encoder; in place of those None for the general path. Kept per tokenizer while the
+    post-processor, the call settings and the special tokens stay the same (each call compares
+    them: they are plain attributes and dicts a caller may change)."""
     meta = tok.meta
     settings = meta.call_settings
     snapshot = (tok.post_processor, dict(settings), dict(meta.special_tokens))
