@@ -231,12 +231,16 @@ def _offsets(tok: Tokenizer, text: str, trim: int, before: list[int] | None = No
     after = after or []
     native_offsets = _native_offsets(tok)
     # the native core matches every added token, as encode_words does, whose answer it is
-    found = None
     if native_offsets is not None and not tok.meta.split_special_tokens:
         found = native_offsets(text, trim, before, after)
-    if found is not None:
-        ids, offsets = found
-        return ids, offsets
+        if found is not None:
+            return found
+    return _pure_offsets(tok, text, trim, before, after)
+
+
+def _pure_offsets(tok: Tokenizer, text: str, trim: int, before: list[int],
+                  after: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
+    """:func:`_offsets` from the pure pipeline."""
     encoding = _words(tok, text, 0)
     if trim >= 0:
         _trim_offsets(encoding, bool(trim))
@@ -528,14 +532,14 @@ class BatchEncoding(dict[str, Any]):
         self._n_sequences = n_sequences
 
     @classmethod
-    def _of_text(cls, data: dict[str, Any], tok: Tokenizer, text: str, post: processors.PostProcessor | None,
+    def _of_text(cls, tok: Tokenizer, text: str, post: processors.PostProcessor | None,
                  add_special_tokens: bool) -> BatchEncoding:
-        """One text's call, its encodings made on first use from fields rather than a closure,
-        whose function, cells and tuple would be six more objects for the cyclic collector: a
-        call's allocations set off its collections, which walk every list the caller keeps."""
+        """One text's call, with no columns yet (the caller sets them), its encodings made on first
+        use from fields rather than a closure, whose function, cells and tuple would be six more
+        objects for the cyclic collector: a call's allocations set off its collections, which
+        walk every list the caller keeps."""
         # __init__'s fields without its frame and super(): a few percent of a short text's call
         found = cls.__new__(cls)
-        dict.update(found, data)
         found._get_encodings = None
         found._encodings = None
         found._n_sequences = 1
@@ -833,51 +837,63 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
     the commonest calls, without the general path's bookkeeping (a sixth of a 2 KB call's time):
     the same checks that can fail there, the same columns. None when the post-processor's layout
     (or offsets' trimming) needs the general path."""
-    plan = _plain_plan(tok, add_special_tokens, offsets)
+    # _plain_plan's memo checked here, a frame less on every call
+    meta = tok.meta
+    known = tok._call_memo.get(_PLAIN_KEYS[2 * add_special_tokens + offsets])
+    if (known is None or known[0] is not tok.post_processor or known[1] != meta.call_settings
+            or known[2] != meta.special_tokens):
+        known = _plain_plan(tok, add_special_tokens, offsets)
+    plan: _PlainPlan | None = known[3]
     if plan is None:
         return None
-    post, (before, before_types, type_id, after, after_types), trim, type_ids, attention = plan
-    if offsets:
-        native_offsets = _native_offsets(tok)
-        found = None
-        if native_offsets is not None and not tok.meta.split_special_tokens:
-            found = native_offsets(text, trim, before, after)
-        ids, spans = found if found is not None else _offsets(tok, text, trim, before, after)
-        data: dict[str, Any] = {"input_ids": ids}
-        if type_ids:
-            # one list of the text's type id, the special tokens' written over its ends in place:
-            # a + b + c would make and copy lists of the text's length twice more
-            types = [type_id] * len(ids)
-            if before_types:
-                types[: len(before_types)] = before_types
-            if after_types:
-                types[len(types) - len(after_types):] = after_types
-            data["token_type_ids"] = types
-        if attention:
-            data["attention_mask"] = [1] * len(ids)
-        data["offset_mapping"] = spans
+    post, (before, before_types, type_id, after, after_types), trim, type_ids, attention, native_offsets = plan
+    if not offsets:
+        ids = tok.encode(text, add_special_tokens=False)
+        if before or after:
+            # into the list encode made for this call: before + ids + after would copy it whole
+            ids[:0] = before
+            ids += after
+    elif native_offsets is not None and not meta.split_special_tokens:
+        laid = native_offsets(text, trim, before, after)
+        ids, spans = laid if laid is not None else _pure_offsets(tok, text, trim, before, after)
     else:
-        columns = _columns(tok, [text], plan[1], 0, None, type_ids, attention, False, False, False)
-        data = {key: rows[0] for key, rows in columns.items()}
-    return BatchEncoding._of_text(data, tok, text, post, add_special_tokens)
+        ids, spans = _pure_offsets(tok, text, trim, before, after)
+    found = BatchEncoding._of_text(tok, text, post, add_special_tokens)
+    found["input_ids"] = ids
+    if type_ids:
+        # one list of the text's type id, the special tokens' written over its ends in place:
+        # a + b + c would make and copy lists of the text's length twice more
+        types = [type_id] * len(ids)
+        if before_types:
+            types[: len(before_types)] = before_types
+        if after_types:
+            types[len(types) - len(after_types):] = after_types
+        found["token_type_ids"] = types
+    if attention:
+        found["attention_mask"] = [1] * len(ids)
+    if offsets:
+        found["offset_mapping"] = spans
+    return found
 
 
-def _plain_plan(tok: Tokenizer, add: bool, offsets: bool) -> _PlainPlan | None:
-    """What ``_plain_call`` needs of the tokenizer's settings and post-processor: the
-    post-processor transformers runs, its layout, the offsets' trimming, whether type ids and
-    the attention mask are columns; None for the general path. Kept per tokenizer while the
+# _plain_plan's keys in the call memo, by 2 * add_special_tokens + offsets: strings, whose hashes
+# are kept, where a tuple's would be computed on every call
+_PLAIN_KEYS = ("plain", "plain+offsets", "plain+special", "plain+special+offsets")
+_PlainMemo = tuple["processors.PostProcessor | None", dict[str, Any], dict[str, str], "_PlainPlan | None"]
+
+
+def _plain_plan(tok: Tokenizer, add: bool, offsets: bool) -> _PlainMemo:
+    """What ``_plain_call`` needs of the tokenizer's settings and post-processor, after the
+    snapshot of them it holds for: the post-processor transformers runs, its layout, the
+    offsets' trimming, whether type ids and the attention mask are columns, the native offsets
+    encoder; in place of those None for the general path. Kept per tokenizer while the
     post-processor, the call settings and the special tokens stay the same (each call compares
     them: they are plain attributes and dicts a caller may change)."""
     meta = tok.meta
-    known = tok._call_memo.get(("plain", add, offsets))
-    if (known is not None and known[0] is tok.post_processor and known[1] == meta.call_settings
-            and known[2] == meta.special_tokens):
-        plan: _PlainPlan | None = known[3]
-        return plan
     settings = meta.call_settings
     snapshot = (tok.post_processor, dict(settings), dict(meta.special_tokens))
     if settings.get("padding_side", "right") not in _SIDES:
-        return None  # the general path raises
+        return (*snapshot, None)  # the general path raises; not kept, as it raises each time
     _model_max_length(tok)  # the one check of _strategies(tok, False, None, None, None) that can fail
     post = _call_post_processor(tok)
     layout = _layout(tok, post, add)
@@ -885,9 +901,10 @@ def _plain_plan(tok: Tokenizer, add: bool, offsets: bool) -> _PlainPlan | None:
     names = settings.get("model_input_names", _DEFAULT_INPUT_NAMES)
     plan = None
     if layout is not None and trim is not None:
-        plan = (post, layout, trim, "token_type_ids" in names, "attention_mask" in names)
-    tok._call_memo[("plain", add, offsets)] = (*snapshot, plan)
-    return plan
+        plan = (post, layout, trim, "token_type_ids" in names, "attention_mask" in names,
+                _native_offsets(tok) if offsets else None)
+    known = tok._call_memo[_PLAIN_KEYS[2 * add + offsets]] = (*snapshot, plan)
+    return known
 
 
 def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: bool, offsets: bool,
@@ -907,7 +924,7 @@ def _rows_data(rows: list[Encoding], type_ids: bool, attention: bool, special: b
 
 
 Layout = tuple[list[int], list[int], int, list[int], list[int]]
-_PlainPlan = tuple["processors.PostProcessor | None", Layout, int, bool, bool]
+_PlainPlan = tuple["processors.PostProcessor | None", Layout, int, bool, bool, "native.OffsetsEncoder | None"]
 
 
 def _layout(tok: Tokenizer, post: processors.PostProcessor | None, add: bool) -> Layout | None:

@@ -301,7 +301,8 @@ class Tokenizer:
             return self.post_processor(ids, pair_ids)
         return ids + pair_ids
 
-    def __call__(self, text: Any = None, text_pair: Any = None, **kwargs: Any) -> BatchEncoding:
+    def __call__(self, text: Any = None, text_pair: Any = None, *, add_special_tokens: Any = True,
+                 return_offsets_mapping: Any = False, **kwargs: Any) -> BatchEncoding:
         """transformers' ``__call__``: a ``BatchEncoding`` of ``input_ids``, ``attention_mask``, ...
 
         Takes transformers' keywords (``padding``, ``truncation``, ``max_length``, ``stride``,
@@ -321,16 +322,15 @@ class Tokenizer:
         >>> tok("Hello world")["input_ids"]                     # doctest: +SKIP
         [9707, 1879]
         """
-        if text_pair is None and type(text) is str:
-            # the commonest calls: no keywords but add_special_tokens and return_offsets_mapping
-            add = kwargs.get("add_special_tokens", True)
-            offsets = kwargs.get("return_offsets_mapping", False)
-            if (type(add) is bool and type(offsets) is bool
-                    and len(kwargs) == ("add_special_tokens" in kwargs) + ("return_offsets_mapping" in kwargs)):
-                plain = encoding._plain_call(self._backend(), text, add, offsets)
-                if plain is not None:
-                    return plain
-        return encoding.call(self._backend(), text, text_pair, **kwargs)
+        # the commonest calls: no keywords but these two, which are named so that such a call
+        # makes no dict of them to look them up in
+        if (text_pair is None and not kwargs and type(text) is str and type(add_special_tokens) is bool
+                and type(return_offsets_mapping) is bool):
+            plain = encoding._plain_call(self._backend(), text, add_special_tokens, return_offsets_mapping)
+            if plain is not None:
+                return plain
+        return encoding.call(self._backend(), text, text_pair, add_special_tokens=add_special_tokens,
+                             return_offsets_mapping=return_offsets_mapping, **kwargs)
 
     def _backend(self) -> Tokenizer:
         """The pipeline transformers' tokenizer runs: this one, with ``meta.backend_added_tokens``

@@ -584,7 +584,8 @@ typedef struct {
     uint32_t *spare;  /* Pieces' spare buffer */
     size_t spare_cap;
     Spans spans, tmp;
-    IdBuf out;        /* encode_text's ids, kept for the next call */
+    IdBuf out;        /* encode_text's and encode_offsets' ids, kept for the next call */
+    IdBuf offs;       /* encode_offsets' spans */
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
@@ -597,6 +598,7 @@ static void work_free(Work *w) {
     free(w->buf);
     free(w->spare);
     free(w->out.v);
+    free(w->offs.v);
     free(w->spans.v);
     free(w->tmp.v);
     free(w->sc.bytes);
@@ -633,7 +635,7 @@ static void thread_work_free(void *p) {
 
 static size_t work_bytes(const Work *w) {
     size_t n = (w->text_cap + w->buf_cap + w->spare_cap) * sizeof(uint32_t) + (w->spans.cap + w->tmp.cap) * sizeof(Span) +
-               w->out.cap * sizeof(int32_t) +
+               (w->out.cap + w->offs.cap) * sizeof(int32_t) +
                (w->sc.pairs ? sizeof(PairMemo) << PAIR_MEMO_BITS : 0) + w->sc.bytes_cap + w->sc.work_cap + w->sc.words_cap * sizeof(Word) +
                (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
     for (int i = 0; i < 3; i++)
@@ -1512,8 +1514,8 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
         nspans = p.spans.n;
         if (p.at) {
             /* the rebuilt buffer's characters, each the caller's through the normalizer's */
-            for (size_t i = 0; i < p.len; i++)
-                p.at[i] = align ? align[p.at[i]] : p.at[i];
+            for (size_t i = 0; align && i < p.len; i++)
+                p.at[i] = align[p.at[i]];
             align = p.at;
         }
     }
@@ -1969,19 +1971,20 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    IdBuf ids = {0}, offs = {0};
-    /* room for most texts' tokens at once (one for every four characters), as encode_text */
-    if (ids_grow(&ids, n / 4 + 16) < 0 || ids_grow(&offs, 2 * (n / 4 + 16)) < 0) {
-        free(ids.v);
-        free(before.v);
-        free(after.v);
-        return PyErr_NoMemory();
-    }
+    /* the ids and spans into the Work's buffers, with room for most texts' tokens at once (one
+     * for every four characters), as encode_text: the lists are made before it is given back */
     Work own, *w = work_take(&own);
-    PyThreadState *released = gil_release(n);
-    int err = read_text(w, kind, data, n) < 0 ? -1 : offsets_text_core(self, ops, nops, w->text, n, (int)trim, w, &ids, &offs);
-    gil_take(released);
-    work_give(w, &own);
+    IdBuf *ids = &w->out, *offs = &w->offs;
+    ids->n = offs->n = 0;
+    int err = (ids->cap < n / 4 + 16 && ids_grow(ids, n / 4 + 16) < 0) ||
+                      (offs->cap < 2 * (n / 4 + 16) && ids_grow(offs, 2 * (n / 4 + 16)) < 0)
+                  ? -1
+                  : 0;
+    if (!err) {
+        PyThreadState *released = gil_release(n);
+        err = read_text(w, kind, data, n) < 0 ? -1 : offsets_text_core(self, ops, nops, w->text, n, (int)trim, w, ids, offs);
+        gil_take(released);
+    }
     PyObject *result = NULL;
     if (err == -1) {
         PyErr_NoMemory();
@@ -1990,14 +1993,13 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     } else {
         /* the tuples first: the collections their allocations set off then find the ids' list
          * not made yet, instead of walking it each time */
-        PyObject *spans = offsets_list(self, &offs, before.n, after.n),
-                 *list = spans ? ids_within(self->ints, &before, &ids, &after) : NULL;
+        PyObject *spans = offsets_list(self, offs, before.n, after.n),
+                 *list = spans ? ids_within(self->ints, &before, ids, &after) : NULL;
         result = list ? PyTuple_Pack(2, list, spans) : NULL;
         Py_XDECREF(list);
         Py_XDECREF(spans);
     }
-    free(ids.v);
-    free(offs.v);
+    work_give(w, &own);
     free(before.v);
     free(after.v);
     return result;

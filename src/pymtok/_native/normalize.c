@@ -766,6 +766,9 @@ static int changes_push(CpBuf *chg, size_t old, size_t new) {
 
 /* One lookup's result for in[0..old): its replacement, else the character (old is 1). */
 static int precompiled_push(const Charsmap *m, int64_t hit, const uint32_t *in, size_t old, CpBuf *out, CpBuf *chg) {
+    /* a character the map leaves as it is (most text but ASCII's), a change of 0 */
+    if (hit < 0 && old == 1)
+        return cps_push(out, in[0]) < 0 || (chg && cps_push(chg, 0) < 0) ? -1 : 0;
     size_t mark = out->n;
     int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, in[0]);
     return r ? r : changes_push(chg, old, out->n - mark);
