@@ -440,8 +440,10 @@ def backend_added_tokens(
             )
         out.setdefault(token.content, token)
     # an added_tokens_decoder entry no name touches that tokenizer.json holds with other flags:
-    # transformers adds it again as it is there, and HF's added vocabulary takes its flags
-    for content, token in loaded.items():
+    # transformers' backend adds it again as it is there, and HF's added vocabulary takes its
+    # flags (a remote-code class reads the config its own way: the file's flags stay, as the base
+    # over tokenizer.json has them)
+    for content, token in loaded.items() if "auto_map" not in tokenizer_config else ():
         if content in current and content not in named_contents and content not in out and token != current[content]:
             out[content] = token
     if not out:
