@@ -359,9 +359,11 @@ def test_split_special_tokens_from_the_config_splits_tokens_and_offsets_too(tmp_
             assert got.tokens() == want.tokens() and got.word_ids() == want.word_ids(), (text, keywords)
 
 
-def _tiny_folder(folder: Any, config: dict[str, Any], *, padding: bool = False) -> tuple[Any, Any, Any]:
+def _tiny_folder(folder: Any, config: dict[str, Any], *, padding: bool = False,
+                 special_tokens_map: dict[str, Any] | None = None) -> tuple[Any, Any, Any]:
     """A small BPE tokenizer.json ("hello" a non-special added token) with ``config`` as its
-    tokenizer_config.json: (AutoTokenizer's tokenizer, HF tokenizers', pymtok's) of the folder."""
+    tokenizer_config.json (and ``special_tokens_map`` as special_tokens_map.json): (AutoTokenizer's
+    tokenizer, HF tokenizers', pymtok's) of the folder."""
     from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
     from transformers import AutoTokenizer
 
@@ -380,6 +382,8 @@ def _tiny_folder(folder: Any, config: dict[str, Any], *, padding: bool = False) 
             str(t["id"]): {k: v for k, v in t.items() if k != "id"} for t in added
             if t["content"] not in config["added_tokens_decoder"]}}
     (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    if special_tokens_map is not None:
+        (folder / "special_tokens_map.json").write_text(json.dumps(special_tokens_map), encoding="utf-8")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         theirs = AutoTokenizer.from_pretrained(str(folder))
@@ -409,10 +413,14 @@ def test_config_special_tokens_become_added_tokens_as_in_transformers(config: di
     """transformers adds the special tokens tokenizer_config.json names to its backend: __call__,
     decode, len, the vocabulary and the special-token ids see them; encode, as HF tokenizers'
     encode of tokenizer.json, does not. A .mtok keeps them."""
-    theirs, raw, tok = _tiny_folder(tmp_path, config)
-    tok.save(tmp_path / "tokenizer.mtok")
-    texts = ["a hello b", "ab <pad> c<s>", "<new-pad> <e1>ab<e2>", "x <img> c  <p2>  a", "hello<unk>ab"]
-    for ours_ in (tok, pymtok.load(tmp_path / "tokenizer.mtok")):
+    _assert_special_tokens_as_transformers(tmp_path, *_tiny_folder(tmp_path, config))
+
+
+def _assert_special_tokens_as_transformers(folder: Any, theirs: Any, raw: Any, tok: Any) -> None:
+    tok.save(folder / "tokenizer.mtok")
+    texts = ["a hello b", "ab <pad> c<s>", "<new-pad> <e1>ab<e2>", "x <img> c  <p2>  a", "hello<unk>ab", "<m> <v> <i0>"]
+    assert tok.meta.special_tokens == {k: v for k, v in theirs.special_tokens_map.items() if isinstance(v, str)}
+    for ours_ in (tok, pymtok.load(folder / "tokenizer.mtok")):
         assert len(ours_) == len(theirs)
         assert ours_.get_vocab() == theirs.get_vocab()
         assert ours_.all_special_tokens == theirs.all_special_tokens
@@ -436,6 +444,36 @@ def test_config_special_tokens_become_added_tokens_as_in_transformers(config: di
                 ids, skip_special_tokens=skip)
         for text in texts:
             assert ours_.encode(text) == raw.encode(text).ids
+
+
+_ADDED_TOKEN = {"content": "<s>", "lstrip": True, "normalized": False, "rstrip": False, "single_word": False}
+
+
+@pytest.mark.parametrize("decoder", [False, True], ids=["legacy", "added_tokens_decoder"])
+@pytest.mark.parametrize("config,special_tokens_map", [
+    ({"unk_token": "<unk>", "pad_token": "<pad>"}, {"pad_token": "<new-pad>"}),
+    ({"unk_token": "<unk>", "pad_token": "<pad>"}, {"pad_token": "a", "mask_token": "<m>", "bos_token": _ADDED_TOKEN}),
+    ({"unk_token": "<unk>", "additional_special_tokens": ["<e2>"]}, {"additional_special_tokens": ["<e1>", "hello"]}),
+    ({"unk_token": "<unk>"}, {"additional_special_tokens": ["<e1>", "hello"]}),
+    ({"unk_token": "<unk>", "extra_special_tokens": []}, {"additional_special_tokens": ["<e1>"]}),
+    ({"unk_token": "<unk>", "extra_special_tokens": ["<e2>"]}, {"extra_special_tokens": ["<e1>", "<e2>"]}),
+    ({"unk_token": "<unk>", "extra_special_tokens": ["<e2>"]}, {"extra_special_tokens": {"video_token": "<v>"}}),
+    ({"unk_token": "<unk>", "image_token": "<i0>"}, {"image_token": "<img>", "video_token": "<v>"}),
+    ({"unk_token": "<unk>", "extra_special_tokens": {"image_token": "<i0>"}}, {"image_token": "<img>", "video_token": "<v>"}),
+    ({"unk_token": "<unk>", "extra_special_tokens": {"image_token": "<i0>"}}, {"extra_special_tokens": ["<e1>"]}),
+    ({"unk_token": "<unk>", "image_token": {"__type": "AddedToken", "content": "<i0>", "special": True}},
+     {"image_token": "<img>"}),
+    ({}, {"unk_token": "<unk>", "eos_token": {"content": "</s>", "special": False}, "extra_special_tokens": [
+        {"content": "<e1>", "lstrip": True, "rstrip": False, "normalized": False, "single_word": False}]}),
+])
+def test_special_tokens_map_as_in_transformers(config: dict[str, Any], special_tokens_map: dict[str, Any],
+                                               decoder: bool, tmp_path: Any) -> None:
+    """special_tokens_map.json counts only beside a tokenizer_config.json without
+    added_tokens_decoder, and then over it, as transformers 5 reads the two."""
+    if decoder:
+        config = {**config, "added_tokens_decoder": []}
+    _assert_special_tokens_as_transformers(
+        tmp_path, *_tiny_folder(tmp_path, config, special_tokens_map=special_tokens_map))
 
 
 @pytest.mark.parametrize("config", [{"unk_token": "<unk>"}, {"unk_token": "<unk>", "padding_side": "right"},

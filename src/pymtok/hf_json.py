@@ -221,6 +221,57 @@ def read_optional_json(folder: Path, name: str) -> dict[str, Any]:
     return data
 
 
+def folder_tokenizer_config(folder: Path) -> dict[str, Any]:
+    """``tokenizer_config.json`` beside a tokenizer, with ``special_tokens_map.json`` merged in as
+    transformers 5 merges it.
+
+    transformers reads the map only where the config has no ``added_tokens_decoder`` (the form
+    it has saved since v4.34); then each entry of the map replaces the config's, an AddedToken
+    object becoming a special one, and an ``extra_special_tokens`` list adds the tokens the
+    config's lacks. Its older ``additional_special_tokens`` counts only where no
+    ``extra_special_tokens`` is left, as transformers' constructor takes it.
+    """
+    config = read_optional_json(folder, "tokenizer_config.json")
+    special_map = read_optional_json(folder, "special_tokens_map.json")
+    if not special_map or "added_tokens_decoder" in config:
+        return config
+    if "additional_special_tokens" in config and not config.get("extra_special_tokens"):
+        config["extra_special_tokens"] = config.pop("additional_special_tokens")
+    # the config's model-specific tokens held as strings or in a dict extra_special_tokens are
+    # set aside before the map is read: they win over the map's, which come first
+    explicit = {key: config.pop(key) for key in list(config)
+                if key.endswith("_token") and key not in _NAMED_SPECIAL and isinstance(config[key], str)}
+    if isinstance(config.get("extra_special_tokens"), Mapping):
+        explicit.update(config.pop("extra_special_tokens"))
+    for key, value in special_map.items():
+        if key == "extra_special_tokens" and isinstance(value, list):
+            existing = list(config.get(key) or [])
+            existing += [t for t in (_map_token(t) for t in value) if t not in existing]
+            config[key] = existing
+        elif key == "extra_special_tokens" and isinstance(value, Mapping):
+            config.pop(key, None)  # it replaces the config's list
+            explicit.update(value)
+        elif key.endswith("_token") and key not in _NAMED_SPECIAL and isinstance(value, str):
+            # it reaches the constructor as a keyword, as an AddedToken object of the config does
+            config[key] = _map_token({"content": value})
+        else:
+            config[key] = _map_token(value) if key != "extra_special_tokens" else value
+    for key, value in explicit.items():
+        config[key] = _map_token(value if isinstance(value, Mapping) else {"content": value}) if (
+            key in config or isinstance(value, Mapping)) else value
+    if "additional_special_tokens" in config:
+        additional = config.pop("additional_special_tokens")
+        config.setdefault("extra_special_tokens", additional)
+    return config
+
+
+def _map_token(value: Any) -> Any:
+    """An AddedToken object of special_tokens_map.json as transformers makes it: special."""
+    if isinstance(value, Mapping):
+        return {"__type": "AddedToken", **{k: v for k, v in value.items() if k != "special"}, "special": True}
+    return value
+
+
 def token_text(value: Any) -> str | None:
     """A special-token entry of a config: a string or an AddedToken-style ``{"content": ...}``."""
     if isinstance(value, str):
@@ -519,10 +570,7 @@ def load_folder(path: Path) -> Tokenizer:
 
 def folder_meta(tok: Tokenizer, folder: Path) -> TokenizerMeta:
     """:func:`derive_meta` from the configs beside a tokenizer file (each optional)."""
-    tokenizer_config = read_optional_json(folder, "tokenizer_config.json")
-    # transformers fills named special tokens the config lacks from special_tokens_map.json
-    for key, value in read_optional_json(folder, "special_tokens_map.json").items():
-        tokenizer_config.setdefault(key, value)
+    tokenizer_config = folder_tokenizer_config(folder)
     generation_config = read_optional_json(folder, "generation_config.json")
     return derive_meta(tok, tokenizer_config, generation_config, find_chat_template(folder))
 

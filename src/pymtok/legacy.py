@@ -48,7 +48,7 @@ from typing import Any
 
 from .byte_level import bytes_to_chars
 from .errors import FormatError
-from .hf_json import read_optional_json, special_token_strings
+from .hf_json import folder_tokenizer_config, read_optional_json, special_token_strings
 from .paths import regular_file
 from .sentencepiece import NormalizerSpec
 from .tokenizer import Tokenizer, TokenizerMeta
@@ -988,9 +988,7 @@ def load_bert_vocab(vocab_file: str | os.PathLike[str], *, lowercase: bool | Non
     p = Path(vocab_file)
     legacy = from_bert_vocab(p)
     tokens = _texts(legacy)
-    cfg = read_optional_json(p.parent, "tokenizer_config.json")
-    for key, value in read_optional_json(p.parent, "special_tokens_map.json").items():
-        cfg.setdefault(key, value)
+    cfg = folder_tokenizer_config(p.parent)
     if lowercase is not None:
         how = "lowercase= given"
     elif isinstance(cfg.get("do_lower_case"), bool):
@@ -1043,9 +1041,7 @@ def load_vocab_merges(vocab_json: str | os.PathLike[str], merges_txt: str | os.P
     config = _bpe_config(legacy)
     config["model"]["vocab"] = dict(vocab)
     config["model"]["merges"] = [list(m) for m in legacy.merges]
-    cfg = read_optional_json(vp.parent, "tokenizer_config.json")
-    for key, value in read_optional_json(vp.parent, "special_tokens_map.json").items():
-        cfg.setdefault(key, value)
+    cfg = folder_tokenizer_config(vp.parent)
     named = [t for t in special_token_strings(cfg).values() if t in vocab]
     config["added_tokens"] = [
         {"id": vocab[t], "content": t, "special": True, "single_word": False, "lstrip": False,

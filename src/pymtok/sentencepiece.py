@@ -553,7 +553,7 @@ def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> Tokeniz
     folder's ``generation_config.json`` ``eos_token_id``) stops, the BOS that ``add_bos`` puts
     first is the prefix; the folder's named tokens (``tokenizer_config.json``, then
     ``special_tokens_map.json``) are special too and are what a chat template sees."""
-    from .hf_json import find_chat_template, read_optional_json, special_tokens_from_config
+    from .hf_json import find_chat_template, folder_tokenizer_config, read_optional_json, special_tokens_from_config
 
     types = [p.type for p in proto.pieces]
     bos, eos = special_ids(proto)
@@ -563,9 +563,7 @@ def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> Tokeniz
         if "SpecialToken" not in item:
             break
         prefix += post["special_tokens"][item["SpecialToken"]["id"]]["ids"]
-    tokenizer_config = read_optional_json(folder, "tokenizer_config.json")
-    for key, value in read_optional_json(folder, "special_tokens_map.json").items():
-        tokenizer_config.setdefault(key, value)
+    tokenizer_config = folder_tokenizer_config(folder)
     names = special_tokens_from_config(tokenizer_config)
     for key, id in (("bos_token", bos), ("eos_token", eos), ("unk_token", types.index(UNKNOWN))):
         if id is not None:
