@@ -117,7 +117,13 @@ def test_export_then_load_is_exact(name: str, tmp_path: Path) -> None:
     sp, texts = oracle(name), chunks(DEFAULT_CHUNKS)
     for tok in (from_folder, exported):
         assert mismatches(tok, sp, texts, add_bos=True, add_eos=True) == []
-        check_model(tok, sp, texts)
+        for ids in (sp.encode(t) for t in texts):
+            assert tok.decode(ids, clean_up_tokenization_spaces=False) == sp.decode(ids)
+    # the file's transformers calls are transformers' (test_folder_call_and_decode_as_transformers)
+    assert from_folder.meta.backend_decoder is not None
+    assert (exported.meta.backend_decoder, exported.meta.backend_added_tokens) == (
+        from_folder.meta.backend_decoder, from_folder.meta.backend_added_tokens)
+    check_model(pymtok.load(export_report(model_path(name), tmp_path / "bare")[0]), sp, texts)
     # what was read back writes the same file again
     assert write_mtok(exported, tmp_path / "again.mtok").read_bytes() == path.read_bytes()
 
@@ -1042,3 +1048,59 @@ def test_folder_files_beside_the_model(tmp_path: Path) -> None:
     assert (tok.prefix_ids, tok.stop_ids) == ([1], [2, 13])
     assert tok.meta.special_tokens["pad_token"] == "<unk>" and tok.meta.special_tokens["eos_token"] == "</s>"
     assert tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False) == "<s>Hi"
+
+
+_FOLDER_TEXTS = ("Hello world", " two  spaces ", "<pad> x <s> y </s>", "héllo 你好 <unk> [MASK]", "\n\ttab", "<x1>a<s>")
+
+
+@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("config,special_tokens_map", [
+    (None, None),
+    ({"add_bos_token": True, "pad_token": "<pad>"}, None),
+    ({"tokenizer_class": "PreTrainedTokenizerFast", "additional_special_tokens": ["<x1>"]},
+     {"pad_token": "<unk>", "mask_token": "[MASK]"}),
+])
+def test_folder_call_and_decode_as_transformers(name: str, config: Any, special_tokens_map: Any, tmp_path: Path) -> None:
+    """A folder holding tokenizer.model and no tokenizer.json: transformers (no tokenizer class
+    named) converts the model, its control and unknown pieces special added tokens and its
+    decoder HF's; __call__, decode, len and the vocabulary follow it, a .mtok too."""
+    import json
+    import warnings
+
+    from transformers import AutoTokenizer
+
+    shutil.copy(model_path(name), tmp_path / "tokenizer.model")
+    for file, value in (("tokenizer_config.json", config), ("special_tokens_map.json", special_tokens_map)):
+        if value is not None:
+            (tmp_path / file).write_text(json.dumps(value), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = AutoTokenizer.from_pretrained(str(tmp_path))
+    folder = pymtok.load(tmp_path)
+    texts = [*_FOLDER_TEXTS, *chunks(20)]
+    for tok in (folder, pymtok.load(folder.save(tmp_path / "saved.mtok"))):
+        assert (len(tok), tok.get_vocab()) == (len(theirs), theirs.get_vocab())
+        assert (tok.all_special_tokens, tok.all_special_ids) == (theirs.all_special_tokens, theirs.all_special_ids)
+        assert dict(tok(texts)) == dict(theirs(texts))
+        ids = [*range(min(len(theirs), 400)), len(theirs) - 1, 0, 5, 1, 2]
+        for skip in (False, True):
+            assert tok.decode(ids, skip_special_tokens=skip) == theirs.decode(ids, skip_special_tokens=skip)
+        assert tok.encode(texts[0]) == oracle(name).encode(texts[0], add_bos=bool(config and config.get("add_bos_token")))
+
+
+@pytest.mark.parametrize("config", [{"tokenizer_class": "LlamaTokenizer"}, {"tokenizer_class": "T5Tokenizer"},
+                                    {"legacy": False}])
+def test_folder_with_a_tokenizer_class_refuses_transformers_calls(config: dict[str, Any], tmp_path: Path) -> None:
+    """A named class builds its own pipeline from the pieces (LlamaTokenizer splits " two" other
+    than sentencepiece does), as does legacy=False: transformers' side of the API says it is not
+    modelled, sentencepiece's side still runs."""
+    import json
+
+    shutil.copy(model_path("mistral-7b-v0.1.model"), tmp_path / "tokenizer.model")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    tok = pymtok.load(tmp_path)
+    for call in (lambda: tok("a"), lambda: tok.decode([1]), lambda: len(tok)):
+        with pytest.raises(FormatError, match="does not model"):
+            call()
+    assert tok.encode(" two  spaces") == oracle("mistral-7b-v0.1.model").encode(" two  spaces")
+    assert tok.decode([1, 22557], clean_up_tokenization_spaces=False) == oracle("mistral-7b-v0.1.model").decode([1, 22557])

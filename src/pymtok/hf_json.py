@@ -370,13 +370,28 @@ def derive_meta(
             # tokenizer.json's sides, under tokenizer_config.json's (transformers' setdefault)
             **({"padding_side": padding["direction"]} if padding is not None else {}),
             **({"truncation_side": truncation["direction"]} if truncation is not None else {}),
-            **{key: tokenizer_config[key] for key in _CALL_SETTINGS if tokenizer_config.get(key) is not None},
+            **config_call_settings(tokenizer_config),
         },
-        extra_special_tokens=[text for text in (token_text(t) for t in extra) if text is not None],
-        split_special_tokens=tokenizer_config.get("split_special_tokens") is True,
+        **config_special_settings(tokenizer_config),
         backend_added_tokens=backend,
         backend_unmodeled=unmodeled,
     )
+
+
+def config_special_settings(tokenizer_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The extra special tokens and the split_special_tokens default of a tokenizer_config.json
+    (TokenizerMeta's fields)."""
+    extra = extra_special_tokens(tokenizer_config)
+    return {
+        "extra_special_tokens": [text for text in (token_text(t) for t in (
+            extra.values() if isinstance(extra, Mapping) else extra)) if text is not None],
+        "split_special_tokens": tokenizer_config.get("split_special_tokens") is True,
+    }
+
+
+def config_call_settings(tokenizer_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The __call__ settings a tokenizer_config.json sets itself (TokenizerMeta.call_settings)."""
+    return {key: tokenizer_config[key] for key in _CALL_SETTINGS if tokenizer_config.get(key) is not None}
 
 
 def extra_special_tokens(tokenizer_config: Mapping[str, Any]) -> Any:

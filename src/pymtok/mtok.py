@@ -29,11 +29,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import models, native
+from . import decoders, models, native
 from .errors import FormatError
 from .mnn_compat import DEVICE, MNN_IDENTICAL
 from .paths import regular_file
-from .tokenizer import FileSource, Tokenizer, TokenizerMeta
+from .tokenizer import FileSource, Tokenizer, TokenizerMeta, _built
 
 MAGIC_NUMBER = 430
 PIPELINE_TYPE = 4
@@ -80,6 +80,7 @@ _EXTENSION_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "unigram_scores": ((list,), False),
     "extra_special_tokens": ((list,), False), "split_special_tokens": ((bool,), False),
     "backend_added_tokens": ((list,), False), "backend_unmodeled": ((str, _NONE), False),
+    "backend_decoder": ((dict, _NONE), False),
     "call_settings": ((dict,), False),
     # older files kept it apart as well, a duplicate of call_settings' (read into it where it lacks one)
     "model_max_length": ((int, _NONE), False),
@@ -263,6 +264,13 @@ def _parse(data: bytes, name: str, use_extension: bool = True) -> tuple[dict[str
         for key in _META_FIELDS:
             if key in extension:
                 setattr(meta, key, extension[key])
+        if meta.backend_decoder is not None:
+            # built only when transformers' side of the API is first used: checked now, as the
+            # pipeline's own decoder is
+            try:
+                _built("backend_decoder", decoders.from_config, meta.backend_decoder)
+            except FormatError as exc:
+                raise cur.error("extension", str(exc)) from None
         if type(extension.get("model_max_length")) is int:
             meta.call_settings.setdefault("model_max_length", extension["model_max_length"])
         if "prefix_ids" in extension:

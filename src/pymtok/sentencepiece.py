@@ -530,7 +530,11 @@ def read_model(
     ``encode(text, add_special_tokens=True)`` adds BOS/EOS as ``add_bos``/``add_eos`` say; by
     default as ``tokenizer_config.json`` beside the model says (``add_bos_token``,
     ``add_eos_token``), else neither, like ``SentencePieceProcessor.encode``. The folder's chat
-    template and special-token strings are read as for ``tokenizer.json``.
+    template and special-token strings are read as for ``tokenizer.json``. ``encode``,
+    ``decode(..., clean_up_tokenization_spaces=False)`` and ``id_to_token`` are sentencepiece's;
+    transformers' side of the API (``__call__``, ``decode``, ``len``, the vocabulary) is
+    sentencepiece's for any other file name, and transformers' own for a ``tokenizer.model``
+    (see :func:`_transformers_backend`).
     """
     p = Path(path)
     if p.is_dir():
@@ -545,7 +549,53 @@ def read_model(
         )
     except FormatError as exc:
         raise FormatError(f"{p}: {exc}") from None
-    return Tokenizer.from_config(config, _meta(proto, p.parent, config))
+    tok = Tokenizer.from_config(config, _meta(proto, p.parent, config))
+    if p.name == "tokenizer.model":
+        # what transformers loads from the folder: its side of the API follows it there
+        _transformers_backend(tok, proto, p.parent)
+    return tok
+
+
+def _transformers_backend(tok: Tokenizer, proto: ModelProto, folder: Path) -> None:
+    """What transformers 5 adds to its backend for a folder holding ``tokenizer.model`` alone.
+
+    With no tokenizer class named (its ``TokenizersBackend``), it converts the model to the
+    pipeline sentencepiece runs, its control and unknown pieces special added tokens matched
+    on the raw text, then adds the special tokens the configs name as for ``tokenizer.json``.
+    A named class (``LlamaTokenizer``, ``T5Tokenizer``, ...) builds a pipeline of its own from
+    the pieces instead, which pymtok does not model: transformers' side of the API refuses.
+    """
+    from .hf_json import backend_added_tokens, folder_tokenizer_config
+
+    config = folder_tokenizer_config(folder)
+    name = str(config.get("tokenizer_class") or "")
+    if name not in ("", "TokenizersBackend", "PreTrainedTokenizerFast") or config.get("legacy", True) is not True:
+        why = f"names {name}" if config.get("legacy", True) is True else "sets legacy"
+        tok.meta.backend_unmodeled = (
+            f"tokenizer_config.json {why}: transformers builds its own pipeline from tokenizer.model then, "
+            "which pymtok does not model; encode() gives sentencepiece's ids"
+        )
+        return
+    spec = proto.normalizer_spec
+    byte_fallback = proto.trainer_spec.byte_fallback
+    tail = [{"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}] if spec.add_dummy_prefix else (
+        [{"type": "Fuse"}] if byte_fallback else [])
+    tok.meta.backend_decoder = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+        *([{"type": "ByteFallback"}] if byte_fallback else []), *tail]}
+    tok.meta.backend_added_tokens = [
+        {"id": i, "content": p.piece, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": True}
+        for i, p in enumerate(proto.pieces) if p.type in (UNKNOWN, CONTROL) and i not in tok.added.by_id
+    ]
+    try:
+        named = backend_added_tokens(tok._backend(), config, {})
+    except FormatError as exc:
+        tok.meta.backend_unmodeled = str(exc)
+        return
+    if named:
+        tok.meta.backend_added_tokens = [*tok.meta.backend_added_tokens, *named]
+        tok._call_memo.pop("backend", None)  # built without them
 
 
 def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> TokenizerMeta:
@@ -553,7 +603,14 @@ def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> Tokeniz
     folder's ``generation_config.json`` ``eos_token_id``) stops, the BOS that ``add_bos`` puts
     first is the prefix; the folder's named tokens (``tokenizer_config.json``, then
     ``special_tokens_map.json``) are special too and are what a chat template sees."""
-    from .hf_json import find_chat_template, folder_tokenizer_config, read_optional_json, special_tokens_from_config
+    from .hf_json import (
+        config_call_settings,
+        config_special_settings,
+        find_chat_template,
+        folder_tokenizer_config,
+        read_optional_json,
+        special_tokens_from_config,
+    )
 
     types = [p.type for p in proto.pieces]
     bos, eos = special_ids(proto)
@@ -582,6 +639,8 @@ def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> Tokeniz
         prefix_ids=prefix,
         chat_template=find_chat_template(folder),
         special_tokens=names,
+        call_settings=config_call_settings(tokenizer_config),
+        **config_special_settings(tokenizer_config),
     )
 
 

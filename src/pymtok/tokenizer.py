@@ -69,6 +69,9 @@ class TokenizerMeta:
     # why those tokens could not be worked out (tokenizer_config.json asks for what pymtok does
     # not model): the transformers API raises it, HF tokenizers' runs the pipeline as it is
     backend_unmodeled: str | None = None
+    # the decoder transformers' backend runs where it is not the pipeline's (a SentencePiece
+    # model's: transformers converts it to HF decoders, which write control tokens out)
+    backend_decoder: dict[str, Any] | None = None
     # what a reader recognised or assumed about a source that does not say everything itself
     # (the tiktoken encoding, a BERT vocabulary's casing); shown by ``pymtok info``
     source_notes: list[str] = field(default_factory=list)
@@ -338,7 +341,7 @@ class Tokenizer:
         meta = self.meta
         if meta.backend_unmodeled is not None:
             raise FormatError(f"{meta.backend_unmodeled} (encode, id_to_token and HF tokenizers' other calls still work)")
-        if not meta.backend_added_tokens:
+        if not meta.backend_added_tokens and meta.backend_decoder is None:
             return self
         known = self._call_memo.get("backend")
         if known is not None and known[0] is meta:
@@ -349,7 +352,8 @@ class Tokenizer:
             model=self.model,
             normalizer=self._pure_normalizer,
             pre_tokenizer=self.pre_tokenizer,
-            decoder=self._decoder,
+            decoder=self._decoder if meta.backend_decoder is None else _built(
+                "decoder", decoders.from_config, meta.backend_decoder),
             post_processor=self.post_processor,
             added_tokens=[_built("added_tokens", AddedToken.from_config, t) for t in added],
             meta=meta,
