@@ -162,6 +162,51 @@ static int align_fill(CpBuf *align, size_t from, size_t to, uint32_t at) {
 
 /* ---- BertNormalizer ------------------------------------------------------------------------ */
 
+/* clean_text on an ASCII character: kept, dropped (a control) or written as a space */
+enum { BERT_KEEP, BERT_DROP, BERT_SPACE_OUT };
+static uint8_t bert_ascii_kind[0x80];
+static pthread_once_t bert_ascii_once = PTHREAD_ONCE_INIT;
+
+static void bert_ascii_build(void) {
+    for (uint32_t c = 0; c < 0x80; c++) {
+        uint32_t p = nprops(c);
+        bert_ascii_kind[c] = (p & N_BERT_CONTROL) ? BERT_DROP : (p & N_BERT_SPACE) ? BERT_SPACE_OUT : BERT_KEEP;
+    }
+}
+
+/* bert_normalize on ASCII text, most of what English and code are: no character is CJK, has a
+ * decomposition or is a mark, so the steps are one pass with one table. */
+static int bert_ascii(int flags, const uint32_t *in, size_t n, CpBuf *out, CpBuf *align) {
+    pthread_once(&bert_ascii_once, bert_ascii_build);
+    out->n = 0;
+    if (cps_grow(out, n) < 0)
+        return -1;
+    uint32_t *a = NULL;
+    if (align) {
+        align[1].n = 0;
+        if (cps_grow(&align[1], n) < 0)
+            return -1;
+        a = align[1].v;
+    }
+    int clean = flags & BERT_CLEAN, lower = flags & BERT_LOWER;
+    uint32_t *o = out->v;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = in[i];
+        int kind = clean ? bert_ascii_kind[c] : BERT_KEEP;
+        if (kind == BERT_DROP)
+            continue;
+        c = kind == BERT_SPACE_OUT ? ' ' : lower && c - 'A' < 26 ? c + 32 : c;
+        if (a)
+            a[k] = (uint32_t)i;
+        o[k++] = c;
+    }
+    out->n = k;
+    if (align)
+        align[1].n = k;
+    return 0;
+}
+
 /* The pure path's steps in its order: clean_text (controls out, White_Space to " "),
  * handle_chinese_chars (" c "), strip_accents (NFD, then Mn out), lowercase. NFD's canonical
  * reordering runs over the whole decomposed text before marks are dropped, as there.
@@ -169,6 +214,11 @@ static int align_fill(CpBuf *align, size_t from, size_t to, uint32_t at) {
  * NormalizedString aligns them; -2 when canonical ordering moved characters that stay (the
  * pure path follows that alignment). */
 int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align) {
+    uint32_t any = 0;
+    for (size_t i = 0; i < n; i++)
+        any |= in[i];
+    if (any < 0x80)
+        return bert_ascii(flags, in, n, out, align);
     const uint32_t *src = in;
     size_t len = n;
     int strip = flags & BERT_STRIP, lower = flags & BERT_LOWER;
