@@ -678,22 +678,44 @@ static int scripts_step(Pieces *p) {
 
 /* Cut every piece before each occurrence of `c` (keeping it). Offsets follow the pure path's
  * Metaspace arithmetic: a prepended character (shift[k] = 1) stands for the piece's first one. */
-static int cut_before(Pieces *p, uint32_t c, const unsigned char *shift) {
+/* Metaspace with split: rebuild's pass, cutting each piece before every replacement after its
+ * first character as it goes. A cut piece's offset counts from its piece's, less the prepended
+ * replacement, which stands for no character of the text. */
+static int metaspace_split(const Step *st, Pieces *p) {
+    uint32_t *at, *buf = rebuild_room(p, p->len + p->spans.n, &at);
+    if (!buf)
+        return -1;
     Spans *out = &p->tmp;
     out->n = 0;
+    uint32_t rep = st->replacement;
+    size_t w = 0;
     for (size_t k = 0; k < p->spans.n; k++) {
-        Span sp = p->spans.v[k];
-        int64_t sh = shift[k];
-        size_t start = sp.start;
-        for (size_t i = sp.start + 1; i <= sp.end; i++) {
-            if (i < sp.end && p->buf[i] != c)
-                continue;
-            int64_t rel = (int64_t)(start - sp.start) - sh;
-            if (start < i && spans_push(out, start, i, sp.off + (rel > 0 ? rel : 0)))
-                return -1;
-            start = i;
+        const Span *sp = &p->spans.v[k];
+        size_t begin = w, start = w;
+        int64_t shift = metaspace_prefixed(st, p, sp);
+        if (shift) {
+            if (at)
+                at[w] = p->at ? p->at[sp->start] : (uint32_t)sp->start;
+            buf[w++] = rep;
+        }
+        for (size_t i = sp->start; i <= sp->end; i++) {
+            uint32_t c = i < sp->end ? (p->buf[i] == ' ' ? rep : p->buf[i]) : 0;
+            if (i == sp->end || (c == rep && w > begin)) {
+                int64_t rel = (int64_t)(start - begin) - shift;
+                if (start < w && spans_push(out, start, w, sp->off + (rel > 0 ? rel : 0))) {
+                    free(at);
+                    return -1;
+                }
+                start = w;
+            }
+            if (i == sp->end)
+                break;
+            if (at)
+                at[w] = p->at ? p->at[i] : (uint32_t)i;
+            buf[w++] = c;
         }
     }
+    pieces_rebuilt(p, at, w);
     Spans t = p->spans;
     p->spans = *out;
     *out = t;
@@ -701,19 +723,7 @@ static int cut_before(Pieces *p, uint32_t c, const unsigned char *shift) {
 }
 
 static int metaspace_step(const Step *st, Pieces *p) {
-    size_t n = p->spans.n;
-    /* most texts' pieces fit on the stack: nothing allocated per call */
-    unsigned char few[256], *shift = n <= sizeof few ? few : malloc(n);
-    if (!shift)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        shift[i] = (unsigned char)metaspace_prefixed(st, p, &p->spans.v[i]);
-    int err = rebuild(p, metaspace_prefixed, st, st->replacement, st->replacement);
-    if (!err && st->split)
-        err = cut_before(p, st->replacement, shift);
-    if (shift != few)
-        free(shift);
-    return err;
+    return st->split ? metaspace_split(st, p) : rebuild(p, metaspace_prefixed, st, st->replacement, st->replacement);
 }
 
 int pretokenize(const Step *steps, size_t nsteps, Pieces *p) {
