@@ -32,7 +32,8 @@ typedef struct MtokIndex {
     uint32_t *mslots;     /* (left, right) hash -> tag | merge index + 1 */
     size_t msize;
     uint32_t moff_mask;   /* the merge-index bits of an mslot */
-    int32_t *merged;      /* per merge: the token it makes */
+    int32_t *merged;      /* per merge: the token it makes; NULL when that is its file rank + merged_delta */
+    int64_t merged_delta;
     uint32_t *rank;       /* per merge: its rank in HF's order, NULL when the file's ranks are */
 } MtokIndex;
 
@@ -133,13 +134,18 @@ static inline uint32_t mtok_pair_ref(const MtokIndex *x, uint32_t left, uint32_t
     return 0;
 }
 
+/* The token merge k (index) of the given rank makes. */
+static inline int32_t mtok_merged(const MtokIndex *x, uint32_t k, uint32_t rank) {
+    return x->merged ? x->merged[k] : (int32_t)(rank + x->merged_delta);
+}
+
 /* The merge of (left, right): 1 with its rank and result, or 0 when there is none. */
 static inline int mtok_pair(const MtokIndex *x, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
     uint32_t k = mtok_pair_ref(x, left, right);
     if (!k)
         return 0;
     *rank = x->rank ? x->rank[k - 1] : mtok_u32(x->merges + 12 * (size_t)(k - 1) + 8);
-    *id = x->merged[k - 1];
+    *id = mtok_merged(x, k - 1, *rank);
     return 1;
 }
 
