@@ -734,7 +734,42 @@ typedef struct {
     int missing;           /* a merge names an id the vocabulary lacks */
     uint32_t unresolved;   /* the first merge (in the file) whose result was not found */
     int32_t *results;      /* the room for x->merged, which the file's order takes only if needed */
+    int32_t last;          /* in HF's order: the result put last in x->steps, */
+    uint32_t nspill, spill_cap; /* the blocks spilled, and the room for them */
+    int nomem;
 } MergePass;
+
+/* In HF's order the results are stored as steps (Llama 3's and Gemma's: each result is the one
+ * before or the next id, every merge but one): 16 bytes for 64 merges, where a table of results
+ * would be 4 bytes a merge of fresh pages (Llama 3: 274 pages, Gemma 567). The result of rank q
+ * after those of the ranks before it; -1 without memory. */
+static int steps_put(MtokIndex *x, MergePass *pass, uint32_t q, int32_t id) {
+    MtokSteps *b = &x->steps[q / 64];
+    uint32_t i = q % 64;
+    if (i == 0) {
+        *b = (MtokSteps){id, UINT32_MAX, 0};
+    } else if (b->at != UINT32_MAX) {
+        x->spill[(size_t)b->at * 64 + i] = id;
+    } else if ((uint64_t)((int64_t)id - pass->last) <= 1) {
+        b->steps |= (uint64_t)(id - pass->last) << i;
+    } else {
+        if (pass->nspill == pass->spill_cap) {
+            uint32_t cap = pass->spill_cap ? 2 * pass->spill_cap : 4;
+            int32_t *spill = realloc(x->spill, (size_t)cap * 64 * sizeof *spill);
+            if (!spill)
+                return -1;
+            x->spill = spill;
+            pass->spill_cap = cap;
+        }
+        int32_t *r = x->spill + (size_t)pass->nspill * 64;
+        for (uint32_t j = 0; j < i; j++)
+            r[j] = b->base + (int32_t)__builtin_popcountll(b->steps & ((2ull << j) - 1));
+        r[i] = id;
+        b->at = pass->nspill++;
+    }
+    pass->last = id;
+    return 0;
+}
 
 /* x->merged in the room for it, faulted in at once, for a pass in the file's order where merge k
  * is the first whose result is not its rank + delta: the ones before it are. */
@@ -809,17 +844,26 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
             if (id < 0) {
                 if (p->k < unresolved)
                     unresolved = p->k;
-                continue;
+                if (by_file)
+                    continue;
+                /* the steps take every rank in turn: a stand-in (the build fails, or
+                 * resolve_merges finds every result anew) */
+                id = pass->last;
             }
             /* in the file's order results that all follow their ranks (Qwen3's, GPT-4o's) are
              * not stored: the encoder adds delta to a merge's rank, which it reads anyway, and a
              * load faults in and writes 0.6-0.8 MB less */
-            if (by_file && !merged) {
-                if (id == (int64_t)p->rank + delta)
-                    continue;
-                merged = results_from(x, pass->results, p->k, delta);
+            if (by_file) {
+                if (!merged) {
+                    if (id == (int64_t)p->rank + delta)
+                        continue;
+                    merged = results_from(x, pass->results, p->k, delta);
+                }
+                merged[p->k] = id;
+            } else if (steps_put(x, pass, p->rank, id) < 0) {
+                pass->nomem = 1;
+                return;
             }
-            merged[p->k] = id;
             prev = id;
             prev_len = len;
             delta = (int64_t)id - p->rank;
@@ -957,12 +1001,16 @@ static int index_merges(Tables *t) {
         }
     }
     x->merged_delta = delta;
-    if (order) {
-        populate(t->merged_room, n * sizeof *x->merged);
-        x->merged = t->merged_room;
+    if (order && !(x->steps = malloc((n / 64 + 1) * sizeof *x->steps))) {
+        PyErr_NoMemory();
+        goto done;
     }
-    MergePass pass = {order, delta, key, 0, UINT32_MAX, t->merged_room};
+    MergePass pass = {order, delta, key, 0, UINT32_MAX, t->merged_room, 0, 0, 0, 0};
     merge_pass(x, &pass);
+    if (pass.nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (pass.missing) {
         missing_id_error(t);
         goto done;
@@ -984,6 +1032,8 @@ static void Tables_dealloc(Tables *self) {
     arena_free(&self->arena);
     free(x->sparse);
     free(x->rank);
+    free(x->steps);
+    free(x->spill);
     if (self->buf.obj)
         PyBuffer_Release(&self->buf);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1035,6 +1085,10 @@ static int resolve_merges(Tables *self, size_t skip) {
         if (!x->merged) {
             populate(self->merged_room, x->nmerges * sizeof *x->merged);
             x->merged = self->merged_room;
+            free(x->steps);
+            free(x->spill);
+            x->steps = NULL;
+            x->spill = NULL;
         }
         self->unresolved = UINT32_MAX;
         for (uint32_t k = 0; k < x->nmerges; k++) {
@@ -1080,6 +1134,10 @@ static int alloc_tables(Tables *t) {
     x->by_id = arena_take(&t->arena, &at, x->nby_id * sizeof *x->by_id);
     t->merged_room = bpe ? (int32_t *)(t->arena.at + zeroed) : NULL;
     x->merged = NULL;
+    free(x->steps); /* a build that failed before */
+    free(x->spill);
+    x->steps = NULL;
+    x->spill = NULL;
     return 0;
 }
 
