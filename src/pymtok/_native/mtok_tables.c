@@ -22,7 +22,8 @@
 enum { KIND_BPE, KIND_WORDPIECE };
 
 /* The index's tables, all in one zeroed mapping, of which the first `hot` bytes are written and
- * the rest (cells of ids no record has) stay untouched. The build writes every page of its tables
+ * the rest (cells of ids no record has, the merges' results where a build has no use for them)
+ * stay untouched. The build writes every page of its tables
  * at random; in a fresh process each page is a fault (over a thousand for a 150k vocabulary),
  * and on a virtual machine faulting a page in costs over a microsecond, less when one system call
  * faults them all. So the hot part is faulted in at once. Not in 2 MB pages: on a virtual machine
@@ -65,16 +66,18 @@ static void populate(void *p, size_t n) {
 static Arena spare;
 #endif
 
-static int arena_alloc(Arena *a, size_t hot, size_t size) {
+/* [0, hot) zeroed and faulted in, [hot, zeroed) zeroed, [zeroed, size) of any content: a table
+ * written whole before it is read (zeroed a multiple of PAGE). */
+static int arena_alloc(Arena *a, size_t hot, size_t zeroed, size_t size) {
     a->size = round_up(size ? size : 1, PAGE);
-    hot = round_up(hot, PAGE) < a->size ? round_up(hot, PAGE) : a->size;
+    hot = round_up(hot, PAGE) < zeroed ? round_up(hot, PAGE) : zeroed;
 #ifdef ARENA_SPARE
     if (spare.at && spare.size >= a->size) {
         *a = spare;
         spare.at = NULL;
         memset(a->at, 0, hot);
-        if (a->size > hot)
-            madvise(a->at + hot, a->size - hot, MADV_DONTNEED);
+        if (zeroed > hot)
+            madvise(a->at + hot, zeroed - hot, MADV_DONTNEED);
         return 0;
     }
 #endif
@@ -82,6 +85,19 @@ static int arena_alloc(Arena *a, size_t hot, size_t size) {
         return -1;
     populate(a->at, hot);
     return 0;
+}
+
+/* [p, p + n) of an arena given back: a spare's pages there may be in, and a build that has no
+ * use for them should not keep them. */
+static void arena_drop(void *p, size_t n) {
+#ifdef ARENA_SPARE
+    uintptr_t start = round_up((uintptr_t)p, PAGE), end = ((uintptr_t)p + n) / PAGE * PAGE;
+    if (start < end)
+        madvise((void *)start, end - start, MADV_DONTNEED);
+#else
+    (void)p;
+    (void)n;
+#endif
 }
 
 /* The room n bytes take in an arena: a cache line each, at least one. */
@@ -113,6 +129,7 @@ typedef struct {
     Py_buffer buf;   /* keeps the file's bytes alive while the index points into them */
     MtokIndex x;
     Arena arena;     /* x's tables but sparse and rank */
+    int32_t *merged_room; /* x->merged's place in the arena: only some builds store results */
     size_t vocab_pos, merges_pos; /* absolute offsets, for error messages */
     Py_ssize_t end;  /* the offset after the model's records */
     int kind;
@@ -716,7 +733,52 @@ typedef struct {
     uint8_t *key;          /* room for two tokens */
     int missing;           /* a merge names an id the vocabulary lacks */
     uint32_t unresolved;   /* the first merge (in the file) whose result was not found */
+    int32_t *results;      /* the room for x->merged, which the file's order takes only if needed */
+    int32_t last;          /* in HF's order: the result put last in x->steps, */
+    uint32_t nspill, spill_cap; /* the blocks spilled, and the room for them */
+    int nomem;
 } MergePass;
+
+/* In HF's order the results are stored as steps (Llama 3's and Gemma's: each result is the one
+ * before or the next id, every merge but one): 16 bytes for 64 merges, where a table of results
+ * would be 4 bytes a merge of fresh pages (Llama 3: 274 pages, Gemma 567). The result of rank q
+ * after those of the ranks before it; -1 without memory. */
+static int steps_put(MtokIndex *x, MergePass *pass, uint32_t q, int32_t id) {
+    MtokSteps *b = &x->steps[q / 64];
+    uint32_t i = q % 64;
+    if (i == 0) {
+        *b = (MtokSteps){id, UINT32_MAX, 0};
+    } else if (b->at != UINT32_MAX) {
+        x->spill[(size_t)b->at * 64 + i] = id;
+    } else if ((uint64_t)((int64_t)id - pass->last) <= 1) {
+        b->steps |= (uint64_t)(id - pass->last) << i;
+    } else {
+        if (pass->nspill == pass->spill_cap) {
+            uint32_t cap = pass->spill_cap ? 2 * pass->spill_cap : 4;
+            int32_t *spill = realloc(x->spill, (size_t)cap * 64 * sizeof *spill);
+            if (!spill)
+                return -1;
+            x->spill = spill;
+            pass->spill_cap = cap;
+        }
+        int32_t *r = x->spill + (size_t)pass->nspill * 64;
+        for (uint32_t j = 0; j < i; j++)
+            r[j] = b->base + (int32_t)__builtin_popcountll(b->steps & ((2ull << j) - 1));
+        r[i] = id;
+        b->at = pass->nspill++;
+    }
+    pass->last = id;
+    return 0;
+}
+
+/* x->merged in the room for it, faulted in at once, for a pass in the file's order where merge k
+ * is the first whose result is not its rank + delta: the ones before it are. */
+static int32_t *results_from(MtokIndex *x, int32_t *room, uint32_t k, int64_t delta) {
+    populate(room, x->nmerges * sizeof *room);
+    for (uint32_t j = 0; j < k; j++)
+        room[j] = (int32_t)(mtok_u32(x->merges + 12 * (size_t)j + 8) + delta);
+    return x->merged = room;
+}
 
 /* The ids' records, in locals of merge_pass' loop: the record (offset + 1) of an id, or 0. */
 typedef struct {
@@ -782,9 +844,26 @@ static inline __attribute__((always_inline)) void merge_pass_in(MtokIndex *x, Me
             if (id < 0) {
                 if (p->k < unresolved)
                     unresolved = p->k;
-                continue;
+                if (by_file)
+                    continue;
+                /* the steps take every rank in turn: a stand-in (the build fails, or
+                 * resolve_merges finds every result anew) */
+                id = pass->last;
             }
-            merged[p->k] = id;
+            /* in the file's order results that all follow their ranks (Qwen3's, GPT-4o's) are
+             * not stored: the encoder adds delta to a merge's rank, which it reads anyway, and a
+             * load faults in and writes 0.6-0.8 MB less */
+            if (by_file) {
+                if (!merged) {
+                    if (id == (int64_t)p->rank + delta)
+                        continue;
+                    merged = results_from(x, pass->results, p->k, delta);
+                }
+                merged[p->k] = id;
+            } else if (steps_put(x, pass, p->rank, id) < 0) {
+                pass->nomem = 1;
+                return;
+            }
             prev = id;
             prev_len = len;
             delta = (int64_t)id - p->rank;
@@ -921,8 +1000,17 @@ static int index_merges(Tables *t) {
                 x->rank[order[k]] = k;
         }
     }
-    MergePass pass = {order, delta, key, 0, UINT32_MAX};
+    x->merged_delta = delta;
+    if (order && !(x->steps = malloc((n / 64 + 1) * sizeof *x->steps))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    MergePass pass = {order, delta, key, 0, UINT32_MAX, t->merged_room, 0, 0, 0, 0};
     merge_pass(x, &pass);
+    if (pass.nomem) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (pass.missing) {
         missing_id_error(t);
         goto done;
@@ -944,6 +1032,8 @@ static void Tables_dealloc(Tables *self) {
     arena_free(&self->arena);
     free(x->sparse);
     free(x->rank);
+    free(x->steps);
+    free(x->spill);
     if (self->buf.obj)
         PyBuffer_Release(&self->buf);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -992,6 +1082,14 @@ static int resolve_merges(Tables *self, size_t skip) {
             PyErr_NoMemory();
             return -1;
         }
+        if (!x->merged) {
+            populate(self->merged_room, x->nmerges * sizeof *x->merged);
+            x->merged = self->merged_room;
+            free(x->steps);
+            free(x->spill);
+            x->steps = NULL;
+            x->spill = NULL;
+        }
         self->unresolved = UINT32_MAX;
         for (uint32_t k = 0; k < x->nmerges; k++) {
             const uint8_t *m = x->merges + 12 * (size_t)k;
@@ -1021,19 +1119,25 @@ static int alloc_tables(Tables *t) {
     x->size = slots_for(x->count);
     x->msize = bpe ? slots_for(n) : 0;
     size_t slots = arena_room(x->size * sizeof *x->slots);
-    size_t merge_tables = bpe ? arena_room(x->msize * sizeof *x->mslots) + arena_room(n * sizeof *x->merged) : 0;
-    /* ids are nearly always 0 .. count - 1: the rest of by_id, last, is there for gaps */
-    size_t hot = slots + merge_tables + x->count * sizeof *x->by_id;
+    size_t mslots = bpe ? arena_room(x->msize * sizeof *x->mslots) : 0;
+    /* ids are nearly always 0 .. count - 1: the rest of by_id is there for gaps; after it, in
+     * pages of their own, the merges' results, which only some builds store */
+    size_t hot = slots + mslots + x->count * sizeof *x->by_id;
+    size_t zeroed = round_up(slots + mslots + arena_room(x->nby_id * sizeof *x->by_id), PAGE);
     arena_free(&t->arena); /* a build that failed before */
-    if (arena_alloc(&t->arena, hot, slots + merge_tables + arena_room(x->nby_id * sizeof *x->by_id)) < 0)
+    if (arena_alloc(&t->arena, hot, zeroed, zeroed + (bpe ? n * sizeof *x->merged : 0)) < 0)
         return -1;
     size_t at = 0;
     x->slots = arena_take(&t->arena, &at, x->size * sizeof *x->slots);
-    if (bpe) {
+    if (bpe)
         x->mslots = arena_take(&t->arena, &at, x->msize * sizeof *x->mslots);
-        x->merged = arena_take(&t->arena, &at, n * sizeof *x->merged);
-    }
     x->by_id = arena_take(&t->arena, &at, x->nby_id * sizeof *x->by_id);
+    t->merged_room = bpe ? (int32_t *)(t->arena.at + zeroed) : NULL;
+    x->merged = NULL;
+    free(x->steps); /* a build that failed before */
+    free(x->spill);
+    x->steps = NULL;
+    x->spill = NULL;
     return 0;
 }
 
@@ -1055,6 +1159,8 @@ static PyObject *Tables_build(Tables *self, PyObject *arg) {
     if (index_vocab(self) < 0 ||
         (self->kind == KIND_BPE && (index_merges(self) < 0 || resolve_merges(self, (size_t)skip) < 0)))
         return NULL;
+    if (self->kind == KIND_BPE && !self->x.merged)
+        arena_drop(self->merged_room, self->x.nmerges * sizeof *self->x.merged);
     self->built = 1;
     Py_RETURN_NONE;
 }
@@ -1155,7 +1261,7 @@ static PyObject *Tables_merge_table(Tables *self, PyObject *unused) {
         if (found != k + 1)
             continue;
         PyObject *key = Py_BuildValue("(kk)", (unsigned long)mtok_u32(m), (unsigned long)mtok_u32(m + 4));
-        PyObject *value = Py_BuildValue("(kl)", (unsigned long)rank_of(x, k), (long)x->merged[k]);
+        PyObject *value = Py_BuildValue("(kl)", (unsigned long)rank_of(x, k), (long)mtok_merged(x, k, rank_of(x, k)));
         if (!key || !value || PyDict_SetItem(table, key, value) < 0)
             Py_CLEAR(table);
         Py_XDECREF(key);

@@ -11,6 +11,15 @@
 
 #include "native.h"
 
+/* The results of 64 merges of consecutive ranks where each is the one before or the next id:
+ * the first one, and a bit set for each step of one. Spilled: the block's results are spill[at *
+ * 64 ..] instead. */
+typedef struct {
+    int32_t base;
+    uint32_t at;      /* UINT32_MAX: not spilled */
+    uint64_t steps;   /* bit i: result i is result i - 1 + 1 */
+} MtokSteps;
+
 typedef struct MtokIndex {
     const uint8_t *vocab; /* the first vocabulary record: u16 length, bytes, u32 id (+ f64 score) */
     size_t vocab_len;
@@ -32,7 +41,11 @@ typedef struct MtokIndex {
     uint32_t *mslots;     /* (left, right) hash -> tag | merge index + 1 */
     size_t msize;
     uint32_t moff_mask;   /* the merge-index bits of an mslot */
-    int32_t *merged;      /* per merge: the token it makes */
+    /* the token each merge makes: merged (per merge), else steps (by rank), else rank + merged_delta */
+    int32_t *merged;
+    MtokSteps *steps;
+    int32_t *spill;
+    int64_t merged_delta;
     uint32_t *rank;       /* per merge: its rank in HF's order, NULL when the file's ranks are */
 } MtokIndex;
 
@@ -133,13 +146,25 @@ static inline uint32_t mtok_pair_ref(const MtokIndex *x, uint32_t left, uint32_t
     return 0;
 }
 
+/* The token merge k (index) of the given rank makes. */
+static inline int32_t mtok_merged(const MtokIndex *x, uint32_t k, uint32_t rank) {
+    if (x->merged)
+        return x->merged[k];
+    if (!x->steps)
+        return (int32_t)(rank + x->merged_delta);
+    const MtokSteps *b = &x->steps[rank / 64];
+    if (b->at != UINT32_MAX)
+        return x->spill[(size_t)b->at * 64 + rank % 64];
+    return b->base + (int32_t)__builtin_popcountll(b->steps & ((2ull << (rank % 64)) - 1));
+}
+
 /* The merge of (left, right): 1 with its rank and result, or 0 when there is none. */
 static inline int mtok_pair(const MtokIndex *x, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
     uint32_t k = mtok_pair_ref(x, left, right);
     if (!k)
         return 0;
     *rank = x->rank ? x->rank[k - 1] : mtok_u32(x->merges + 12 * (size_t)(k - 1) + 8);
-    *id = x->merged[k - 1];
+    *id = mtok_merged(x, k - 1, *rank);
     return 1;
 }
 
