@@ -69,15 +69,23 @@ static PairMemo *pair_memo(const BPE *m, Scratch *sc) {
     return sc->pairs;
 }
 
+/* bpe_pair_table out of line: the merge loops inline bpe_pair, whose memo answers most lookups,
+ * and would grow past what the compiler inlines with the tables' probes in each of them. */
+static __attribute__((noinline)) int bpe_pair_far(const BPE *m, uint32_t left, uint32_t right, uint32_t *rank,
+                                                  int32_t *id) {
+    return bpe_pair_table(m, left, right, rank, id);
+}
+
 /* bpe_pair_table through the memo (NULL: none). */
-static inline int bpe_pair(const BPE *m, PairMemo *memo, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+static inline __attribute__((always_inline)) int bpe_pair(const BPE *m, PairMemo *memo, uint32_t left,
+                                                          uint32_t right, uint32_t *rank, int32_t *id) {
     if (!memo)
-        return bpe_pair_table(m, left, right, rank, id);
+        return bpe_pair_far(m, left, right, rank, id);
     PairMemo *e = &memo[memo_slot(left, right)];
     if (e->left != left || e->right != right) {
         uint32_t r = 0;
         int32_t i = -1;
-        if (!bpe_pair_table(m, left, right, &r, &i))
+        if (!bpe_pair_far(m, left, right, &r, &i))
             i = -1;
         *e = (PairMemo){left, right, r, i};
     }
