@@ -105,11 +105,55 @@ static inline void push_pair(const BPE *m, PairMemo *memo, HeapItem *heap, size_
 /* Pieces of up to this many symbols are merged by scan_merge. */
 enum { SCAN_MERGE_MAX = 32 };
 
-/* The rank and result of the pair c[i], c[i + 1] into rank[i], id[i]; UINT32_MAX when they do
- * not merge. */
-static inline void scan_pair(const BPE *m, PairMemo *memo, const int32_t *c, size_t i, uint32_t *rank, int32_t *id) {
-    if (!bpe_pair(m, memo, (uint32_t)c[i], (uint32_t)c[i + 1], &rank[i], &id[i]))
-        rank[i] = UINT32_MAX;
+/* scan_merge's key of a pair: its rank with the top bit flipped, so that signed compares (all
+ * SSE2 has) order ranks as unsigned; SCAN_NONE for a pair without a merge (ranks stay below
+ * UINT32_MAX, the key of which it is). */
+#define SCAN_NONE INT32_MAX
+
+/* The key and result of the pair c[i], c[i + 1] into key[i], id[i]. */
+static inline void scan_pair(const BPE *m, PairMemo *memo, const int32_t *c, size_t i, int32_t *key, int32_t *id) {
+    uint32_t rank;
+    key[i] = bpe_pair(m, memo, (uint32_t)c[i], (uint32_t)c[i + 1], &rank, &id[i]) ? (int32_t)(rank ^ 0x80000000u)
+                                                                                   : SCAN_NONE;
+}
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+
+static inline __m128i min_epi32(__m128i a, __m128i b) {
+    __m128i lower = _mm_cmplt_epi32(a, b);
+    return _mm_or_si128(_mm_and_si128(lower, a), _mm_andnot_si128(lower, b));
+}
+#endif
+
+/* The leftmost of the lowest keys of key[0..n) (n >= 1), with SCAN_NONE from n to the next
+ * multiple of 4, and that key into *low: four keys to a step where SSE2 has them, without the
+ * branch on which is lowest that the predictor gets wrong about once a merge. */
+static inline size_t scan_lowest(const int32_t *key, size_t n, int32_t *low) {
+#ifdef __SSE2__
+    __m128i best = _mm_loadu_si128((const __m128i *)(const void *)key);
+    for (size_t i = 4; i < n; i += 4)
+        best = min_epi32(best, _mm_loadu_si128((const __m128i *)(const void *)(key + i)));
+    best = min_epi32(best, _mm_shuffle_epi32(best, _MM_SHUFFLE(1, 0, 3, 2)));
+    best = min_epi32(best, _mm_shuffle_epi32(best, _MM_SHUFFLE(2, 3, 0, 1)));
+    *low = _mm_cvtsi128_si32(best);
+    for (size_t i = 0;; i += 4) {
+        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(key + i)), best);
+        unsigned lanes = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq));
+        if (lanes)
+            return i + (size_t)__builtin_ctz(lanes);
+    }
+#else
+    size_t j = 0;
+    int32_t lo = key[0];
+    for (size_t i = 1; i < n; i++) {
+        int lower = key[i] < lo;
+        lo = lower ? key[i] : lo;
+        j = lower ? i : j;
+    }
+    *low = lo;
+    return j;
+#endif
 }
 
 /* bpe_merge on a short piece: the order HF's queue gives (the lowest rank, then the leftmost
@@ -118,33 +162,28 @@ static inline void scan_pair(const BPE *m, PairMemo *memo, const int32_t *c, siz
  * would cover other bytes, so it never does: merging the lowest current pair is HF's order.
  * Shorter than the queue's bookkeeping on the words most pieces are. */
 static size_t scan_merge(const BPE *m, PairMemo *memo, int32_t *c, size_t n) {
-    uint32_t rank[SCAN_MERGE_MAX];
-    int32_t id[SCAN_MERGE_MAX];
+    int32_t key[SCAN_MERGE_MAX + 3], id[SCAN_MERGE_MAX];
     for (size_t i = 0; i + 1 < n; i++)
-        scan_pair(m, memo, c, i, rank, id);
+        scan_pair(m, memo, c, i, key, id);
+    for (size_t i = n - 1; i < n + 3; i++)
+        key[i] = SCAN_NONE;
     while (n > 1) {
-        size_t j = 0;
-        uint32_t low = rank[0];
-        for (size_t i = 1; i + 1 < n; i++) {
-            /* without a branch: which pair is lowest is a coin toss to the predictor */
-            int lower = rank[i] < low;
-            low = lower ? rank[i] : low;
-            j = lower ? i : j;
-        }
-        if (low == UINT32_MAX)
+        int32_t low;
+        size_t j = scan_lowest(key, n - 1, &low);
+        if (low == SCAN_NONE)
             break;
         c[j] = id[j];
         n--;
-        for (size_t i = j + 1; i < n; i++)
-            c[i] = c[i + 1];
-        for (size_t i = j + 1; i + 1 < n; i++) {
-            rank[i] = rank[i + 1];
-            id[i] = id[i + 1];
+        memmove(c + j + 1, c + j + 2, (n - j - 1) * sizeof *c);
+        if (j + 1 < n) {
+            memmove(key + j + 1, key + j + 2, (n - j - 2) * sizeof *key);
+            memmove(id + j + 1, id + j + 2, (n - j - 2) * sizeof *id);
         }
+        key[n - 1] = SCAN_NONE;
         if (j)
-            scan_pair(m, memo, c, j - 1, rank, id);
+            scan_pair(m, memo, c, j - 1, key, id);
         if (j + 1 < n)
-            scan_pair(m, memo, c, j, rank, id);
+            scan_pair(m, memo, c, j, key, id);
     }
     return n;
 }
