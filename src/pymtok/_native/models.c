@@ -518,47 +518,24 @@ static int bpe_merged(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     return 0;
 }
 
-/* The ids of one piece (UTF-8 b[0..nb) with hash h) from the cache, else merged and cached. */
-static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
-                      uint64_t h, Scratch *sc, IdBuf *out) {
-    int cacheable = nb <= CACHE_MAX_PIECE;
-    if (cacheable) {
-        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
-        if (e)
-            return ids_extend(out, cache_ids(e), e->nids);
-    }
-    size_t start = out->n;
-    if (bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
-        return -1;
-    if (cacheable)
-        cache_put(cache, b, nb, h, out->v + start, out->n - start);
-    return 0;
-}
-
-/* One piece: its UTF-8 b[0..nb) with hash h, its code points cps[0..n). With ignore_merges a
- * piece that is a token is that token; the cache is asked first, as a whole-token lookup (on a
- * byte-level .mtok, of the piece mapped to GPT-2 characters) costs more than a cache hit. */
+/* One piece the cache did not hold when bpe_spans asked it: its UTF-8 b[0..nb) with hash h, its
+ * code points cps[0..n), merged and cached. With ignore_merges a piece that is a token is that
+ * token; bpe_spans asks the cache first, as a whole-token lookup (on a byte-level .mtok, of the
+ * piece mapped to GPT-2 characters) costs more than a cache hit. */
 static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
                     uint64_t h, Scratch *sc, IdBuf *out) {
-    /* one character with a token is that token, whatever the merges: no cache lookup */
+    /* one character with a token is that token, whatever the merges: not cached */
     int32_t tok = n == 1 && !m->byte_level && !m->suffix_len ? char_token(m, cps[0]) : -1;
     if (tok >= 0)
         return ids_push(out, tok);
-    if (!m->ignore_merges)
-        return bpe_cached(m, cache, cps, n, b, nb, h, sc, out);
-    int cacheable = nb <= CACHE_MAX_PIECE;
-    if (cacheable) {
-        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
-        if (e)
-            return ids_extend(out, cache_ids(e), e->nids);
-    }
-    int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
-                 : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
-                                 : mtok_token_id(m->mtok, b, nb);
+    int32_t id = !m->ignore_merges ? -1
+                 : !m->mtok        ? strmap_get_h(&m->vocab, b, nb, h)
+                 : m->byte_level   ? mtok_byte_level_id(m->mtok, b, nb)
+                                   : mtok_token_id(m->mtok, b, nb);
     size_t start = out->n;
     if (id >= 0 ? ids_push(out, id) < 0 : bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
         return -1;
-    if (cacheable)
+    if (nb <= CACHE_MAX_PIECE)
         cache_put(cache, b, nb, h, out->v + start, out->n - start);
     return 0;
 }
@@ -661,7 +638,7 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
         /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
-         * whichever way bpe_word would have found them */
+         * whichever way bpe_word would have found them, and a miss is bpe_word's to fill */
         const uint8_t *b = sc->bytes + w[k].b;
         const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
         size_t before = out->n;
