@@ -69,15 +69,23 @@ static PairMemo *pair_memo(const BPE *m, Scratch *sc) {
     return sc->pairs;
 }
 
+/* bpe_pair_table out of line: the merge loops inline bpe_pair, whose memo answers most lookups,
+ * and would grow past what the compiler inlines with the tables' probes in each of them. */
+static __attribute__((noinline)) int bpe_pair_far(const BPE *m, uint32_t left, uint32_t right, uint32_t *rank,
+                                                  int32_t *id) {
+    return bpe_pair_table(m, left, right, rank, id);
+}
+
 /* bpe_pair_table through the memo (NULL: none). */
-static inline int bpe_pair(const BPE *m, PairMemo *memo, uint32_t left, uint32_t right, uint32_t *rank, int32_t *id) {
+static inline __attribute__((always_inline)) int bpe_pair(const BPE *m, PairMemo *memo, uint32_t left,
+                                                          uint32_t right, uint32_t *rank, int32_t *id) {
     if (!memo)
-        return bpe_pair_table(m, left, right, rank, id);
+        return bpe_pair_far(m, left, right, rank, id);
     PairMemo *e = &memo[memo_slot(left, right)];
     if (e->left != left || e->right != right) {
         uint32_t r = 0;
         int32_t i = -1;
-        if (!bpe_pair_table(m, left, right, &r, &i))
+        if (!bpe_pair_far(m, left, right, &r, &i))
             i = -1;
         *e = (PairMemo){left, right, r, i};
     }
@@ -97,11 +105,55 @@ static inline void push_pair(const BPE *m, PairMemo *memo, HeapItem *heap, size_
 /* Pieces of up to this many symbols are merged by scan_merge. */
 enum { SCAN_MERGE_MAX = 32 };
 
-/* The rank and result of the pair c[i], c[i + 1] into rank[i], id[i]; UINT32_MAX when they do
- * not merge. */
-static inline void scan_pair(const BPE *m, PairMemo *memo, const int32_t *c, size_t i, uint32_t *rank, int32_t *id) {
-    if (!bpe_pair(m, memo, (uint32_t)c[i], (uint32_t)c[i + 1], &rank[i], &id[i]))
-        rank[i] = UINT32_MAX;
+/* scan_merge's key of a pair: its rank with the top bit flipped, so that signed compares (all
+ * SSE2 has) order ranks as unsigned; SCAN_NONE for a pair without a merge (ranks stay below
+ * UINT32_MAX, the key of which it is). */
+#define SCAN_NONE INT32_MAX
+
+/* The key and result of the pair c[i], c[i + 1] into key[i], id[i]. */
+static inline void scan_pair(const BPE *m, PairMemo *memo, const int32_t *c, size_t i, int32_t *key, int32_t *id) {
+    uint32_t rank;
+    key[i] = bpe_pair(m, memo, (uint32_t)c[i], (uint32_t)c[i + 1], &rank, &id[i]) ? (int32_t)(rank ^ 0x80000000u)
+                                                                                   : SCAN_NONE;
+}
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+
+static inline __m128i min_epi32(__m128i a, __m128i b) {
+    __m128i lower = _mm_cmplt_epi32(a, b);
+    return _mm_or_si128(_mm_and_si128(lower, a), _mm_andnot_si128(lower, b));
+}
+#endif
+
+/* The leftmost of the lowest keys of key[0..n) (n >= 1), with SCAN_NONE from n to the next
+ * multiple of 4, and that key into *low: four keys to a step where SSE2 has them, without the
+ * branch on which is lowest that the predictor gets wrong about once a merge. */
+static inline size_t scan_lowest(const int32_t *key, size_t n, int32_t *low) {
+#ifdef __SSE2__
+    __m128i best = _mm_loadu_si128((const __m128i *)(const void *)key);
+    for (size_t i = 4; i < n; i += 4)
+        best = min_epi32(best, _mm_loadu_si128((const __m128i *)(const void *)(key + i)));
+    best = min_epi32(best, _mm_shuffle_epi32(best, _MM_SHUFFLE(1, 0, 3, 2)));
+    best = min_epi32(best, _mm_shuffle_epi32(best, _MM_SHUFFLE(2, 3, 0, 1)));
+    *low = _mm_cvtsi128_si32(best);
+    for (size_t i = 0;; i += 4) {
+        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(key + i)), best);
+        unsigned lanes = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq));
+        if (lanes)
+            return i + (size_t)__builtin_ctz(lanes);
+    }
+#else
+    size_t j = 0;
+    int32_t lo = key[0];
+    for (size_t i = 1; i < n; i++) {
+        int lower = key[i] < lo;
+        lo = lower ? key[i] : lo;
+        j = lower ? i : j;
+    }
+    *low = lo;
+    return j;
+#endif
 }
 
 /* bpe_merge on a short piece: the order HF's queue gives (the lowest rank, then the leftmost
@@ -110,33 +162,28 @@ static inline void scan_pair(const BPE *m, PairMemo *memo, const int32_t *c, siz
  * would cover other bytes, so it never does: merging the lowest current pair is HF's order.
  * Shorter than the queue's bookkeeping on the words most pieces are. */
 static size_t scan_merge(const BPE *m, PairMemo *memo, int32_t *c, size_t n) {
-    uint32_t rank[SCAN_MERGE_MAX];
-    int32_t id[SCAN_MERGE_MAX];
+    int32_t key[SCAN_MERGE_MAX + 3], id[SCAN_MERGE_MAX];
     for (size_t i = 0; i + 1 < n; i++)
-        scan_pair(m, memo, c, i, rank, id);
+        scan_pair(m, memo, c, i, key, id);
+    for (size_t i = n - 1; i < n + 3; i++)
+        key[i] = SCAN_NONE;
     while (n > 1) {
-        size_t j = 0;
-        uint32_t low = rank[0];
-        for (size_t i = 1; i + 1 < n; i++) {
-            /* without a branch: which pair is lowest is a coin toss to the predictor */
-            int lower = rank[i] < low;
-            low = lower ? rank[i] : low;
-            j = lower ? i : j;
-        }
-        if (low == UINT32_MAX)
+        int32_t low;
+        size_t j = scan_lowest(key, n - 1, &low);
+        if (low == SCAN_NONE)
             break;
         c[j] = id[j];
         n--;
-        for (size_t i = j + 1; i < n; i++)
-            c[i] = c[i + 1];
-        for (size_t i = j + 1; i + 1 < n; i++) {
-            rank[i] = rank[i + 1];
-            id[i] = id[i + 1];
+        memmove(c + j + 1, c + j + 2, (n - j - 1) * sizeof *c);
+        if (j + 1 < n) {
+            memmove(key + j + 1, key + j + 2, (n - j - 2) * sizeof *key);
+            memmove(id + j + 1, id + j + 2, (n - j - 2) * sizeof *id);
         }
+        key[n - 1] = SCAN_NONE;
         if (j)
-            scan_pair(m, memo, c, j - 1, rank, id);
+            scan_pair(m, memo, c, j - 1, key, id);
         if (j + 1 < n)
-            scan_pair(m, memo, c, j, rank, id);
+            scan_pair(m, memo, c, j, key, id);
     }
     return n;
 }
@@ -471,47 +518,24 @@ static int bpe_merged(const BPE *m, Cache *cache, const uint32_t *cps, size_t n,
     return 0;
 }
 
-/* The ids of one piece (UTF-8 b[0..nb) with hash h) from the cache, else merged and cached. */
-static int bpe_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
-                      uint64_t h, Scratch *sc, IdBuf *out) {
-    int cacheable = nb <= CACHE_MAX_PIECE;
-    if (cacheable) {
-        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
-        if (e)
-            return ids_extend(out, cache_ids(e), e->nids);
-    }
-    size_t start = out->n;
-    if (bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
-        return -1;
-    if (cacheable)
-        cache_put(cache, b, nb, h, out->v + start, out->n - start);
-    return 0;
-}
-
-/* One piece: its UTF-8 b[0..nb) with hash h, its code points cps[0..n). With ignore_merges a
- * piece that is a token is that token; the cache is asked first, as a whole-token lookup (on a
- * byte-level .mtok, of the piece mapped to GPT-2 characters) costs more than a cache hit. */
+/* One piece the cache did not hold when bpe_spans asked it: its UTF-8 b[0..nb) with hash h, its
+ * code points cps[0..n), merged and cached. With ignore_merges a piece that is a token is that
+ * token; bpe_spans asks the cache first, as a whole-token lookup (on a byte-level .mtok, of the
+ * piece mapped to GPT-2 characters) costs more than a cache hit. */
 static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, const uint8_t *b, size_t nb,
                     uint64_t h, Scratch *sc, IdBuf *out) {
-    /* one character with a token is that token, whatever the merges: no cache lookup */
+    /* one character with a token is that token, whatever the merges: not cached */
     int32_t tok = n == 1 && !m->byte_level && !m->suffix_len ? char_token(m, cps[0]) : -1;
     if (tok >= 0)
         return ids_push(out, tok);
-    if (!m->ignore_merges)
-        return bpe_cached(m, cache, cps, n, b, nb, h, sc, out);
-    int cacheable = nb <= CACHE_MAX_PIECE;
-    if (cacheable) {
-        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
-        if (e)
-            return ids_extend(out, cache_ids(e), e->nids);
-    }
-    int32_t id = !m->mtok          ? strmap_get_h(&m->vocab, b, nb, h)
-                 : m->byte_level ? mtok_byte_level_id(m->mtok, b, nb)
-                                 : mtok_token_id(m->mtok, b, nb);
+    int32_t id = !m->ignore_merges ? -1
+                 : !m->mtok        ? strmap_get_h(&m->vocab, b, nb, h)
+                 : m->byte_level   ? mtok_byte_level_id(m->mtok, b, nb)
+                                   : mtok_token_id(m->mtok, b, nb);
     size_t start = out->n;
     if (id >= 0 ? ids_push(out, id) < 0 : bpe_merged(m, cache, cps, n, b, nb, sc, out) < 0)
         return -1;
-    if (cacheable)
+    if (nb <= CACHE_MAX_PIECE)
         cache_put(cache, b, nb, h, out->v + start, out->n - start);
     return 0;
 }
@@ -614,7 +638,7 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
         /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
-         * whichever way bpe_word would have found them */
+         * whichever way bpe_word would have found them, and a miss is bpe_word's to fill */
         const uint8_t *b = sc->bytes + w[k].b;
         const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
         size_t before = out->n;

@@ -946,12 +946,20 @@ static PyObject *ints_get(Ints t, size_t id) {
 }
 
 static int set_ids(Ints t, PyObject *list, Py_ssize_t at, const IdBuf *ids) {
-    for (size_t i = 0; i < ids->n; i++) {
-        /* the table slots and int objects of a large vocabulary miss the caches: fetch ahead */
-        if (i + 16 < ids->n && (size_t)ids->v[i + 16] < t.n)
-            __builtin_prefetch(&t.v[ids->v[i + 16]]);
-        if (i + 8 < ids->n && (size_t)ids->v[i + 8] < t.n && t.v[ids->v[i + 8]])
-            __builtin_prefetch(t.v[ids->v[i + 8]], 1);
+    size_t i = 0, n = ids->n;
+    /* the table slots and int objects of a large vocabulary miss the caches: fetched ahead, an id
+     * beyond the table as id 0 and an int not made yet as NULL (a prefetch never faults), which
+     * saves the branches on them */
+    for (; t.n && i + 16 < n; i++) {
+        size_t slot = (size_t)ids->v[i + 16], obj = (size_t)ids->v[i + 8];
+        __builtin_prefetch(&t.v[slot < t.n ? slot : 0]);
+        __builtin_prefetch(t.v[obj < t.n ? obj : 0], 1);
+        PyObject *o = ints_get(t, (size_t)ids->v[i]);
+        if (!o)
+            return -1;
+        PyList_SET_ITEM(list, at + (Py_ssize_t)i, o);
+    }
+    for (; i < n; i++) {
         PyObject *o = ints_get(t, (size_t)ids->v[i]);
         if (!o)
             return -1;
