@@ -301,8 +301,8 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
         return None
     if type(model) is models.BPE:
         byte_level = bool(steps) and steps[-1][0] == "byte_level"
-        first, chars = _token_lengths(_native, model.vocab, bound, "byte_level" if byte_level else "utf8",
-                                      model.end_of_word_suffix or "")
+        first, chars, edges = _token_lengths(_native, model.vocab, bound, "byte_level" if byte_level else "utf8",
+                                             model.end_of_word_suffix or "")
         unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
         if model.byte_fallback:
             for b in range(256):
@@ -321,18 +321,18 @@ def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:
                 chars[id] = -1  # one byte of a character
         if unknown is not None:
             first[unknown] = -1
-        encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes())
+        encoder.set_offsets(first.tobytes(), None, -1, chars.tobytes(), edges)
     elif type(model) is models.WordPiece:
-        first, cont = _token_lengths(_native, model.vocab, bound, "wordpiece", model.continuing_subword_prefix)
+        first, cont, _ = _token_lengths(_native, model.vocab, bound, "wordpiece", model.continuing_subword_prefix)
         encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
     elif type(model) is models.WordLevel:
         # its encoder is the WordPiece one _model_encoder made, which found the prefix and unk
-        first, cont = _token_lengths(_native, model.vocab, bound, "wordpiece", models.absent_prefix(model.vocab) or "")
+        first, cont, _ = _token_lengths(_native, model.vocab, bound, "wordpiece", models.absent_prefix(model.vocab) or "")
         encoder.set_offsets(first.tobytes(), cont.tobytes(), model.vocab[model.unk_token])
     elif type(model) is models.Unigram:
         # a piece's bytes; the unknown token and byte tokens have none of their own (the core
         # asks the model for their bytes)
-        first, chars = _token_lengths(_native, list(model.pieces), bound, "utf8")
+        first, chars, _ = _token_lengths(_native, list(model.pieces), bound, "utf8")
         first[model.unk_id] = chars[model.unk_id] = -1
         if model.byte_fallback:
             for b in range(256):
@@ -383,7 +383,7 @@ def _pieces_offsets(tokenizer: Tokenizer, encoder: Any) -> OffsetsEncoder | None
         return None
     if model.byte_fallback or model.continuing_subword_prefix or model.end_of_word_suffix:
         return None
-    first, chars = _token_lengths(_core(), model.vocab, bound, "utf8")
+    first, chars, _ = _token_lengths(_core(), model.vocab, bound, "utf8")
     unknown = model.vocab.get(model.unk_token) if model.unk_token is not None else None
     if unknown is not None:
         first[unknown] = chars[unknown] = -1
@@ -423,19 +423,21 @@ def _pieces_offsets(tokenizer: Tokenizer, encoder: Any) -> OffsetsEncoder | None
 
 
 def _token_lengths(_native: Any, vocab: Mapping[str, int] | list[str], bound: int, kind: str, affix: str = ""
-                   ) -> tuple[array[int], array[int]]:
+                   ) -> tuple[array[int], array[int], bytes | None]:
     """Each id's two lengths of ``kind`` (``_native.token_lengths``') of its token, 0 for an id no
-    token has, -1 for one spelled with two lengths (which of them a piece holds is not known)."""
+    token has, -1 for one spelled with two lengths (which of them a piece holds is not known), and
+    for "byte_level" the spaces ByteLevel's trimming cuts of each (``set_offsets``' edges)."""
     tables = getattr(vocab, "tables", None)
     source = tables if tables is not None else vocab if isinstance(vocab, list) else _as_dict(vocab)
     first, second = array("i"), array("i")
-    for length, table in zip((first, second), _native.token_lengths(source, bound, kind, affix)):
+    *lengths, edges = _native.token_lengths(source, bound, kind, affix)
+    for length, table in zip((first, second), lengths):
         length.frombytes(table)
     # a .mtok's records filling gaps in the ids stand for no token
     for id in getattr(vocab, "hidden", ()):
         if id < bound:
             first[id] = second[id] = 0
-    return first, second
+    return first, second, edges
 
 
 def _pure_aligned(normalizer: object) -> bool:

@@ -1702,12 +1702,17 @@ static int bpe_tiles(const BPE *m) {
 }
 
 static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
-    PyObject *first, *cont, *chars = Py_None;
+    PyObject *first, *cont, *chars = Py_None, *edges = Py_None;
     int unk_whole;
-    if (!PyArg_ParseTuple(args, "SOi|O:set_offsets", &first, &cont, &unk_whole, &chars))
+    if (!PyArg_ParseTuple(args, "SOi|OO:set_offsets", &first, &cont, &unk_whole, &chars, &edges))
         return NULL;
-    if ((cont != Py_None && !PyBytes_Check(cont)) || (chars != Py_None && !PyBytes_Check(chars))) {
-        PyErr_SetString(PyExc_TypeError, "set_offsets: cont and chars must be bytes or None");
+    if ((cont != Py_None && !PyBytes_Check(cont)) || (chars != Py_None && !PyBytes_Check(chars)) ||
+        (edges != Py_None && !PyBytes_Check(edges))) {
+        PyErr_SetString(PyExc_TypeError, "set_offsets: cont, chars and edges must be bytes or None");
+        return NULL;
+    }
+    if (edges != Py_None && !(self->model == MODEL_BPE && self->bpe.byte_level)) {
+        PyErr_SetString(PyExc_ValueError, "set_offsets: edges are a byte-level BPE's");
         return NULL;
     }
     if (chars != Py_None && self->model == MODEL_WORDPIECE) {
@@ -1726,18 +1731,21 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
             return NULL;
         }
     }
-    size_t n, ncont = 0, nchars = 0;
-    int32_t *a = lengths_copy(first, &n), *b = NULL, *c = NULL;
+    size_t n, ncont = 0, nchars = 0, nedges = 0;
+    int32_t *a = lengths_copy(first, &n), *b = NULL, *c = NULL, *e = NULL;
     if (!a || (cont != Py_None && !(b = lengths_copy(cont, &ncont))) ||
-        (chars != Py_None && !(c = lengths_copy(chars, &nchars)))) {
-        free(a);
-        free(b);
-        return NULL;
-    }
-    if ((b && ncont != n) || (c && nchars != n)) {
+        (chars != Py_None && !(c = lengths_copy(chars, &nchars))) ||
+        (edges != Py_None && !(e = lengths_copy(edges, &nedges)))) {
         free(a);
         free(b);
         free(c);
+        return NULL;
+    }
+    if ((b && ncont != n) || (c && nchars != n) || (e && nedges != n)) {
+        free(a);
+        free(b);
+        free(c);
+        free(e);
         PyErr_SetString(PyExc_ValueError, "set_offsets: the tables of lengths differ in size");
         return NULL;
     }
@@ -1745,8 +1753,9 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     self->offl = (OffsetLengths){a, b, NULL, NULL, NULL, n, self->model == MODEL_BPE && self->bpe.byte_level,
                                  self->model == MODEL_WORDPIECE ? unk_whole : -1,
                                  self->model == MODEL_BPE && bpe_tiles(&self->bpe)};
-    int err = offsets_lengths_init(&self->offl, c);
+    int err = offsets_lengths_init(&self->offl, c) < 0 || (e && offsets_edges_init(&self->offl, e) < 0) ? -1 : 0;
     free(c);
+    free(e);
     if (err < 0) {
         offsets_lengths_free(&self->offl);
         return PyErr_NoMemory();
@@ -1830,8 +1839,8 @@ static int measure_vocab(const TokenMeasure *m, PyObject *vocab, int byte_level,
 static const char *const LENGTH_KINDS[] = {[LENGTHS_UTF8] = "utf8", [LENGTHS_BYTE_LEVEL] = "byte_level",
                                            [LENGTHS_WORDPIECE] = "wordpiece"};
 
-/* token_lengths(vocab, bound, kind, affix) -> (first, second): set_offsets' tables of each id below
- * bound, int32 as bytes, in one pass over the vocabulary. */
+/* token_lengths(vocab, bound, kind, affix) -> (first, second, edges): set_offsets' tables of each
+ * id below bound, int32 as bytes, in one pass over the vocabulary (edges None but for byte_level). */
 static PyObject *token_lengths(PyObject *module, PyObject *args) {
     (void)module;
     PyObject *vocab, *affix;
@@ -1852,19 +1861,26 @@ static PyObject *token_lengths(PyObject *module, PyObject *args) {
     Py_ssize_t naffix = key_bytes(affix, byte_level, &affix_key);
     PyObject *first = naffix >= 0 ? PyBytes_FromStringAndSize(NULL, bound * (Py_ssize_t)sizeof(int32_t)) : NULL;
     PyObject *second = first ? PyBytes_FromStringAndSize(NULL, bound * (Py_ssize_t)sizeof(int32_t)) : NULL;
+    PyObject *edges = second && byte_level ? PyBytes_FromStringAndSize(NULL, bound * (Py_ssize_t)sizeof(int32_t))
+                      : second             ? Py_NewRef(Py_None)
+                                           : NULL;
     PyObject *result = NULL;
     if (naffix == -1)
         PyErr_SetString(PyExc_ValueError, "token_lengths: a byte-level affix of characters no byte maps to");
-    if (second) {
+    if (edges) {
         TokenMeasure m = {kind, affix_key.v, (size_t)naffix, (size_t)bound,
-                          (int32_t *)(void *)PyBytes_AS_STRING(first), (int32_t *)(void *)PyBytes_AS_STRING(second)};
+                          (int32_t *)(void *)PyBytes_AS_STRING(first), (int32_t *)(void *)PyBytes_AS_STRING(second),
+                          edges != Py_None ? (int32_t *)(void *)PyBytes_AS_STRING(edges) : NULL};
         memset(m.first, 0, (size_t)bound * sizeof(int32_t));
         memset(m.second, 0, (size_t)bound * sizeof(int32_t));
+        if (m.edges)
+            memset(m.edges, 0, (size_t)bound * sizeof(int32_t));
         if (measure_vocab(&m, vocab, byte_level, &key) == 0)
-            result = PyTuple_Pack(2, first, second);
+            result = PyTuple_Pack(3, first, second, edges);
     }
     Py_XDECREF(first);
     Py_XDECREF(second);
+    Py_XDECREF(edges);
     free(key.v);
     free(affix_key.v);
     return result;
@@ -2552,9 +2568,10 @@ static PyMethodDef Encoder_methods[] = {
      "of each, on num_threads threads without the GIL. mode 1: (uint32 ids, int64 offsets) as bytes;\n"
      "mode 2: the int64 id counts as bytes."},
     {"set_offsets", (PyCFunction)Encoder_set_offsets, METH_VARARGS,
-     "set_offsets(lengths, cont, unk_id[, chars]): each id's length in bytes (int32 as bytes, -1 where not\n"
+     "set_offsets(lengths, cont, unk_id[, chars[, edges]]): each id's length in bytes (int32 as bytes, -1 where not\n"
      "known), WordPiece's for tokens after a word's first (else None), its unknown token and BPE's or\n"
-     "Unigram's lengths in characters (-1 where a token is not whole characters), for encode_offsets."},
+     "Unigram's lengths in characters (-1 where a token is not whole characters), for encode_offsets; a\n"
+     "byte-level BPE's token_lengths edges, which its trimmed offsets read."},
     {"encode_offsets", (PyCFunction)(void (*)(void))Encoder_encode_offsets, METH_FASTCALL,
      "encode_offsets(text, normalizer, trim[, before, after]) -> (ids, offsets) | None: encode_text(text,\n"
      "normalizer, False) with each token's (start, end) characters as HF reports them, trimmed as ByteLevel's\n"
@@ -3812,11 +3829,12 @@ static PyMethodDef module_methods[] = {
      "pretokenize(steps, text) -> list[(start, end)]: the pieces a program of split steps cuts text into."},
     {"grapheme_ends", grapheme_ends, METH_O, "grapheme_ends(text) -> list[int]: the end of each grapheme cluster."},
     {"token_lengths", token_lengths, METH_VARARGS,
-     "token_lengths(vocab, bound, kind, affix) -> (first, second): Encoder.set_offsets' lengths (int32 as bytes)\n"
+     "token_lengths(vocab, bound, kind, affix) -> (first, second, edges): Encoder.set_offsets' lengths (int32 as bytes)\n"
      "of each id below bound, 0 where no token has it, -1 where its tokens differ; vocab an MtokTables, a dict\n"
      "token -> id or a list of pieces. kind 'utf8': UTF-8 bytes and characters; 'byte_level': a byte-level\n"
      "token's bytes and the characters they spell (-1 when not whole), left 0 for a token of other characters;\n"
-     "both less the end_of_word_suffix affix; 'wordpiece': bytes, and the bytes after the prefix affix."},
+     "both less the end_of_word_suffix affix; 'wordpiece': bytes, and the bytes after the prefix affix. edges\n"
+     "(byte_level, else None): each id's leading | trailing spaces << 16, + 1, of the whole token."},
     {"work_peak", work_peak, METH_NOARGS,
      "work_peak() -> int: the largest encode work buffers (bytes) since the last call, which resets it."},
     {NULL, NULL, 0, NULL},

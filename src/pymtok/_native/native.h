@@ -935,7 +935,11 @@ typedef struct {
     /* BPE: every unit of a piece gives a token (its own, an unk or byte tokens), so that a
      * piece's tokens cover it to its end, HF placing each after the ones before by its length */
     int tiles;
+    /* byte-level BPE: each id's string's spaces ByteLevel's trimming cuts, leading | trailing
+     * << 8, OFF_EDGES_UNKNOWN where they are not known (then read in the text); or NULL */
+    uint16_t *edges;
 } OffsetLengths;
+#define OFF_EDGES_UNKNOWN 0xFFFFu
 
 /* ByteLevel's offset trimming: none, or with add_prefix_space's exception for a first token */
 enum { OFF_NO_TRIM = -1, OFF_TRIM = 0, OFF_TRIM_PREFIX_SPACE = 1 };
@@ -944,6 +948,8 @@ enum { OFF_NO_TRIM = -1, OFF_TRIM = 0, OFF_TRIM_PREFIX_SPACE = 1 };
  * where it is not whole characters, not known where first is not; or NULL), -1 when out of
  * memory; free all of them. */
 int offsets_lengths_init(OffsetLengths *L, const int32_t *chars);
+/* OffsetLengths.edges from a TokenMeasure's edges table of L->n ids; -1 out of memory */
+int offsets_edges_init(OffsetLengths *L, const int32_t *edges);
 void offsets_lengths_free(OffsetLengths *L);
 int offsets_trimmed_char(uint32_t c);
 void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail);
@@ -978,6 +984,10 @@ typedef struct {
     size_t naffix;
     size_t bound;        /* ids from 0 below it are measured, others left out */
     int32_t *first, *second; /* bound lengths each, zeroed before the first token */
+    /* LENGTHS_BYTE_LEVEL: each id's string's leading | trailing spaces << 16 (what ByteLevel's
+     * trimming cuts) + 1, as the lengths: 0 for no token, -1 for an id spelled two ways; else
+     * NULL */
+    int32_t *edges;
 } TokenMeasure;
 
 /* Record the lengths of the token s[0..n) of the given id (its UTF-8; raw bytes for

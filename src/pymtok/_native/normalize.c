@@ -947,8 +947,9 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
     const uint32_t *cur = in, *cur_align = NULL; /* NULL: each character is its own */
     for (size_t k = 0; k < nops; k++) {
         const NormOp *op = &ops[k];
-        int to = cur == bufs[0].v ? 1 : 0;
-        CpBuf *dst = &bufs[to], *dal = &aligns[to];
+        /* the alignments alternate apart from the texts: a step that keeps each character's
+         * alignment keeps the array (or none) as it is */
+        CpBuf *dst = &bufs[cur == bufs[0].v ? 1 : 0], *dal = &aligns[cur_align == aligns[0].v ? 1 : 0];
         if (n == 0) /* as normalize_ops: both leave empty text alone */
             continue;
         dst->n = dal->n = 0;
@@ -1010,13 +1011,9 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
         }
         if (op->kind == NORM_REPLACE && op->npat == 1 && op->nrep == 1) {
             /* one character for one (SentencePiece's space): a map, each keeping its alignment */
-            if (replace_literal(op, cur, n, dst) < 0 || cps_grow(dal, n) < 0)
+            if (replace_literal(op, cur, n, dst) < 0)
                 return -1;
-            for (size_t i = 0; i < n; i++)
-                dal->v[i] = cur_align ? cur_align[i] : (uint32_t)i;
-            dal->n = n;
             cur = dst->v;
-            cur_align = dal->v;
             continue;
         }
         int err = replace_aligned(op, cur, n, cur_align, dst, dal);

@@ -75,6 +75,15 @@ static int64_t utf8_chars(const uint8_t *s, size_t n) {
 void offsets_measure(const TokenMeasure *m, const uint8_t *s, size_t n, int64_t id) {
     if (id < 0 || (uint64_t)id >= m->bound)
         return;
+    if (m->edges) {
+        size_t lead = 0, trail = 0;
+        while (lead < n && s[lead] == ' ')
+            lead++;
+        while (trail < n && s[n - 1 - trail] == ' ')
+            trail++;
+        /* the token's string's, suffix and all: HF trims the string */
+        length_put(&m->edges[id], lead < 0xFFFF && trail < 0x7FFF ? (lead | trail << 16) + 1 : (size_t)-1);
+    }
     if (m->kind == LENGTHS_WORDPIECE) {
         length_put(&m->first[id], n);
         if (n >= m->naffix && bytes_eq(s, m->affix, m->naffix))
@@ -118,7 +127,18 @@ int offsets_lengths_init(OffsetLengths *L, const int32_t *chars) {
     return 0;
 }
 
+int offsets_edges_init(OffsetLengths *L, const int32_t *edges) {
+    if (!(L->edges = malloc((L->n ? L->n : 1) * sizeof *L->edges)))
+        return -1;
+    for (size_t i = 0; i < L->n; i++) {
+        uint32_t e = (uint32_t)(edges[i] - 1), lead = e & 0xFFFF, trail = e >> 16;
+        L->edges[i] = edges[i] <= 0 || lead > 0xFF || trail > 0xFE ? OFF_EDGES_UNKNOWN : (uint16_t)(lead | trail << 8);
+    }
+    return 0;
+}
+
 void offsets_lengths_free(OffsetLengths *L) {
+    free(L->edges);
     free(L->first);
     free(L->cont);
     free(L->first8);
@@ -287,12 +307,19 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
     return 0;
 }
 
-/* A BPE token's span trimmed as `trim` says (edge_spaces). */
+/* A BPE token's span trimmed as `trim` says: by its string's spaces, one look-up where they are
+ * known (the text's characters are its string's, trimming being asked for), else edge_spaces. */
 static inline void token_trim(const OffsetLengths *L, const uint32_t *buf, size_t first, size_t last,
-                              int start_aligned, int end_aligned, int trim, size_t index, int64_t *start,
-                              int64_t *end) {
+                              int start_aligned, int end_aligned, int trim, size_t index, int32_t id,
+                              int64_t *start, int64_t *end) {
     size_t lead, trail;
-    edge_spaces(L, buf, first, last, start_aligned, end_aligned, &lead, &trail);
+    uint16_t e = L->edges && (uint32_t)id < L->n ? L->edges[id] : OFF_EDGES_UNKNOWN;
+    if (e != OFF_EDGES_UNKNOWN) {
+        lead = e & 0xFF;
+        trail = e >> 8;
+    } else {
+        edge_spaces(L, buf, first, last, start_aligned, end_aligned, &lead, &trail);
+    }
     trim_span(start, end, lead, trail, trim, index);
 }
 
@@ -301,11 +328,11 @@ static inline void token_trim(const OffsetLengths *L, const uint32_t *buf, size_
 static inline __attribute__((always_inline)) void put_span(const OffsetLengths *L, const uint32_t *buf, size_t first,
                                                            size_t last, int64_t origin, const uint32_t *align,
                                                            int start_aligned, int end_aligned, int trim, size_t index,
-                                                           int32_t *o, int64_t *high) {
+                                                           int32_t id, int32_t *o, int64_t *high) {
     int64_t start = origin + (int64_t)(align ? align[first] : first);
     int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
     if (trim != OFF_NO_TRIM)
-        token_trim(L, buf, first, last, start_aligned, end_aligned, trim, index, &start, &end);
+        token_trim(L, buf, first, last, start_aligned, end_aligned, trim, index, id, &start, &end);
     *high |= start | end;
     o[0] = (int32_t)start;
     o[1] = (int32_t)end;
@@ -348,13 +375,14 @@ static inline __attribute__((always_inline)) int word_offsets(const OffsetLength
             }
         }
         /* the token ends inside character ci (which it covers) or before it */
-        put_span(L, buf, first, into ? ci + 1 : ci, origin, align, start_aligned, !into, trim, index + k, o + 2 * k, high);
+        put_span(L, buf, first, into ? ci + 1 : ci, origin, align, start_aligned, !into, trim, index + k, ids[k], o + 2 * k,
+                 high);
     }
     if (placed == m)
         return ci == stop && !into ? 0 : -2;
     if (ci == stop)
         return -2; /* the others' lengths leave the last token nothing */
-    put_span(L, buf, ci, stop, origin, align, !into, 1, trim, index + placed, o + 2 * placed, high);
+    put_span(L, buf, ci, stop, origin, align, !into, 1, trim, index + placed, ids[placed], o + 2 * placed, high);
     return 0;
 }
 
@@ -394,8 +422,8 @@ static inline __attribute__((always_inline)) int spans_body(const OffsetLengths 
             return -2;
         if (m == 1 && L->tiles && words[w].nc) {
             /* most words: one token, the whole piece, which word_offsets' walk would place too */
-            put_span(L, buf, words[w].c, words[w].c + words[w].nc, origin, align, 1, 1, trim, index + k, o + 2 * k,
-                     &high);
+            put_span(L, buf, words[w].c, words[w].c + words[w].nc, origin, align, 1, 1, trim, index + k, ids[k],
+                     o + 2 * k, &high);
             k++;
             continue;
         }
