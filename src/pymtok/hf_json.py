@@ -11,12 +11,13 @@ import decimal
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .added_tokens import AddedToken, AddedVocabulary
 from .errors import FormatError
+from .models import Model
 from .tokenizer import Tokenizer, TokenizerMeta
 
 _NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -353,7 +354,8 @@ def derive_meta(
     model = tok.config.get("model") or {}
     clip = str(tokenizer_config.get("tokenizer_class")) in ("CLIPTokenizer", "CLIPTokenizerFast")
     try:
-        backend, unmodeled = backend_added_tokens(tok, tokenizer_config, {**from_padding, **implied}), None
+        backend, unmodeled = backend_added_tokens(
+            tok.model, tok.config.get("added_tokens") or [], tokenizer_config, {**from_padding, **implied}), None
     except FormatError as exc:
         # only transformers' side of the API needs them: HF tokenizers' still runs the file
         backend, unmodeled = [], str(exc)
@@ -451,9 +453,11 @@ def _model_specific(tokenizer_config: Mapping[str, Any]) -> list[Any]:
 
 
 def backend_added_tokens(
-    tok: Tokenizer, tokenizer_config: Mapping[str, Any], defaults: Mapping[str, str]
+    model: Model, added_tokens: Sequence[Mapping[str, Any]], tokenizer_config: Mapping[str, Any],
+    defaults: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    """The added tokens transformers 5's tokenizer holds beyond ``tok``'s (``added_tokens``' shape).
+    """The added tokens transformers 5's tokenizer holds beyond those of a pipeline with ``model``
+    and ``added_tokens`` (both in ``added_tokens``' shape).
 
     transformers registers each named special token (bos_token ... mask_token, ``defaults`` where
     tokenizer_config.json has none, then the model-specific ones) and each extra special token
@@ -470,8 +474,10 @@ def backend_added_tokens(
     extra_tokens = [t for t in (_config_token(v, False) for v in (extra if isinstance(extra, list) else [])) if t]
     extra_tokens = [dataclasses.replace(t, special=True) if t.content in named_contents else t for t in extra_tokens]
 
-    file_tokens = [AddedToken.from_config(t) for t in tok.config.get("added_tokens") or []]
-    current = {tok.added.by_id[id].content: tok.added.by_id[id] for id in tok.added.ids.values()}
+    file_tokens = [AddedToken.from_config(t) for t in added_tokens]
+    held = AddedVocabulary(file_tokens, token_to_model_id=model.token_to_id, model_vocab_size=model.vocab_size,
+                           normalizer=None)
+    current = {held.by_id[id].content: held.by_id[id] for id in held.ids.values()}
     decoder = tokenizer_config.get("added_tokens_decoder")
     loaded: dict[str, AddedToken] = dict(current)
     if isinstance(decoder, Mapping):
@@ -516,8 +522,8 @@ def backend_added_tokens(
         return []
     # ids as HF assigns them to tokens added after the file's
     ids = AddedVocabulary(
-        [*file_tokens, *out.values()], token_to_model_id=tok.model.token_to_id,
-        model_vocab_size=tok.model.vocab_size, normalizer=None,
+        [*file_tokens, *out.values()], token_to_model_id=model.token_to_id,
+        model_vocab_size=model.vocab_size, normalizer=None,
     ).ids
     return [{"id": ids[t.content], "content": t.content, **{key: getattr(t, key) for key in _FLAGS}} for t in out.values()]
 

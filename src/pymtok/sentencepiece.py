@@ -515,13 +515,6 @@ def _template(head: list[int], tail: list[int], pieces: list[str]) -> dict[str, 
     }
 
 
-def _folder_flags(folder: Path) -> tuple[bool, bool]:
-    from .hf_json import read_optional_json
-
-    config = read_optional_json(folder, "tokenizer_config.json")
-    return config.get("add_bos_token") is True, config.get("add_eos_token") is True
-
-
 def read_model(
     path: str | os.PathLike[str], *, add_bos: bool | None = None, add_eos: bool | None = None
 ) -> Tokenizer:
@@ -541,22 +534,26 @@ def read_model(
         p = p / "tokenizer.model"
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no such SentencePiece model")
+    from .hf_json import folder_tokenizer_config
+
     proto = parse_model(p.read_bytes(), str(p))
-    bos_default, eos_default = _folder_flags(p.parent)
+    folder_config = folder_tokenizer_config(p.parent)
+    if add_bos is None:
+        add_bos = folder_config.get("add_bos_token") is True
+    if add_eos is None:
+        add_eos = folder_config.get("add_eos_token") is True
     try:
-        config = tokenizer_config(
-            proto, add_bos=bos_default if add_bos is None else add_bos, add_eos=eos_default if add_eos is None else add_eos
-        )
+        config = tokenizer_config(proto, add_bos=add_bos, add_eos=add_eos)
     except FormatError as exc:
         raise FormatError(f"{p}: {exc}") from None
-    tok = Tokenizer.from_config(config, _meta(proto, p.parent, config))
+    tok = Tokenizer.from_config(config, _meta(proto, p.parent, config, folder_config))
     if p.name == "tokenizer.model":
         # what transformers loads from the folder: its side of the API follows it there
-        _transformers_backend(tok, proto, p.parent)
+        _transformers_backend(tok, proto, folder_config)
     return tok
 
 
-def _transformers_backend(tok: Tokenizer, proto: ModelProto, folder: Path) -> None:
+def _transformers_backend(tok: Tokenizer, proto: ModelProto, config: Mapping[str, Any]) -> None:
     """What transformers 5 adds to its backend for a folder holding ``tokenizer.model`` alone.
 
     With no tokenizer class named (its ``TokenizersBackend``), it converts the model to the
@@ -565,9 +562,8 @@ def _transformers_backend(tok: Tokenizer, proto: ModelProto, folder: Path) -> No
     A named class (``LlamaTokenizer``, ``T5Tokenizer``, ...) builds a pipeline of its own from
     the pieces instead, which pymtok does not model: transformers' side of the API refuses.
     """
-    from .hf_json import backend_added_tokens, folder_tokenizer_config
+    from .hf_json import backend_added_tokens
 
-    config = folder_tokenizer_config(folder)
     name = str(config.get("tokenizer_class") or "")
     if name not in ("", "TokenizersBackend", "PreTrainedTokenizerFast") or config.get("legacy", True) is not True:
         why = f"names {name}" if config.get("legacy", True) is True else "sets legacy"
@@ -588,17 +584,18 @@ def _transformers_backend(tok: Tokenizer, proto: ModelProto, folder: Path) -> No
          "special": True}
         for i, p in enumerate(proto.pieces) if p.type in (UNKNOWN, CONTROL) and i not in tok.added.by_id
     ]
+    backend_tokens = [*(tok.config.get("added_tokens") or []), *tok.meta.backend_added_tokens]
     try:
-        named = backend_added_tokens(tok._backend(), config, {})
+        named = backend_added_tokens(tok.model, backend_tokens, config, {})
     except FormatError as exc:
         tok.meta.backend_unmodeled = str(exc)
         return
-    if named:
-        tok.meta.backend_added_tokens = [*tok.meta.backend_added_tokens, *named]
-        tok._call_memo.pop("backend", None)  # built without them
+    tok.meta.backend_added_tokens = [*tok.meta.backend_added_tokens, *named]
 
 
-def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> TokenizerMeta:
+def _meta(
+    proto: ModelProto, folder: Path, config: Mapping[str, Any], tokenizer_config: Mapping[str, Any]
+) -> TokenizerMeta:
     """Header lists and chat context: the control and unknown pieces are special, EOS (and the
     folder's ``generation_config.json`` ``eos_token_id``) stops, the BOS that ``add_bos`` puts
     first is the prefix; the folder's named tokens (``tokenizer_config.json``, then
@@ -607,7 +604,6 @@ def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> Tokeniz
         config_call_settings,
         config_special_settings,
         find_chat_template,
-        folder_tokenizer_config,
         read_optional_json,
         special_tokens_from_config,
     )
@@ -620,7 +616,6 @@ def _meta(proto: ModelProto, folder: Path, config: Mapping[str, Any]) -> Tokeniz
         if "SpecialToken" not in item:
             break
         prefix += post["special_tokens"][item["SpecialToken"]["id"]]["ids"]
-    tokenizer_config = folder_tokenizer_config(folder)
     names = special_tokens_from_config(tokenizer_config)
     for key, id in (("bos_token", bos), ("eos_token", eos), ("unk_token", types.index(UNKNOWN))):
         if id is not None:
