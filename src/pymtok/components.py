@@ -8,7 +8,6 @@ with the stage's own ``from_config``.
 from __future__ import annotations
 
 import functools
-import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -20,36 +19,25 @@ from .errors import FormatError
 T = TypeVar("T")
 
 
-# Every stage's class is new in a process's first load: inspect.signature and get_type_hints
-# then cost as much as the rest of building the pipeline (1 ms for Llama 3's five classes, most of
-# it evaluating 18 annotation strings), so a plain constructor is read from its code object and
-# each annotation text compiled once for every class.
-_PLAIN_FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+# Every stage class is pymtok's own, with a plain ``__init__`` (keywords, defaults, no ``*args``)
+# or none, so its parameters and annotations are read from the function itself: in a process's
+# first load inspect.signature and typing.get_type_hints cost as much as the rest of building the
+# pipeline (1 ms for Llama 3's five classes). tests/test_components.py holds every class to
+# what inspect and typing say.
 
 
 @functools.cache
 def _parameters(cls: Callable[..., Any]) -> Mapping[str, bool]:
-    """The constructor's keyword-passable parameters, each with whether it is required."""
-    # A class without its own __init__ takes no fields; inspect would parse object's text
-    # signature, whose first use compiles tokenize's regexes (a large part of a first load).
-    init = getattr(cls, "__init__", None)
-    if isinstance(cls, type) and init is object.__init__:
+    """The constructor's parameters, each with whether it is required."""
+    init = cls.__init__  # type: ignore[misc]
+    if init is object.__init__:
         return {}
-    code = getattr(init, "__code__", None)
-    if (
-        not isinstance(cls, type) or type(init) is not types.FunctionType or code is None
-        or code.co_flags & _PLAIN_FLAGS or code.co_posonlyargcount or hasattr(init, "__wrapped__")
-        or type(cls).__call__ is not type.__call__ or cls.__new__ is not object.__new__
-    ):
-        return {name: p.default is p.empty for name, p in inspect.signature(cls).parameters.items()}
-    names = code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]  # after self
-    positional = code.co_argcount - 1
-    defaults = len(init.__defaults__ or ())
+    code = init.__code__
+    positional = code.co_argcount - 1  # after self
+    required = positional - len(init.__defaults__ or ())
     keyword_defaults = init.__kwdefaults__ or {}
-    return {
-        name: (i < positional - defaults) if i < positional else name not in keyword_defaults
-        for i, name in enumerate(names)
-    }
+    names = code.co_varnames[1 : code.co_argcount + code.co_kwonlyargcount]
+    return {name: i < required if i < positional else name not in keyword_defaults for i, name in enumerate(names)}
 
 
 @functools.cache
@@ -59,21 +47,16 @@ def _compiled(text: str) -> types.CodeType:
 
 @functools.cache
 def _hints(cls: Callable[..., Any]) -> dict[str, Any]:
+    """The constructor's annotations, evaluated; none where one does not resolve (the
+    constructor then checks its fields itself)."""
     init = cls.__init__  # type: ignore[misc]
-    annotations = getattr(init, "__annotations__", None)
-    namespace = getattr(init, "__globals__", None)
-    if type(init) is not types.FunctionType or not isinstance(annotations, dict) or namespace is None:
-        try:
-            return typing.get_type_hints(init)
-        except (NameError, TypeError):
-            return {}
     hints = {}
     try:
-        for name, hint in annotations.items():
-            value = eval(_compiled(hint), namespace) if isinstance(hint, str) else hint
+        for name, hint in getattr(init, "__annotations__", {}).items():
+            value = eval(_compiled(hint), init.__globals__) if isinstance(hint, str) else hint
             hints[name] = type(None) if value is None else value
     except (NameError, TypeError, AttributeError, SyntaxError):
-        return {}  # annotations that do not resolve: the constructor checks for itself
+        return {}
     return hints
 
 
