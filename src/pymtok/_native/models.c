@@ -750,58 +750,77 @@ void wordpiece_free(WordPiece *m) {
 
 /* ---- Unigram ---------------------------------------------------------------------------- */
 
-static inline uint32_t trie_child(const Unigram *m, uint32_t node, uint8_t byte) {
+/* The edge from node on byte, or NULL. */
+static inline const TrieSlot *trie_edge(const Unigram *m, uint32_t node, uint8_t byte) {
     uint64_t key = (uint64_t)node << 8 | byte;
     size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->trie_mask;
     for (;;) {
         const TrieSlot *s = &m->trie[i];
         if (s->key == key)
-            return s->child;
+            return s;
         if (s->key == PAIR_EMPTY)
-            return 0;
+            return NULL;
         i = (i + 1) & m->trie_mask;
     }
 }
 
-static int trie_new_node(Unigram *m, uint32_t *node) {
-    if (m->nnodes == m->term_cap) {
-        /* doubling: growing by one node a time copies the array once per node where realloc moves it */
-        size_t cap = 2 * m->term_cap;
-        int32_t *term = realloc(m->term, cap * sizeof *term);
-        if (!term)
-            return -1;
-        m->term = term;
-        m->term_cap = cap;
+static size_t trie_home(const Unigram *m, uint64_t key) {
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->trie_mask;
+}
+
+/* The table twice as large. Sized by the edges it holds, not by the pieces' bytes (an upper
+ * bound): T5's 83k edges took a 16 MB table sized for its 267k bytes, and every step of
+ * Viterbi's walk is a probe into it. */
+static int trie_grow(Unigram *m) {
+    size_t slots = 2 * (m->trie_mask + 1);
+    TrieSlot *old = m->trie, *t = malloc(slots * sizeof *t);
+    if (!t)
+        return -1;
+    for (size_t i = 0; i < slots; i++)
+        t[i].key = PAIR_EMPTY;
+    size_t old_slots = m->trie_mask + 1;
+    m->trie = t;
+    m->trie_mask = slots - 1;
+    for (size_t i = 0; i < old_slots; i++) {
+        if (old[i].key == PAIR_EMPTY)
+            continue;
+        size_t j = trie_home(m, old[i].key);
+        while (t[j].key != PAIR_EMPTY)
+            j = (j + 1) & m->trie_mask;
+        t[j] = old[i];
     }
-    m->term[m->nnodes] = -1;
-    *node = (uint32_t)m->nnodes++;
+    free(old);
     return 0;
 }
 
-/* The trie table is sized by the caller for the total key bytes (one edge per byte at most). */
+/* HF keeps the last id of a duplicated piece. The table stays at most 70% full. */
 int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id) {
     if (!len)
         return 0; /* HF's prefix search never reports the empty piece */
     uint32_t node = m->root[key[0]];
-    if (!node) {
-        if (trie_new_node(m, &node) < 0)
-            return -1;
-        m->root[key[0]] = node;
+    if (!node)
+        node = m->root[key[0]] = ++m->nnodes;
+    if (len == 1) {
+        m->root_id[key[0]] = id;
+        return 0;
     }
+    TrieSlot *edge = NULL;
     for (size_t i = 1; i < len; i++) {
-        uint32_t child = trie_child(m, node, key[i]);
-        if (!child) {
-            if (trie_new_node(m, &child) < 0)
+        edge = (TrieSlot *)trie_edge(m, node, key[i]);
+        if (!edge) {
+            if ((m->nedges + 1) * 10 > (m->trie_mask + 1) * 7 && trie_grow(m) < 0)
                 return -1;
             uint64_t k = (uint64_t)node << 8 | key[i];
-            size_t j = (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & m->trie_mask;
+            size_t j = trie_home(m, k);
             while (m->trie[j].key != PAIR_EMPTY)
                 j = (j + 1) & m->trie_mask;
-            m->trie[j] = (TrieSlot){k, child};
+            edge = &m->trie[j];
+            *edge = (TrieSlot){k, ++m->nnodes, -1};
+            m->nedges++;
         }
-        node = child;
+        node = edge->child;
     }
-    m->term[node] = id; /* HF keeps the last id of a duplicated piece */
+    edge->id = id;
     return 0;
 }
 
@@ -864,8 +883,8 @@ static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size
         size_t mblen = utf8_len(b[st]);
         int single = 0;
         uint32_t node = m->root[b[st]];
+        int32_t id = m->root_id[b[st]];
         for (size_t k = st + 1; node; k++) {
-            int32_t id = m->term[node];
             if (id >= 0) {
                 double cand = m->scores[id] + here;
                 if (from[k] < 0 || cand > best[k]) {
@@ -878,7 +897,11 @@ static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size
             }
             if (k >= nb)
                 break;
-            node = trie_child(m, node, b[k]);
+            const TrieSlot *edge = trie_edge(m, node, b[k]);
+            if (!edge)
+                break;
+            node = edge->child;
+            id = edge->id;
         }
         if (!single) {
             size_t k = st + mblen;
@@ -931,9 +954,7 @@ int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, si
 void unigram_free(Unigram *m) {
     strmap_free(&m->vocab);
     free(m->trie);
-    free(m->term);
     free(m->scores);
     m->trie = NULL;
-    m->term = NULL;
     m->scores = NULL;
 }

@@ -314,36 +314,27 @@ static int build_unigram(Encoder *self, PyObject *pieces, PyObject *scores) {
         PyErr_SetString(PyExc_TypeError, "Unigram needs pieces and scores as lists of one length");
         return -1;
     }
-    size_t n = (size_t)PyList_GET_SIZE(pieces), total = 0;
+    size_t n = (size_t)PyList_GET_SIZE(pieces);
     for (size_t i = 0; i < n; i++) {
-        PyObject *p = PyList_GET_ITEM(pieces, i);
-        if (!PyUnicode_Check(p)) {
+        if (!PyUnicode_Check(PyList_GET_ITEM(pieces, i))) {
             PyErr_SetString(PyExc_TypeError, "Unigram pieces must be str");
             return -1;
         }
-        /* the trie has at most one edge per key byte: its table is sized by the UTF-8 length,
-         * as filling a table four times larger (room for 4 bytes a character) cost more than the
-         * whole rest of a load */
-        int kind = PyUnicode_KIND(p);
-        const void *data = PyUnicode_DATA(p);
-        for (Py_ssize_t j = 0, len = PyUnicode_GET_LENGTH(p); j < len; j++) {
-            uint32_t c = PyUnicode_READ(kind, data, j);
-            total += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-        }
     }
+    /* room for about three edges a piece (T5 and ALBERT have 2.3-2.6); trie_insert grows it */
     size_t slots = 16;
-    while (slots < 2 * total + 1)
+    while (slots < 4 * n)
         slots *= 2;
     m->trie = malloc(slots * sizeof *m->trie);
     m->scores = malloc((n ? n : 1) * sizeof *m->scores);
-    m->nnodes = 1; /* node 0 is the root; 0 as a child means none */
-    m->term_cap = 1024;
-    m->term = malloc(m->term_cap * sizeof *m->term);
-    if (!m->trie || !m->scores || !m->term || strmap_init(&m->vocab, n) < 0) {
+    m->nnodes = 0; /* node 0 is the root; 0 as a child means none */
+    m->nedges = 0;
+    if (!m->trie || !m->scores || strmap_init(&m->vocab, n) < 0) {
         PyErr_NoMemory();
         return -1;
     }
-    m->term[0] = -1;
+    for (size_t i = 0; i < 256; i++)
+        m->root_id[i] = -1;
     for (size_t i = 0; i < slots; i++)
         m->trie[i].key = PAIR_EMPTY;
     m->trie_mask = slots - 1;

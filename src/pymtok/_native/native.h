@@ -563,9 +563,13 @@ typedef struct {
     size_t max_chars;
 } WordPiece;
 
+/* An edge of the Unigram trie, with the id of the piece ending where it leads: Viterbi reads
+ * that id right after finding the edge, in the same cache line (a table of ids by node was a
+ * second cache miss a byte). */
 typedef struct {
     uint64_t key;         /* node << 8 | byte; PAIR_EMPTY when empty */
     uint32_t child;
+    int32_t id;           /* the piece ending at child, or -1 */
 } TrieSlot;
 
 typedef struct {
@@ -573,8 +577,9 @@ typedef struct {
     TrieSlot *trie;       /* byte trie of the pieces for Viterbi's common-prefix search */
     size_t trie_mask;
     uint32_t root[256];   /* children of the root, 0 = none */
-    int32_t *term;        /* per trie node: the id of the piece ending there, or -1 */
-    size_t nnodes, term_cap;
+    int32_t root_id[256]; /* the pieces of one byte, or -1 */
+    uint32_t nnodes;
+    size_t nedges;        /* the edges in trie */
     double *scores;
     size_t nscores;
     int32_t unk_id;
