@@ -710,6 +710,13 @@ int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_
     size_t nb = utf8_encode(cps, n, b);
     b[nb] = 0; /* a lead byte: ends at nb are character starts */
     uint64_t h = hash_padded(b, nb);
+    /* Most words are a token: the whole word is where greedy matching begins, and is looked up
+     * before the cache, which such words stay out of (a probe there is a cache miss too). */
+    if (nb <= m->vocab.max_len) {
+        int32_t id = strmap_get_h(&m->vocab, b, nb, h);
+        if (id >= 0)
+            return ids_push(out, id);
+    }
     int cacheable = nb <= CACHE_MAX_PIECE;
     if (cacheable) {
         const CacheEntry *e = cache_get_padded(cache, b, nb, h);
