@@ -274,6 +274,13 @@ def test_environment_matches_transformers(key: str) -> None:
     assert ChatTemplate(src, tok.special_tokens_map).render(chat, **kwargs) == expected
 
 
+def test_chained_comparison_stops_at_its_first_false_link_like_transformers() -> None:
+    # jinja2 evaluates no operand after a false link, so one that would raise is never reached
+    src = "{{ 1 > 2 > messages[99].role }}|{{ 0 < messages|length > 2 < messages[99].role }}|{{ 1 < 2 < 3 }}"
+    expected = hf("llama3").apply_chat_template(SINGLE, tokenize=False, chat_template=src)
+    assert ChatTemplate(src).render(SINGLE) == expected
+
+
 def test_strftime_now_matches_transformers() -> None:
     src = "Today Date: {{ strftime_now('%d %b %Y') }}"
     expected = hf("llama3").apply_chat_template(SINGLE, tokenize=False, chat_template=src)

@@ -516,20 +516,21 @@ def _compare_work(op: str, a: Any, b: Any) -> int:
     return size
 
 
-def _guarded_compare(left: Any, *rest: Any) -> Any:
-    """``a == b``, ``a in b``, ``a < b < c`` …: comparing nested values walks them all, which for
-    values sharing parts (``[l, l]`` doubled 60 times) never ends, so an operand may be no bigger
-    than a value the template may build, and the walk counts as work. The operands of a chain are
-    all evaluated (jinja2 skips those after a false link); the comparisons stop at the first false
-    one, as in jinja2."""
-    result: Any = True
-    for op, right in zip(rest[::2], rest[1::2]):
-        _spend(_compare_work(op, left, right))
-        result = _COMPARISONS[op](left, right)
-        if not result:
-            break
-        left = right
-    return result
+def _guarded_compare(left: Any, op: str, right: Any) -> Any:
+    """``a == b``, ``a in b`` …: comparing nested values walks them all, which for values sharing
+    parts (``[l, l]`` doubled 60 times) never ends, so an operand may be no bigger than a value the
+    template may build, and the walk counts as work."""
+    _spend(_compare_work(op, left, right))
+    return _COMPARISONS[op](left, right)
+
+
+def _guarded_comparand(value: Any) -> Any:
+    """An operand of a chain ``a < b < c``, bounded on its own like the operands of one comparison:
+    the chain itself stays jinja2's, which evaluates no operand after a false link."""
+    size = _text_size(value)
+    _check(size, "a value to compare")
+    _spend(size)
+    return value
 
 
 def _finalize(value: Any) -> Any:
@@ -564,10 +565,13 @@ class _RouteThroughHooks(NodeTransformer):
 
     def visit_Compare(self, node: jinja2.nodes.Compare) -> jinja2.nodes.Node:
         self.generic_visit(node)
-        args: list[jinja2.nodes.Node] = [node.expr]
+        if len(node.ops) == 1:
+            operand = node.ops[0]
+            return self._hook("pymtok_compare", [node.expr, jinja2.nodes.Const(operand.op), operand.expr], node.lineno)
+        node.expr = self._hook("pymtok_comparand", [node.expr], node.lineno)
         for operand in node.ops:
-            args += [jinja2.nodes.Const(operand.op), operand.expr]
-        return self._hook("pymtok_compare", args, node.lineno)
+            operand.expr = self._hook("pymtok_comparand", [operand.expr], node.lineno)
+        return node
 
 
 # ---------------------------------------------------------------------------------------------
@@ -718,6 +722,7 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
         self.pymtok_loop = _guarded_loop
         self.pymtok_concat = _guarded_concat
         self.pymtok_compare = _guarded_compare
+        self.pymtok_comparand = _guarded_comparand
 
     def concat(self, parts: Iterable[str]) -> str:
         """Joins the output of macros, ``{% set %}`` blocks and ``caller()``."""
