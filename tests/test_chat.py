@@ -606,6 +606,31 @@ def test_big_legitimate_chats_render(no_clock: None) -> None:
     assert ChatTemplate(src).render([{"role": "user", "content": "word " * 1_000_000}]).endswith("]1000000")
 
 
+def test_hooks_run_without_the_sandbox_call_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Llama 3.2 Vision's template reads content['type'] on every character of a string content:
+    # a long chat makes tens of thousands of comparisons and loop steps. Through the sandbox's
+    # call check they cost three times transformers' render and ran out of time where it renders.
+    import pymtok.chat
+
+    src = (
+        "{% for m in messages %}{% for c in m.content %}{% if c['type'] == 'image' %}<img>{% endif %}"
+        "{% endfor %}{{ m.role ~ ': ' ~ m.content }}{% if 0 < loop.index < 3 %}!{% endif %}{% endfor %}"
+    )
+    checked = 0
+    call = pymtok.chat._ChatEnvironment.call
+
+    def counting_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal checked
+        checked += 1
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(pymtok.chat._ChatEnvironment, "call", counting_call)
+    chat = [{"role": ("user", "assistant")[i % 2], "content": f"words {i} " * 50} for i in range(40)]
+    expected = hf("llama3").apply_chat_template(copy.deepcopy(chat), tokenize=False, chat_template=src)
+    assert ChatTemplate(src).render(chat, add_generation_prompt=False) == expected
+    assert checked == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # through the Tokenizer: tokenizer.json folders, and the same after export to .mtok and reload
 

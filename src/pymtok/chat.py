@@ -200,6 +200,14 @@ def _text_size(
     passes ``MAX_CHARS``, so it is cheap even for containers that hold the same big value many
     times (or themselves).
     """
+    # flat values, the usual operands, measured as the walk below would, without it
+    kind = type(value)
+    if kind is str and json_ascii is None:
+        return len(value) * escape + 2
+    if kind is bool or kind is int:
+        return value.bit_length() // 3 + 5
+    if value is None or kind is float or kind is jinja2.Undefined:
+        return 64
     total = 0
     steps = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
@@ -520,6 +528,7 @@ def _guarded_compare(left: Any, op: str, right: Any) -> Any:
     """``a == b``, ``a in b`` …: comparing nested values walks them all, which for values sharing
     parts (``[l, l]`` doubled 60 times) never ends, so an operand may be no bigger than a value the
     template may build, and the walk counts as work."""
+    _tick()
     _spend(_compare_work(op, left, right))
     return _COMPARISONS[op](left, right)
 
@@ -533,6 +542,17 @@ def _guarded_comparand(value: Any) -> Any:
     return value
 
 
+def _hook_filter(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """``hook`` as a filter that jinja2 never calls while compiling (it folds filters of constant
+    operands unless they take the context): a hook's checks belong to the render's budget."""
+
+    @jinja2.pass_context
+    def run(_context: Any, *args: Any) -> Any:
+        return hook(*args)
+
+    return run
+
+
 def _finalize(value: Any) -> Any:
     """Called on every ``{{ … }}`` value before jinja2 prints it with str(); returns it unchanged."""
     size = _text_size(value)
@@ -543,34 +563,38 @@ def _finalize(value: Any) -> Any:
 
 class _RouteThroughHooks(NodeTransformer):
     """Rewrites a parsed template so that loops, ``~`` and comparisons go through the
-    environment's hooks."""
+    environment's hooks.
+
+    A hook is written as a filter, which jinja2 calls directly, rather than as a call, which the
+    sandbox checks on every evaluation: a loop over a message's characters compares thousands of
+    times. Its name has a space, so no template can name it."""
 
     def __init__(self, environment: jinja2.Environment) -> None:
         self.environment = environment
 
-    def _hook(self, name: str, args: Sequence[jinja2.nodes.Node], lineno: int) -> jinja2.nodes.Call:
-        call = jinja2.nodes.Call(jinja2.nodes.EnvironmentAttribute(name), list(args), [], None, None)
-        call.set_lineno(lineno)
-        call.set_environment(self.environment)
-        return call
+    def _hook(self, name: str, args: Sequence[jinja2.nodes.Node], lineno: int) -> jinja2.nodes.Filter:
+        hook = jinja2.nodes.Filter(args[0], name, list(args[1:]), [], None, None)
+        hook.set_lineno(lineno)
+        hook.set_environment(self.environment)
+        return hook
 
     def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
         self.generic_visit(node)
-        node.iter = self._hook("pymtok_loop", [node.iter], node.lineno)
+        node.iter = self._hook("pymtok loop", [node.iter], node.lineno)
         return node
 
     def visit_Concat(self, node: jinja2.nodes.Concat) -> jinja2.nodes.Node:
         self.generic_visit(node)
-        return self._hook("pymtok_concat", node.nodes, node.lineno)
+        return self._hook("pymtok concat", node.nodes, node.lineno)
 
     def visit_Compare(self, node: jinja2.nodes.Compare) -> jinja2.nodes.Node:
         self.generic_visit(node)
         if len(node.ops) == 1:
             operand = node.ops[0]
-            return self._hook("pymtok_compare", [node.expr, jinja2.nodes.Const(operand.op), operand.expr], node.lineno)
-        node.expr = self._hook("pymtok_comparand", [node.expr], node.lineno)
+            return self._hook("pymtok compare", [node.expr, jinja2.nodes.Const(operand.op), operand.expr], node.lineno)
+        node.expr = self._hook("pymtok comparand", [node.expr], node.lineno)
         for operand in node.ops:
-            operand.expr = self._hook("pymtok_comparand", [operand.expr], node.lineno)
+            operand.expr = self._hook("pymtok comparand", [operand.expr], node.lineno)
         return node
 
 
@@ -718,11 +742,11 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
             raise_exception=_raise_exception, strftime_now=_strftime_now, dict=_TemplateDict(),
             namespace=_TemplateNamespace, lipsum=_lipsum,
         )
-        # targets of the calls _RouteThroughHooks writes into templates
-        self.pymtok_loop = _guarded_loop
-        self.pymtok_concat = _guarded_concat
-        self.pymtok_compare = _guarded_compare
-        self.pymtok_comparand = _guarded_comparand
+        # the hooks _RouteThroughHooks writes into templates
+        self.filters.update({
+            "pymtok loop": _hook_filter(_guarded_loop), "pymtok concat": _hook_filter(_guarded_concat),
+            "pymtok compare": _hook_filter(_guarded_compare), "pymtok comparand": _hook_filter(_guarded_comparand),
+        })
 
     def concat(self, parts: Iterable[str]) -> str:
         """Joins the output of macros, ``{% set %}`` blocks and ``caller()``."""
