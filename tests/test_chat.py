@@ -257,6 +257,10 @@ ENV_TEMPLATES = {
     "{{ 'a\tb'.expandtabs(4) }}{{ 'abc'.replace('b', '') }}{{ 'l1\nl2'.splitlines() }}{{ 'a'.ljust(3) }}|",
     "slices": "{{ messages[::-1]|map(attribute='role')|list }}{{ 'hello'[1:3] }}{{ messages[-1].content }}",
     "reasoning_alias": "{% for m in messages %}{{ m }}{% endfor %}",
+    # a macro's output under {% autoescape true %} is markup, which ~ then joins as markup
+    "autoescape": "{% macro f(x) %}<{{ x }}>{% endmacro %}{% autoescape true %}{{ f('&') ~ messages[0].role ~ '<' }}"
+    "{{ ('<i>'|safe) ~ '<b>' }}{% autoescape false %}{{ f('&') ~ '&' }}{% endautoescape %}{% endautoescape %}"
+    "{% autoescape messages|length > 1 %}{{ f('&') ~ '&' }}{% endautoescape %}{{ f('&') ~ '&' }}",
     "comparisons": "{{ 1 < 2 < 3 }}{{ 3 > 2 > 2 }}{{ 'a' in 'cat' }}{{ 'z' not in messages[0] }}"
     "{{ messages[0] == messages[0] }}{{ [1, 2] != [1, 2] }}{{ 2 >= 2 <= 1 }}{{ none == undefined_var }}"
     "{% for m in messages if m.role != 'system' and m.content|length % 2 == 0 %}{{ m.role }}{% endfor %}",

@@ -47,6 +47,7 @@ import jinja2
 import jinja2.ext
 import jinja2.nodes
 from jinja2.filters import make_attrgetter
+from jinja2.runtime import markup_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace, generate_lorem_ipsum
 from jinja2.visitor import NodeTransformer
@@ -506,6 +507,15 @@ def _guarded_concat(*parts: Any) -> str:
     return "".join([str(p) for p in parts])
 
 
+def _guarded_markup_concat(*parts: Any) -> str:
+    """``a ~ b`` under ``{% autoescape true %}``: jinja2 escapes the other operands once one is
+    markup (a macro's output there is)."""
+    size = sum(_text_size(p, escape=_ESCAPING_FILTERS["escape"]) for p in parts)
+    _check(size, "a string with ~")
+    _spend(size)
+    return markup_join(parts)
+
+
 _COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "lteq": operator.le,
     "gt": operator.gt, "gteq": operator.ge,
@@ -571,6 +581,9 @@ class _RouteThroughHooks(NodeTransformer):
 
     def __init__(self, environment: jinja2.Environment) -> None:
         self.environment = environment
+        # {% autoescape %} as jinja2's compiler sees it: True or False, None when only known at
+        # render time (jinja2 then joins ~ as plain text)
+        self.autoescape: bool | None = environment.autoescape is True
 
     def _hook(self, name: str, args: Sequence[jinja2.nodes.Node], lineno: int) -> jinja2.nodes.Filter:
         hook = jinja2.nodes.Filter(args[0], name, list(args[1:]), [], None, None)
@@ -583,9 +596,29 @@ class _RouteThroughHooks(NodeTransformer):
         node.iter = self._hook("pymtok loop", [node.iter], node.lineno)
         return node
 
+    def visit_ScopedEvalContextModifier(self, node: jinja2.nodes.ScopedEvalContextModifier) -> jinja2.nodes.Node:
+        outer = self.autoescape
+        for option in node.options:
+            if option.key == "autoescape":
+                try:
+                    self.autoescape = bool(option.value.as_const(jinja2.nodes.EvalContext(self.environment)))
+                except jinja2.nodes.Impossible:
+                    self.autoescape = None
+        self.generic_visit(node)
+        self.autoescape = outer
+        return node
+
     def visit_Concat(self, node: jinja2.nodes.Concat) -> jinja2.nodes.Node:
         self.generic_visit(node)
-        return self._hook("pymtok concat", node.nodes, node.lineno)
+        try:
+            parts = [operand.as_const(jinja2.nodes.EvalContext(self.environment)) for operand in node.nodes]
+        except jinja2.nodes.Impossible:
+            name = "pymtok markup concat" if self.autoescape else "pymtok concat"
+            return self._hook(name, node.nodes, node.lineno)
+        if sum(map(_text_size, parts)) > MAX_CHARS:
+            return self._hook("pymtok concat", node.nodes, node.lineno)  # refused when it runs
+        # jinja2 joins constant operands while compiling, as plain text whatever the escaping
+        return jinja2.nodes.Const("".join(map(str, parts)), lineno=node.lineno, environment=self.environment)
 
     def visit_Compare(self, node: jinja2.nodes.Compare) -> jinja2.nodes.Node:
         self.generic_visit(node)
@@ -745,6 +778,7 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
         # the hooks _RouteThroughHooks writes into templates
         self.filters.update({
             "pymtok loop": _hook_filter(_guarded_loop), "pymtok concat": _hook_filter(_guarded_concat),
+            "pymtok markup concat": _hook_filter(_guarded_markup_concat),
             "pymtok compare": _hook_filter(_guarded_compare), "pymtok comparand": _hook_filter(_guarded_comparand),
         })
 
