@@ -635,6 +635,15 @@ def test_hooks_run_without_the_sandbox_call_check(monkeypatch: pytest.MonkeyPatc
     assert checked == 0
 
 
+def test_key_lookups_in_a_big_dict_render_like_transformers(no_clock: None) -> None:
+    # 'key' in a dict is a hash lookup: counting it as a walk of the dict used up the render's
+    # work on a loop of lookups that transformers renders at once
+    table = {f"k{i}": i for i in range(50_000)}
+    src = "{% for i in range(3000) %}{% if 'k7' in table and 'x' not in table %}.{% endif %}{% endfor %}"
+    expected = hf("llama3").apply_chat_template(SINGLE, tokenize=False, chat_template=src, table=table)
+    assert ChatTemplate(src).render(SINGLE, table=table) == expected
+
+
 # ---------------------------------------------------------------------------------------------
 # through the Tokenizer: tokenizer.json folders, and the same after export to .mtok and reload
 

@@ -528,6 +528,10 @@ def _compare_work(op: str, a: Any, b: Any) -> int:
         if op in ("eq", "ne"):  # strings of different lengths differ at once
             return len(a) if len(a) == len(b) else 1
         return len(b) if op in ("in", "notin") else min(len(a), len(b))
+    if op in ("in", "notin") and type(b) is dict and type(a) is str:
+        # a key looked up by its hash ('tool_calls' in message), not a walk of the dict; string
+        # hashes are salted per process, so no template can build keys that collide with it
+        return _text_size(a)
     size = max(_text_size(a), _text_size(b))
     if size > MAX_CHARS:
         raise TemplateError(f"would compare a value of size {size} (limit {MAX_CHARS})")
