@@ -257,6 +257,10 @@ ENV_TEMPLATES = {
     "{{ 'a\tb'.expandtabs(4) }}{{ 'abc'.replace('b', '') }}{{ 'l1\nl2'.splitlines() }}{{ 'a'.ljust(3) }}|",
     "slices": "{{ messages[::-1]|map(attribute='role')|list }}{{ 'hello'[1:3] }}{{ messages[-1].content }}",
     "reasoning_alias": "{% for m in messages %}{{ m }}{% endfor %}",
+    # a macro's output under {% autoescape true %} is markup, which ~ then joins as markup
+    "autoescape": "{% macro f(x) %}<{{ x }}>{% endmacro %}{% autoescape true %}{{ f('&') ~ messages[0].role ~ '<' }}"
+    "{{ ('<i>'|safe) ~ '<b>' }}{% autoescape false %}{{ f('&') ~ '&' }}{% endautoescape %}{% endautoescape %}"
+    "{% autoescape messages|length > 1 %}{{ f('&') ~ '&' }}{% endautoescape %}{{ f('&') ~ '&' }}",
     "comparisons": "{{ 1 < 2 < 3 }}{{ 3 > 2 > 2 }}{{ 'a' in 'cat' }}{{ 'z' not in messages[0] }}"
     "{{ messages[0] == messages[0] }}{{ [1, 2] != [1, 2] }}{{ 2 >= 2 <= 1 }}{{ none == undefined_var }}"
     "{% for m in messages if m.role != 'system' and m.content|length % 2 == 0 %}{{ m.role }}{% endfor %}",
@@ -272,6 +276,13 @@ def test_environment_matches_transformers(key: str) -> None:
     expected = tok.apply_chat_template(copy.deepcopy(chat), tokenize=False, chat_template=src,
                                        add_generation_prompt=True, **copy.deepcopy(kwargs))
     assert ChatTemplate(src, tok.special_tokens_map).render(chat, **kwargs) == expected
+
+
+def test_chained_comparison_stops_at_its_first_false_link_like_transformers() -> None:
+    # jinja2 evaluates no operand after a false link, so one that would raise is never reached
+    src = "{{ 1 > 2 > messages[99].role }}|{{ 0 < messages|length > 2 < messages[99].role }}|{{ 1 < 2 < 3 }}"
+    expected = hf("llama3").apply_chat_template(SINGLE, tokenize=False, chat_template=src)
+    assert ChatTemplate(src).render(SINGLE) == expected
 
 
 def test_strftime_now_matches_transformers() -> None:
@@ -597,6 +608,40 @@ def test_big_legitimate_chats_render(no_clock: None) -> None:
     assert_same(hf("qwen3"), template, chat)
     src = "{{ '[{}]'.format(messages[0].content) }}{{ messages[0].content.split()|length }}"
     assert ChatTemplate(src).render([{"role": "user", "content": "word " * 1_000_000}]).endswith("]1000000")
+
+
+def test_hooks_run_without_the_sandbox_call_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Llama 3.2 Vision's template reads content['type'] on every character of a string content:
+    # a long chat makes tens of thousands of comparisons and loop steps. Through the sandbox's
+    # call check they cost three times transformers' render and ran out of time where it renders.
+    import pymtok.chat
+
+    src = (
+        "{% for m in messages %}{% for c in m.content %}{% if c['type'] == 'image' %}<img>{% endif %}"
+        "{% endfor %}{{ m.role ~ ': ' ~ m.content }}{% if 0 < loop.index < 3 %}!{% endif %}{% endfor %}"
+    )
+    checked = 0
+    call = pymtok.chat._ChatEnvironment.call
+
+    def counting_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal checked
+        checked += 1
+        return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(pymtok.chat._ChatEnvironment, "call", counting_call)
+    chat = [{"role": ("user", "assistant")[i % 2], "content": f"words {i} " * 50} for i in range(40)]
+    expected = hf("llama3").apply_chat_template(copy.deepcopy(chat), tokenize=False, chat_template=src)
+    assert ChatTemplate(src).render(chat, add_generation_prompt=False) == expected
+    assert checked == 0
+
+
+def test_key_lookups_in_a_big_dict_render_like_transformers(no_clock: None) -> None:
+    # 'key' in a dict is a hash lookup: counting it as a walk of the dict used up the render's
+    # work on a loop of lookups that transformers renders at once
+    table = {f"k{i}": i for i in range(50_000)}
+    src = "{% for i in range(3000) %}{% if 'k7' in table and 'x' not in table %}.{% endif %}{% endfor %}"
+    expected = hf("llama3").apply_chat_template(SINGLE, tokenize=False, chat_template=src, table=table)
+    assert ChatTemplate(src).render(SINGLE, table=table) == expected
 
 
 # ---------------------------------------------------------------------------------------------

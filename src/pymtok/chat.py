@@ -47,6 +47,7 @@ import jinja2
 import jinja2.ext
 import jinja2.nodes
 from jinja2.filters import make_attrgetter
+from jinja2.runtime import markup_join
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import Namespace, generate_lorem_ipsum
 from jinja2.visitor import NodeTransformer
@@ -200,6 +201,14 @@ def _text_size(
     passes ``MAX_CHARS``, so it is cheap even for containers that hold the same big value many
     times (or themselves).
     """
+    # flat values, the usual operands, measured as the walk below would, without it
+    kind = type(value)
+    if kind is str and json_ascii is None:
+        return len(value) * escape + 2
+    if kind is bool or kind is int:
+        return value.bit_length() // 3 + 5
+    if value is None or kind is float or kind is jinja2.Undefined:
+        return 64
     total = 0
     steps = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
@@ -498,6 +507,15 @@ def _guarded_concat(*parts: Any) -> str:
     return "".join([str(p) for p in parts])
 
 
+def _guarded_markup_concat(*parts: Any) -> str:
+    """``a ~ b`` under ``{% autoescape true %}``: jinja2 escapes the other operands once one is
+    markup (a macro's output there is)."""
+    size = sum(_text_size(p, escape=_ESCAPING_FILTERS["escape"]) for p in parts)
+    _check(size, "a string with ~")
+    _spend(size)
+    return markup_join(parts)
+
+
 _COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "lteq": operator.le,
     "gt": operator.gt, "gteq": operator.ge,
@@ -510,26 +528,43 @@ def _compare_work(op: str, a: Any, b: Any) -> int:
         if op in ("eq", "ne"):  # strings of different lengths differ at once
             return len(a) if len(a) == len(b) else 1
         return len(b) if op in ("in", "notin") else min(len(a), len(b))
+    if op in ("in", "notin") and type(b) is dict and type(a) is str:
+        # a key looked up by its hash ('tool_calls' in message), not a walk of the dict; string
+        # hashes are salted per process, so no template can build keys that collide with it
+        return _text_size(a)
     size = max(_text_size(a), _text_size(b))
     if size > MAX_CHARS:
         raise TemplateError(f"would compare a value of size {size} (limit {MAX_CHARS})")
     return size
 
 
-def _guarded_compare(left: Any, *rest: Any) -> Any:
-    """``a == b``, ``a in b``, ``a < b < c`` …: comparing nested values walks them all, which for
-    values sharing parts (``[l, l]`` doubled 60 times) never ends, so an operand may be no bigger
-    than a value the template may build, and the walk counts as work. The operands of a chain are
-    all evaluated (jinja2 skips those after a false link); the comparisons stop at the first false
-    one, as in jinja2."""
-    result: Any = True
-    for op, right in zip(rest[::2], rest[1::2]):
-        _spend(_compare_work(op, left, right))
-        result = _COMPARISONS[op](left, right)
-        if not result:
-            break
-        left = right
-    return result
+def _guarded_compare(left: Any, op: str, right: Any) -> Any:
+    """``a == b``, ``a in b`` …: comparing nested values walks them all, which for values sharing
+    parts (``[l, l]`` doubled 60 times) never ends, so an operand may be no bigger than a value the
+    template may build, and the walk counts as work."""
+    _tick()
+    _spend(_compare_work(op, left, right))
+    return _COMPARISONS[op](left, right)
+
+
+def _guarded_comparand(value: Any) -> Any:
+    """An operand of a chain ``a < b < c``, bounded on its own like the operands of one comparison:
+    the chain itself stays jinja2's, which evaluates no operand after a false link."""
+    size = _text_size(value)
+    _check(size, "a value to compare")
+    _spend(size)
+    return value
+
+
+def _hook_filter(hook: Callable[..., Any]) -> Callable[..., Any]:
+    """``hook`` as a filter that jinja2 never calls while compiling (it folds filters of constant
+    operands unless they take the context): a hook's checks belong to the render's budget."""
+
+    @jinja2.pass_context
+    def run(_context: Any, *args: Any) -> Any:
+        return hook(*args)
+
+    return run
 
 
 def _finalize(value: Any) -> Any:
@@ -542,32 +577,62 @@ def _finalize(value: Any) -> Any:
 
 class _RouteThroughHooks(NodeTransformer):
     """Rewrites a parsed template so that loops, ``~`` and comparisons go through the
-    environment's hooks."""
+    environment's hooks.
+
+    A hook is written as a filter, which jinja2 calls directly, rather than as a call, which the
+    sandbox checks on every evaluation: a loop over a message's characters compares thousands of
+    times. Its name has a space, so no template can name it."""
 
     def __init__(self, environment: jinja2.Environment) -> None:
         self.environment = environment
+        # {% autoescape %} as jinja2's compiler sees it: True or False, None when only known at
+        # render time (jinja2 then joins ~ as plain text)
+        self.autoescape: bool | None = environment.autoescape is True
 
-    def _hook(self, name: str, args: Sequence[jinja2.nodes.Node], lineno: int) -> jinja2.nodes.Call:
-        call = jinja2.nodes.Call(jinja2.nodes.EnvironmentAttribute(name), list(args), [], None, None)
-        call.set_lineno(lineno)
-        call.set_environment(self.environment)
-        return call
+    def _hook(self, name: str, args: Sequence[jinja2.nodes.Node], lineno: int) -> jinja2.nodes.Filter:
+        hook = jinja2.nodes.Filter(args[0], name, list(args[1:]), [], None, None)
+        hook.set_lineno(lineno)
+        hook.set_environment(self.environment)
+        return hook
 
     def visit_For(self, node: jinja2.nodes.For) -> jinja2.nodes.Node:
         self.generic_visit(node)
-        node.iter = self._hook("pymtok_loop", [node.iter], node.lineno)
+        node.iter = self._hook("pymtok loop", [node.iter], node.lineno)
+        return node
+
+    def visit_ScopedEvalContextModifier(self, node: jinja2.nodes.ScopedEvalContextModifier) -> jinja2.nodes.Node:
+        outer = self.autoescape
+        for option in node.options:
+            if option.key == "autoescape":
+                try:
+                    self.autoescape = bool(option.value.as_const(jinja2.nodes.EvalContext(self.environment)))
+                except jinja2.nodes.Impossible:
+                    self.autoescape = None
+        self.generic_visit(node)
+        self.autoescape = outer
         return node
 
     def visit_Concat(self, node: jinja2.nodes.Concat) -> jinja2.nodes.Node:
         self.generic_visit(node)
-        return self._hook("pymtok_concat", node.nodes, node.lineno)
+        try:
+            parts = [operand.as_const(jinja2.nodes.EvalContext(self.environment)) for operand in node.nodes]
+        except jinja2.nodes.Impossible:
+            name = "pymtok markup concat" if self.autoescape else "pymtok concat"
+            return self._hook(name, node.nodes, node.lineno)
+        if sum(map(_text_size, parts)) > MAX_CHARS:
+            return self._hook("pymtok concat", node.nodes, node.lineno)  # refused when it runs
+        # jinja2 joins constant operands while compiling, as plain text whatever the escaping
+        return jinja2.nodes.Const("".join(map(str, parts)), lineno=node.lineno, environment=self.environment)
 
     def visit_Compare(self, node: jinja2.nodes.Compare) -> jinja2.nodes.Node:
         self.generic_visit(node)
-        args: list[jinja2.nodes.Node] = [node.expr]
+        if len(node.ops) == 1:
+            operand = node.ops[0]
+            return self._hook("pymtok compare", [node.expr, jinja2.nodes.Const(operand.op), operand.expr], node.lineno)
+        node.expr = self._hook("pymtok comparand", [node.expr], node.lineno)
         for operand in node.ops:
-            args += [jinja2.nodes.Const(operand.op), operand.expr]
-        return self._hook("pymtok_compare", args, node.lineno)
+            operand.expr = self._hook("pymtok comparand", [operand.expr], node.lineno)
+        return node
 
 
 # ---------------------------------------------------------------------------------------------
@@ -714,10 +779,12 @@ class _ChatEnvironment(ImmutableSandboxedEnvironment):
             raise_exception=_raise_exception, strftime_now=_strftime_now, dict=_TemplateDict(),
             namespace=_TemplateNamespace, lipsum=_lipsum,
         )
-        # targets of the calls _RouteThroughHooks writes into templates
-        self.pymtok_loop = _guarded_loop
-        self.pymtok_concat = _guarded_concat
-        self.pymtok_compare = _guarded_compare
+        # the hooks _RouteThroughHooks writes into templates
+        self.filters.update({
+            "pymtok loop": _hook_filter(_guarded_loop), "pymtok concat": _hook_filter(_guarded_concat),
+            "pymtok markup concat": _hook_filter(_guarded_markup_concat),
+            "pymtok compare": _hook_filter(_guarded_compare), "pymtok comparand": _hook_filter(_guarded_comparand),
+        })
 
     def concat(self, parts: Iterable[str]) -> str:
         """Joins the output of macros, ``{% set %}`` blocks and ``caller()``."""
