@@ -133,6 +133,7 @@ PATTERNS = [
     r"\x{41}+", r"[\-.]", r"(?<=\s)\S",
     # full case folding: "ss" matches U+00DF, "st" U+FB06, in a group of one branch too
     r"(?i:ß)", r"(?i:st)|x", r"a(?:(?i)ss)", r"(?i)ﬀ|(?i:ǆ)",
+    r"\cJ|\e|\a|[\ca-\cz]|\O",  # control escapes; \O is any character
 ]
 BEHAVIORS = ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"]
 HF_BEHAVIOR = {"Removed": "removed", "Isolated": "isolated",

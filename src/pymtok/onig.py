@@ -343,6 +343,15 @@ class _OnigTranslator:
                 return False, r"(?=\n?\Z)"
         if kind in "xu0":
             return True, "\\" + kind
+        if kind == "e":
+            return True, r"\x1b"
+        if kind == "c" and self.pos < len(src):
+            # a control character: \cJ is a line feed, \c? DEL
+            code = ord(src[self.pos])
+            self.pos += 1
+            return True, f"\\x{0x7F if code == 0x3F else code & 0x1F:02x}"
+        if kind == "O" and not in_class:
+            return False, r"[\s\S]"
         if kind.isalnum():
             return kind in "tnrfvae", "\\" + kind
         return True, regex.escape(kind, literal_spaces=True)
