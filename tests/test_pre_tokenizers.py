@@ -151,6 +151,13 @@ def test_split_regex_every_behavior(pattern: str, behavior: str, invert: bool) -
     assert_same(ours, oracle, texts)
 
 
+def test_grapheme_clusters_are_refused() -> None:
+    # Oniguruma's \X has no conjunct rule (Unicode 15.1's GB9c); the regex module's has
+    assert hf_pieces(hf.Split(Regex(r"\X"), behavior="isolated"), "त्या") == ["त्", "या"]
+    with pytest.raises(FormatError, match=r"\\X"):
+        pt.Split(pattern={"Regex": r"a|\X"}, behavior="Isolated", invert=False)
+
+
 @pytest.mark.parametrize("string", ["-", "ab", " ", "", ".*", "<!dummy-prefix!>"])
 @pytest.mark.parametrize("behavior", BEHAVIORS)
 def test_split_string_every_behavior(string: str, behavior: str) -> None:

@@ -350,6 +350,10 @@ class _OnigTranslator:
             code = ord(src[self.pos])
             self.pos += 1
             return True, f"\\x{0x7F if code == 0x3F else code & 0x1F:02x}"
+        if kind == "X" and not in_class:
+            # the regex module's clusters follow Unicode 15.1's conjunct rule (GB9c), Oniguruma's
+            # do not: Devanagari "त्या" is one cluster there, two in HF's
+            raise FormatError(f"Split pattern {src!r}: \\X (Oniguruma's grapheme clusters) is not supported")
         if kind == "O" and not in_class:
             return False, r"[\s\S]"
         if kind.isalnum():
