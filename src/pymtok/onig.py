@@ -357,7 +357,7 @@ class _OnigTranslator:
         if kind == "O" and not in_class:
             return False, r"[\s\S]"
         if kind.isalnum():
-            return kind in "tnrfvae", "\\" + kind
+            return kind in "tnrfva", "\\" + kind
         return True, regex.escape(kind, literal_spaces=True)
 
     def _shorthand(self, kind: str, in_class: bool) -> tuple[bool, str]:
