@@ -244,10 +244,10 @@ def test_unicode_scripts_every_code_point_matches_hf() -> None:
             assert our_pieces(ours, text) == hf_pieces(oracle, text), f"U+{ord(chunk[0]):04X}.."
 
 
-@pytest.mark.xfail(strict=True, reason="(?i) multi-character folds (ß = ss) are not emulated")
-def test_multi_character_case_folding() -> None:
-    ours = pt.Split(pattern={"Regex": "(?i:ss)"}, behavior="Isolated", invert=False)
-    assert_same(ours, hf.Split(Regex("(?i:ss)"), behavior="isolated"), ["aßb"])
+@pytest.mark.parametrize("pattern", ["(?i:ss)", "(?i:ß)", "(?i)st"])
+def test_multi_character_case_folding(pattern: str) -> None:
+    ours = pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+    assert_same(ours, hf.Split(Regex(pattern), behavior="isolated"), ["aßb", "ẞ SS ſs", "ﬆ ﬅ sT"])
 
 
 @functools.cache
