@@ -199,8 +199,8 @@ class _OnigTranslator:
     def __init__(self, pattern: str) -> None:
         self.src = pattern
         self.pos = 0
-        # for each open group, whether it ignores case (see _outside)
-        self.groups: list[bool] = []
+        # for each open group: whether it sets (?i), whether it has alternatives (see _outside)
+        self.groups: list[list[bool]] = []
 
     def __call__(self) -> str:
         out = []
@@ -217,7 +217,7 @@ class _OnigTranslator:
         self.pos += 1
         if c == "(":
             if not self.src.startswith("?", self.pos):
-                self.groups.append(False)
+                self.groups.append([False, False])
                 return c
             flags = self._group_flags()
             folds = "i" in flags.split("-")[0]
@@ -225,14 +225,19 @@ class _OnigTranslator:
                 # (?i) alone: to the end of the enclosing group, as V1 takes it
                 self.pos += 1
                 if folds and self.groups:
-                    self.groups[-1] = True
+                    self.groups[-1][0] = True
                 return f"(?{flags})"
-            self.groups.append(folds)
+            self.groups.append([folds, False])
             return "(?" + flags
-        if c == ")" and self.groups and self.groups.pop():
-            # Oniguruma folds fully under (?i) ("ss" matches U+00DF, "st" U+FB06), as V1 does,
-            # but V1 misses full foldings in a group of one branch ((?i:ß) does not match ß)
-            return "|(?!))"
+        if c == "|" and self.groups:
+            self.groups[-1][1] = True
+        if c == ")" and self.groups:
+            folds, alternatives = self.groups.pop()
+            if folds and not alternatives:
+                # Oniguruma folds fully under (?i) ("ss" matches U+00DF, "st" U+FB06), as V1
+                # does, but V1 misses full foldings in such a group of one branch ((?i:ß) does
+                # not match ß): a second branch that never matches mends it
+                return "|(?!))"
         return c
 
     def _group_flags(self) -> str:
