@@ -117,6 +117,8 @@ EVERY_CHAR = "".join(
     r"[\p{P}\p{S}[:^alnum:]]", r"\b.",
     # in brackets \w is Unicode's Word: "²" and "½" are \w alone, not [\w]
     r"[\w]", r"[\W]", r"[^\w\s]", r"[^\W]",
+    # \p{Word} is \w (not the regex module's, which takes the joiners), \p{XDigit} ASCII
+    r"\p{Word}", r"[\p{Word}]", r"\P{Word}", r"[^\p{ word }]", r"\p{XDigit}", r"[\P{XDigit}]", r"\N",
 ])
 def test_character_classes_match_oniguruma_everywhere(pattern: str) -> None:
     oracle = hf.Split(Regex(pattern), behavior="removed", invert=True)
@@ -129,6 +131,9 @@ PATTERNS = [
     r"\s+", r"\p{N}{1,3}", r"(?i:'s|'t|'re|'ve|'m|'ll|'d)", r"(?i:k|s)", r"[a-c&&b-d]+",
     r"^\w+|\w+$", r"\bx", r"x*", r"(?=a)", r"\s*", r"a|", r"(?m:.)+", r"\Z", r"[|~-]+",
     r"\x{41}+", r"[\-.]", r"(?<=\s)\S",
+    # full case folding: "ss" matches U+00DF, "st" U+FB06, in a group of one branch too
+    r"(?i:ß)", r"(?i:st)|x", r"a(?:(?i)ss)", r"(?i)ﬀ|(?i:ǆ)",
+    r"\cJ|\e|\a|[\ca-\cz]|\O",  # control escapes; \O is any character
 ]
 BEHAVIORS = ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"]
 HF_BEHAVIOR = {"Removed": "removed", "Isolated": "isolated",
@@ -142,8 +147,15 @@ HF_BEHAVIOR = {"Removed": "removed", "Isolated": "isolated",
 def test_split_regex_every_behavior(pattern: str, behavior: str, invert: bool) -> None:
     ours = pt.Split(pattern={"Regex": pattern}, behavior=behavior, invert=invert)
     oracle = hf.Split(Regex(pattern), behavior=HF_BEHAVIOR[behavior], invert=invert)
-    texts = few()[:25] + ["xxaxx", "ab\nab\n", "aa", "Straße STRASSE ﬆ", "a b\u00a0c\u3000d"]
+    texts = few()[:25] + ["xxaxx", "ab\nab\n", "aa", "Straße STRASSE ﬆ ẞ ſs aSS ﬀ FF Ǆ", "a b\u00a0c\u3000d"]
     assert_same(ours, oracle, texts)
+
+
+def test_grapheme_clusters_are_refused() -> None:
+    # Oniguruma's \X has no conjunct rule (Unicode 15.1's GB9c); the regex module's has
+    assert hf_pieces(hf.Split(Regex(r"\X"), behavior="isolated"), "त्या") == ["त्", "या"]
+    with pytest.raises(FormatError, match=r"\\X"):
+        pt.Split(pattern={"Regex": r"a|\X"}, behavior="Isolated", invert=False)
 
 
 @pytest.mark.parametrize("string", ["-", "ab", " ", "", ".*", "<!dummy-prefix!>"])
@@ -232,10 +244,10 @@ def test_unicode_scripts_every_code_point_matches_hf() -> None:
             assert our_pieces(ours, text) == hf_pieces(oracle, text), f"U+{ord(chunk[0]):04X}.."
 
 
-@pytest.mark.xfail(strict=True, reason="(?i) multi-character folds (ß = ss) are not emulated")
-def test_multi_character_case_folding() -> None:
-    ours = pt.Split(pattern={"Regex": "(?i:ss)"}, behavior="Isolated", invert=False)
-    assert_same(ours, hf.Split(Regex("(?i:ss)"), behavior="isolated"), ["aßb"])
+@pytest.mark.parametrize("pattern", ["(?i:ss)", "(?i:ß)", "(?i)st"])
+def test_multi_character_case_folding(pattern: str) -> None:
+    ours = pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+    assert_same(ours, hf.Split(Regex(pattern), behavior="isolated"), ["aßb", "ẞ SS ſs", "ﬆ ﬅ sT"])
 
 
 @functools.cache

@@ -199,6 +199,8 @@ class _OnigTranslator:
     def __init__(self, pattern: str) -> None:
         self.src = pattern
         self.pos = 0
+        # for each open group: whether it sets (?i), whether it has alternatives (see _outside)
+        self.groups: list[list[bool]] = []
 
     def __call__(self) -> str:
         out = []
@@ -213,8 +215,29 @@ class _OnigTranslator:
         if c == "[":
             return self._class()
         self.pos += 1
-        if c == "(" and self.src.startswith("?", self.pos):
-            return "(?" + self._group_flags()
+        if c == "(":
+            if not self.src.startswith("?", self.pos):
+                self.groups.append([False, False])
+                return c
+            flags = self._group_flags()
+            folds = "i" in flags.split("-")[0]
+            if self.src.startswith(")", self.pos):
+                # (?i) alone: to the end of the enclosing group, as V1 takes it
+                self.pos += 1
+                if folds and self.groups:
+                    self.groups[-1][0] = True
+                return f"(?{flags})"
+            self.groups.append([folds, False])
+            return "(?" + flags
+        if c == "|" and self.groups:
+            self.groups[-1][1] = True
+        if c == ")" and self.groups:
+            folds, alternatives = self.groups.pop()
+            if folds and not alternatives:
+                # Oniguruma folds fully under (?i) ("ss" matches U+00DF, "st" U+FB06), as V1
+                # does, but V1 misses full foldings in such a group of one branch ((?i:ß) does
+                # not match ß): a second branch that never matches mends it
+                return "|(?!))"
         return c
 
     def _group_flags(self) -> str:
@@ -291,11 +314,17 @@ class _OnigTranslator:
             else:
                 name = src[self.pos : self.pos + 1]
                 self.pos += 1
+            # Oniguruma ignores case, spaces, '-' and '_' in property names
+            plain = regex.sub(r"[\s_-]", "", name).lower()
+            if plain == "word":
+                # Oniguruma's Word is its \w, in brackets or not; the regex module's has the joiners
+                return self._shorthand("w" if kind == "p" else "W", in_class)
+            if plain == "xdigit":
+                # ASCII only in Oniguruma; the regex module's takes the fullwidth ones too
+                return False, "[0-9A-Fa-f]" if kind == "p" else "[^0-9A-Fa-f]"
             return False, unicode_16_set(f"[\\{kind}{{{name}}}]")
-        if in_class and kind in ("w", "W"):
-            # in brackets Oniguruma's \w is Unicode's Word: the Latin-1 extras of \w alone are out
-            word = _ONIG_POSIX["word"]
-            return False, unicode_16_set(word if kind == "w" else f"[^{word}]")
+        if kind in ("w", "W"):
+            return self._shorthand(kind, in_class)
         if kind in _ONIG_SHORTHANDS:
             return False, unicode_16_set(_ONIG_SHORTHANDS[kind])
         if kind == "x" and src.startswith("{", self.pos):
@@ -312,13 +341,36 @@ class _OnigTranslator:
                 return False, edge if kind == "b" else f"(?!{edge})"
             if kind == "z":
                 return False, r"\Z"
+            if kind == "N":
+                # Oniguruma's \N is any character but a line feed; the regex module's needs a {name}
+                return False, r"[^\n]"
             if kind == "Z":
                 return False, r"(?=\n?\Z)"
         if kind in "xu0":
             return True, "\\" + kind
+        if kind == "e":
+            return True, r"\x1b"
+        if kind == "c" and self.pos < len(src):
+            # a control character: \cJ is a line feed, \c? DEL
+            code = ord(src[self.pos])
+            self.pos += 1
+            return True, f"\\x{0x7F if code == 0x3F else code & 0x1F:02x}"
+        if kind == "X" and not in_class:
+            # the regex module's clusters follow Unicode 15.1's conjunct rule (GB9c), Oniguruma's
+            # do not: Devanagari "त्या" is one cluster there, two in HF's
+            raise FormatError(f"Split pattern {src!r}: \\X (Oniguruma's grapheme clusters) is not supported")
+        if kind == "O" and not in_class:
+            return False, r"[\s\S]"
         if kind.isalnum():
-            return kind in "tnrfvae", "\\" + kind
+            return kind in "tnrfva", "\\" + kind
         return True, regex.escape(kind, literal_spaces=True)
+
+    def _shorthand(self, kind: str, in_class: bool) -> tuple[bool, str]:
+        """\\w or \\W: in brackets Oniguruma's \\w is Unicode's Word, the Latin-1 extras of \\w alone out."""
+        if in_class:
+            word = _ONIG_POSIX["word"]
+            return False, unicode_16_set(word if kind == "w" else f"[^{word}]")
+        return False, unicode_16_set(_ONIG_SHORTHANDS[kind])
 
 
 _COMPILED: dict[str, regex.Pattern[str]] = {}
@@ -329,8 +381,7 @@ def onig_regex(pattern: str) -> regex.Pattern[str]:
     compiled = _COMPILED.get(pattern)
     if compiled is None:
         try:
-            # (?-f): Oniguruma's (?i) folds one character to one; V1 would fold ß to ss
-            compiled = regex.compile("(?-f)" + _OnigTranslator(pattern)(), FLAGS)
+            compiled = regex.compile(_OnigTranslator(pattern)(), FLAGS)
         except regex.error as exc:
             raise FormatError(f"regex {pattern!r} does not compile: {exc}") from exc
         _COMPILED[pattern] = compiled
