@@ -1908,36 +1908,63 @@ static PyObject **span_slot(Encoder *self, long a, long b) {
     return &self->spans[(size_t)(b - a) * SPAN_STARTS + (size_t)a];
 }
 
+/* A list of n slots the caller fills before anything reads it: PyList_New zeroes them first,
+ * a pass over as much memory as the list, which a call's offsets then write over again. */
+static PyObject *list_unfilled(size_t n) {
+    PyObject *list = PyList_New(0);
+    if (!list || !n)
+        return list;
+    PyObject **items = n <= PY_SSIZE_T_MAX / sizeof *items ? PyMem_Malloc(n * sizeof *items) : NULL;
+    if (!items) {
+        Py_DECREF(list);
+        return PyErr_NoMemory();
+    }
+    PyListObject *l = (PyListObject *)list;
+    l->ob_item = items;
+    l->allocated = (Py_ssize_t)n;
+    Py_SET_SIZE(list, (Py_ssize_t)n);
+    return list;
+}
+
 /* The (start, end) tuples, within nb and na (0, 0) tuples (the post-processor's special tokens).
- * First each token's shared tuple, if made, into its place (they lie apart in memory: looked up
- * together, their misses overlap), then the references taken and the others made. The list is
- * left out of the cyclic collector while it fills, which the young collections the new tuples'
- * allocations set off would otherwise walk again and again. */
+ * Each token's shared tuple where it is made (most, once the first texts have made them), the
+ * others made in a second pass over the slots left NULL. The list is left out of the cyclic
+ * collector while it fills, which the young collections the new tuples' allocations set off
+ * would otherwise walk again and again. */
 static PyObject *offsets_list(Encoder *self, const IdBuf *offs, size_t nb, size_t na) {
-    size_t n = offs->n / 2, total = nb + n + na;
+    size_t n = offs->n / 2, total = nb + n + na, missing = nb + na;
     if (!self->spans && !(self->spans = calloc(SPAN_STARTS * SPAN_WIDTHS, sizeof *self->spans)))
         return PyErr_NoMemory();
-    PyObject *list = PyList_New((Py_ssize_t)total);
+    PyObject *list = list_unfilled(total);
     if (!list)
         return NULL;
     PyObject_GC_UnTrack(list);
-    PyObject **items = ((PyListObject *)list)->ob_item;
+    PyObject **items = ((PyListObject *)list)->ob_item, **shared = self->spans;
+    const int32_t *v = offs->v;
+    for (size_t i = 0; i < nb; i++)
+        items[i] = NULL;
+    for (size_t i = 0; i < na; i++)
+        items[nb + n + i] = NULL;
     for (size_t i = 0; i < n; i++) {
-        PyObject **slot = span_slot(self, offs->v[2 * i], offs->v[2 * i + 1]);
-        if ((items[nb + i] = slot ? *slot : NULL))
-            __builtin_prefetch(items[nb + i], 1);
+        /* span_slot without its pointer: spans are not negative, a start past SPAN_STARTS fails
+         * the one test */
+        uint32_t a = (uint32_t)v[2 * i], width = (uint32_t)v[2 * i + 1] - a;
+        PyObject *t = a < SPAN_STARTS && width < SPAN_WIDTHS ? shared[width * SPAN_STARTS + a] : NULL;
+        if (t)
+            Py_INCREF(t);
+        else
+            missing++;
+        items[nb + i] = t;
     }
-    for (size_t i = 0; i < total; i++) {
-        if (items[i]) {
-            Py_INCREF(items[i]);
+    for (size_t i = 0; missing && i < total; i++) {
+        if (items[i])
             continue;
-        }
+        missing--;
         int token = i >= nb && i < nb + n; /* else a special token's (0, 0) */
-        long a = token ? offs->v[2 * (i - nb)] : 0, b = token ? offs->v[2 * (i - nb) + 1] : 0;
+        long a = token ? v[2 * (i - nb)] : 0, b = token ? v[2 * (i - nb) + 1] : 0;
         PyObject **slot = span_slot(self, a, b), *t = slot && *slot ? *slot : span_new(self, a, b);
         if (!t) {
-            /* the items not reached yet are borrowed: the list must not drop them */
-            memset(items + i, 0, (total - i) * sizeof *items);
+            /* the slots not reached yet are NULL or hold a reference of their own */
             Py_DECREF(list);
             return NULL;
         }

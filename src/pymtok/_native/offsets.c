@@ -21,12 +21,14 @@ int offsets_trimmed_char(uint32_t c) { return c == 0x120 || rust_white_space(c);
 static inline void trim_span(int64_t *start, int64_t *end, size_t lead, size_t trail, int trim, size_t index) {
     if (trim == OFF_TRIM_PREFIX_SPACE)
         lead -= (size_t)(lead == 1) & ((size_t)(index == 0) | (size_t)(*start == 0));
-    int64_t s = *start, e = *end, l = (int64_t)lead, t = (int64_t)trail;
-    int64_t moved = s + l < e ? s + l : e;
-    s = l ? moved : s;
-    int64_t cut = e - t > s ? e - t : s;
+    int64_t s = *start, e = *end, moved = s + (int64_t)lead;
+    s = lead ? (moved < e ? moved : e) : s;
     *start = s;
-    *end = t && e >= t ? cut : e;
+    /* trailing spaces are rarer (runs of them): a branch the predictor gets */
+    if (__builtin_expect(trail != 0, 0) && e >= (int64_t)trail) {
+        int64_t cut = e - (int64_t)trail;
+        *end = cut > s ? cut : s;
+    }
 }
 
 static inline int push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t trail, int trim, size_t index) {
@@ -323,17 +325,16 @@ static inline void token_trim(const OffsetLengths *L, const uint32_t *buf, size_
     trim_span(start, end, lead, trail, trim, index);
 }
 
-/* The span of the token covering buf[first..last) into o, its ends ORed into *high (one check
- * of the int32 range for all of a text's spans: they are not negative). */
+/* The span of the token covering buf[first..last) into o: within int32, as the caller's text is
+ * (encode_offsets takes no longer one), the spans being of its characters. */
 static inline __attribute__((always_inline)) void put_span(const OffsetLengths *L, const uint32_t *buf, size_t first,
                                                            size_t last, int64_t origin, const uint32_t *align,
                                                            int start_aligned, int end_aligned, int trim, size_t index,
-                                                           int32_t id, int32_t *o, int64_t *high) {
+                                                           int32_t id, int32_t *o) {
     int64_t start = origin + (int64_t)(align ? align[first] : first);
     int64_t end = origin + (int64_t)(align ? align[last - 1] : last - 1) + 1;
     if (trim != OFF_NO_TRIM)
         token_trim(L, buf, first, last, start_aligned, end_aligned, trim, index, id, &start, &end);
-    *high |= start | end;
     o[0] = (int32_t)start;
     o[1] = (int32_t)end;
 }
@@ -347,7 +348,7 @@ static inline __attribute__((always_inline)) void put_span(const OffsetLengths *
 static inline __attribute__((always_inline)) int word_offsets(const OffsetLengths *L, size_t nchars,
                                                               const uint32_t *buf, size_t c, size_t n, int64_t origin,
                                                               const uint32_t *align, const int32_t *ids, size_t m,
-                                                              int trim, size_t index, int32_t *o, int64_t *high) {
+                                                              int trim, size_t index, int32_t *o) {
     size_t ci = c, stop = c + n, into = 0, placed = L->tiles ? m - 1 : m;
     for (size_t k = 0; k < placed; k++) {
         size_t first = ci;
@@ -375,14 +376,13 @@ static inline __attribute__((always_inline)) int word_offsets(const OffsetLength
             }
         }
         /* the token ends inside character ci (which it covers) or before it */
-        put_span(L, buf, first, into ? ci + 1 : ci, origin, align, start_aligned, !into, trim, index + k, ids[k], o + 2 * k,
-                 high);
+        put_span(L, buf, first, into ? ci + 1 : ci, origin, align, start_aligned, !into, trim, index + k, ids[k], o + 2 * k);
     }
     if (placed == m)
         return ci == stop && !into ? 0 : -2;
     if (ci == stop)
         return -2; /* the others' lengths leave the last token nothing */
-    put_span(L, buf, ci, stop, origin, align, !into, 1, trim, index + placed, ids[placed], o + 2 * placed, high);
+    put_span(L, buf, ci, stop, origin, align, !into, 1, trim, index + placed, ids[placed], o + 2 * placed);
     return 0;
 }
 
@@ -413,27 +413,37 @@ static inline __attribute__((always_inline)) int spans_body(const OffsetLengths 
     for (size_t j = 0; nchars > 65536 && j < nids; j++)
         __builtin_prefetch(L->chars8 + ((uint32_t)ids[j] < nchars ? ids[j] : 0));
     size_t k = 0;
-    int64_t high = 0;
     for (size_t w = 0; w < nwords; w++) {
-        size_t m = words[w].nids;
+        size_t m = words[w].nids, c = words[w].c, stop = c + words[w].nc, j = 0;
         /* a piece the model gave no token (a character it drops) leaves it where the pure path
          * knows the offsets */
         if (!m || m > nids - k)
             return -2;
-        if (m == 1 && L->tiles && words[w].nc) {
-            /* most words: one token, the whole piece, which word_offsets' walk would place too */
-            put_span(L, buf, words[w].c, words[w].c + words[w].nc, origin, align, 1, 1, trim, index + k, ids[k],
-                     o + 2 * k, &high);
-            k++;
-            continue;
+        if (L->tiles) {
+            /* most tokens: whole characters from the piece's start on, the last taking what the
+             * others leave (most pieces' one token, the whole piece), as word_offsets places
+             * them; it takes over from the first that is not */
+            for (; j + 1 < m; j++) {
+                uint32_t id = (uint32_t)ids[k + j];
+                size_t chars = id < nchars ? L->chars8[id] : 0;
+                if (!chars || chars >= stop - c)
+                    break;
+                put_span(L, buf, c, c + chars, origin, align, 1, 1, trim, index + k + j, ids[k + j], o + 2 * (k + j));
+                c += chars;
+            }
+            if (j + 1 == m && c < stop) {
+                put_span(L, buf, c, stop, origin, align, 1, 1, trim, index + k + j, ids[k + j], o + 2 * (k + j));
+                k += m;
+                continue;
+            }
         }
-        int err = word_offsets(L, nchars, buf, words[w].c, words[w].nc, origin, align, ids + k, m, trim, index + k,
-                               o + 2 * k, &high);
+        int err = word_offsets(L, nchars, buf, c, stop - c, origin, align, ids + k + j, m - j, trim, index + k + j,
+                               o + 2 * (k + j));
         if (err)
             return err;
         k += m;
     }
-    return k != nids || high > INT32_MAX ? -2 : 0;
+    return k != nids ? -2 : 0;
 }
 
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
