@@ -757,10 +757,22 @@ void wordpiece_free(WordPiece *m) {
 
 /* ---- Unigram ---------------------------------------------------------------------------- */
 
+static inline size_t trie_home(const Unigram *m, uint64_t key) {
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->trie_mask;
+}
+
+/* The first empty slot from key's home on, in a table of mask + 1 slots. */
+static size_t trie_free_slot(const TrieSlot *t, size_t mask, size_t home) {
+    size_t j = home;
+    while (t[j].key != PAIR_EMPTY)
+        j = (j + 1) & mask;
+    return j;
+}
+
 /* The edge from node on byte, or NULL. */
 static inline const TrieSlot *trie_edge(const Unigram *m, uint32_t node, uint8_t byte) {
     uint64_t key = (uint64_t)node << 8 | byte;
-    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->trie_mask;
+    size_t i = trie_home(m, key);
     for (;;) {
         const TrieSlot *s = &m->trie[i];
         if (s->key == key)
@@ -769,10 +781,6 @@ static inline const TrieSlot *trie_edge(const Unigram *m, uint32_t node, uint8_t
             return NULL;
         i = (i + 1) & m->trie_mask;
     }
-}
-
-static size_t trie_home(const Unigram *m, uint64_t key) {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->trie_mask;
 }
 
 /* The table twice as large. Sized by the edges it holds, not by the pieces' bytes (an upper
@@ -791,10 +799,7 @@ static int trie_grow(Unigram *m) {
     for (size_t i = 0; i < old_slots; i++) {
         if (old[i].key == PAIR_EMPTY)
             continue;
-        size_t j = trie_home(m, old[i].key);
-        while (t[j].key != PAIR_EMPTY)
-            j = (j + 1) & m->trie_mask;
-        t[j] = old[i];
+        t[trie_free_slot(t, m->trie_mask, trie_home(m, old[i].key))] = old[i];
     }
     free(old);
     return 0;
@@ -818,10 +823,7 @@ int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id) {
             if ((m->nedges + 1) * 10 > (m->trie_mask + 1) * 7 && trie_grow(m) < 0)
                 return -1;
             uint64_t k = (uint64_t)node << 8 | key[i];
-            size_t j = trie_home(m, k);
-            while (m->trie[j].key != PAIR_EMPTY)
-                j = (j + 1) & m->trie_mask;
-            edge = &m->trie[j];
+            edge = &m->trie[trie_free_slot(m->trie, m->trie_mask, trie_home(m, k))];
             *edge = (TrieSlot){k, ++m->nnodes, -1};
             m->nedges++;
         }
