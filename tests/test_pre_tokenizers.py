@@ -6,6 +6,7 @@ import functools
 import json
 
 import pytest
+import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import AddedToken, Regex
@@ -248,6 +249,38 @@ def test_unicode_scripts_every_code_point_matches_hf() -> None:
 def test_multi_character_case_folding(pattern: str) -> None:
     ours = pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
     assert_same(ours, hf.Split(Regex(pattern), behavior="isolated"), ["aßb", "ẞ SS ſs", "ﬆ ﬅ sT"])
+
+
+@functools.cache
+def cased_chars() -> str:
+    """Every character with a case mapping or folding, each between two NULs so that a
+    one-character match shows as its own piece, then the strings that fold to one character."""
+    cased = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF
+             and (chr(c).lower() != chr(c) or chr(c).upper() != chr(c) or chr(c).casefold() != chr(c)
+                  or regex.match(r"\p{Cased}", chr(c)))]
+    return "\0".join(cased + ["fi", "ffi", "ss", "i\u0307", "I\u0307", ""])
+
+
+@pytest.mark.parametrize("pattern", [
+    # the dotted and dotless i fold to no i in Oniguruma (the regex module pairs them with i, I)
+    r"(?i)i", r"(?i)I", r"(?i)İ", r"(?i)ı", r"(?i)\x{130}", r"(?i)\u0130", r"(?i)\x69", r"(?i)fi",
+    r"(?i)i+", r"(?i:i)i", r"(?i)(?-i:i)I", r"(?i:[ı]|İ)", r"(?i)[i]", r"(?i)[^i]", r"(?i)[^I]",
+    r"(?i)[a-z]", r"(?i)[^a-z]", r"(?i)[hij]+", r"(?i)[\x{130}]+", r"(?i)[^\x{131}]",
+    # nor a property or class escape out of brackets
+    r"(?i)\p{Lu}", r"(?i)\P{Lu}", r"(?i)\p{Ll}", r"(?i)\p{Lt}", r"(?i)\p{L}", r"(?i)\w", r"(?i)\W",
+    r"(?i)[\d\s]", r"(?i)[a\D]", r"(?i)[\S]", r"(?i)[\h]", r"(?i)k|ſ",
+])
+def test_case_folding_matches_oniguruma(pattern: str) -> None:
+    ours = pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+    assert_same(ours, hf.Split(Regex(pattern), behavior="isolated"), [cased_chars()])
+
+
+@pytest.mark.parametrize("pattern", [r"(?i)[\w]", r"(?i:[\P{Lu}])", r"(?i)[[:lower:]]", r"(?i)[[^a]]",
+                                     r"(?i)[a&&b]", r"(?i)(i)\1"])
+def test_folded_sets_and_backreferences_are_refused(pattern: str) -> None:
+    # the regex module folds these where Oniguruma does otherwise (see onig._OnigTranslator)
+    with pytest.raises(FormatError, match="under \\(\\?i\\)"):
+        pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
 
 
 @functools.cache

@@ -193,14 +193,19 @@ def _posix_class(name: str) -> str:
     return unicode_16_set(f"[^{base}]" if negated else base)
 
 
+_TURKIC = ("i", "I", "\u0130", "\u0131")
+
+
 class _OnigTranslator:
     """Rewrites one Oniguruma (Ruby syntax) pattern into ``regex`` V1 syntax, same meaning."""
 
     def __init__(self, pattern: str) -> None:
         self.src = pattern
         self.pos = 0
-        # for each open group: whether it sets (?i), whether it has alternatives (see _outside)
+        # for each open group: whether it sets (?i), whether it has alternatives (see _outside),
+        # and whether the pattern folds case outside it
         self.groups: list[list[bool]] = []
+        self.folding = False
 
     def __call__(self) -> str:
         out = []
@@ -211,34 +216,83 @@ class _OnigTranslator:
     def _outside(self) -> str:
         c = self.src[self.pos]
         if c == "\\":
-            return self._escape(in_class=False)[1]
+            kind = self.src[self.pos + 1 : self.pos + 2]
+            if self.folding and (kind.isdigit() and kind != "0" or kind == "k"):
+                # the regex module compares a backreference by its own folding (see _folded_literal)
+                raise FormatError(f"Split pattern {self.src!r}: a backreference under (?i) is not supported")
+            is_literal, text = self._escape(in_class=False)
+            if not self.folding:
+                return text
+            if is_literal:
+                return self._folded_literal(text)
+            if kind and kind in "pPwWdDsShHNO":
+                # Oniguruma folds no class escape or property outside brackets: (?i)\p{Lu} is
+                # upper case only, where the regex module folds it to every cased letter
+                return f"(?-i:{text})"
+            return text
         if c == "[":
-            return self._class()
+            return self._folded_class(self._class()) if self.folding else self._class()
         self.pos += 1
         if c == "(":
             if not self.src.startswith("?", self.pos):
-                self.groups.append([False, False])
+                self.groups.append([False, False, self.folding])
                 return c
             flags = self._group_flags()
-            folds = "i" in flags.split("-")[0]
+            on, _, off = flags.partition("-")
+            folds = "i" in on
+            outer = self.folding
+            if "i" in on or "i" in off:
+                self.folding = folds
             if self.src.startswith(")", self.pos):
                 # (?i) alone: to the end of the enclosing group, as V1 takes it
                 self.pos += 1
                 if folds and self.groups:
                     self.groups[-1][0] = True
                 return f"(?{flags})"
-            self.groups.append([folds, False])
+            self.groups.append([folds, False, outer])
             return "(?" + flags
         if c == "|" and self.groups:
             self.groups[-1][1] = True
         if c == ")" and self.groups:
-            folds, alternatives = self.groups.pop()
+            folds, alternatives, self.folding = self.groups.pop()
             if folds and not alternatives:
                 # Oniguruma folds fully under (?i) ("ss" matches U+00DF, "st" U+FB06), as V1
                 # does, but V1 misses full foldings in such a group of one branch ((?i:ß) does
                 # not match ß): a second branch that never matches mends it
                 return "|(?!))"
+        if self.folding and c in _TURKIC:
+            return self._folded_literal(c)
         return c
+
+    def _folded_literal(self, text: str) -> str:
+        """A literal under (?i). The regex module pairs the dotted and dotless i with i and I by
+        their simple case mappings; Oniguruma folds by CaseFolding.txt without its Turkic lines,
+        where U+0130 folds to "i" + U+0307 and U+0131 to nothing else, so neither is an i."""
+        c = next((t for t in _TURKIC if regex.fullmatch(text, t, FLAGS)), "")
+        if c in ("i", "I"):
+            # a lookbehind, not a class: "fi" must still match U+FB01 by its full folding
+            return f"(?:{text}(?<!(?-i:[\u0130\u0131])))"
+        if c == "\u0130":
+            return "(?-i:\u0130|[iI]\u0307)"
+        if c == "\u0131":
+            return "(?-i:\u0131)"
+        return text
+
+    @staticmethod
+    def _folded_class(text: str) -> str:
+        """A class under (?i) with i, I, U+0130 and U+0131 taken as Oniguruma folds them (see
+        _folded_literal): i and I by either of the two, the dotted and dotless i by themselves.
+        Oniguruma folds a negated class's items before negating it ((?i)[^i] takes neither i)."""
+        exact = regex.compile(text, FLAGS)
+        negated = text.startswith("[^")
+        i_member = (all if negated else any)(exact.fullmatch(c) for c in "iI")
+        members = "".join(c for c in _TURKIC if (i_member if c in "iI" else exact.fullmatch(c)))
+        out = f"(?:(?!(?-i:[iI\u0130\u0131])){text}"
+        if members:
+            out += f"|(?-i:[{members}])"
+        if "\u0130" in members and not negated:
+            out += "|(?-i:[iI]\u0307)"
+        return out + ")"
 
     def _group_flags(self) -> str:
         # Ruby's (?m) is dot-all; its multi-line anchors are always on (compiled with MULTILINE).
@@ -263,6 +317,8 @@ class _OnigTranslator:
                 out.append("]")
                 return "".join(out)
             first = False
+            if self.folding:
+                self._refuse_folded_item()
             if c == "\\":
                 is_literal, text = self._escape(in_class=True)
             elif self.src.startswith("[:", self.pos):
@@ -287,6 +343,22 @@ class _OnigTranslator:
             out.append(text)
             prev_literal = is_literal
         raise FormatError(f"Split pattern {self.src!r}: unterminated character class")
+
+    def _refuse_folded_item(self) -> None:
+        """Under (?i) the regex module folds a class's sets where Oniguruma does otherwise: it
+        folds a set's complement before negating it ((?i)[\\P{Lu}] takes no A), takes the
+        Unicode 17 case pairs out of the sets pinned to 16.0 (U+0277 with U+A7DD) and matches
+        members against several characters ((?i)[\\H] takes "i" of "fi"); such items are refused."""
+        src, at = self.src, self.pos
+        item = None
+        if src.startswith("\\", at) and src[at + 1 : at + 2] in ("p", "P", "w", "W", "H", "X", "N", "O", "R"):
+            item = src[at : at + 2]
+        elif src.startswith("[", at):
+            item = "a POSIX bracket" if src.startswith("[:", at) else "a nested class"
+        elif src.startswith("&&", at):
+            item = "a class intersection"
+        if item:
+            raise FormatError(f"Split pattern {src!r}: {item} in a class under (?i) is not supported")
 
     def _literal_follows(self) -> bool:
         nxt = self.src[self.pos + 1 : self.pos + 2]
@@ -346,6 +418,12 @@ class _OnigTranslator:
                 return False, r"[^\n]"
             if kind == "Z":
                 return False, r"(?=\n?\Z)"
+        digits = {"x": 2, "u": 4}.get(kind, 0)
+        hexes = regex.match(f"[0-9A-Fa-f]{{1,{digits}}}", src[self.pos : self.pos + digits]) if digits else None
+        if hexes and (kind == "x" or len(hexes.group()) == 4):
+            # read whole, so that the literal is known as one character (see _folded_literal)
+            self.pos += len(hexes.group())
+            return True, f"\\U{int(hexes.group(), 16):08X}"
         if kind in "xu0":
             return True, "\\" + kind
         if kind == "e":
