@@ -152,6 +152,14 @@ def test_split_regex_every_behavior(pattern: str, behavior: str, invert: bool) -
     assert_same(ours, oracle, texts)
 
 
+@pytest.mark.parametrize("pattern", [r"\p{L&}", r"[\P{sc=Latn}]", r"\p{Script=Latin}", r"\p{gc:L}"])
+def test_property_forms_oniguruma_refuses_are_refused(pattern: str) -> None:
+    with pytest.raises(Exception):
+        hf.Split(Regex(pattern), behavior="isolated")
+    with pytest.raises(FormatError, match="no Oniguruma property"):
+        pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+
+
 def test_grapheme_clusters_are_refused() -> None:
     # Oniguruma's \X has no conjunct rule (Unicode 15.1's GB9c); the regex module's has
     assert hf_pieces(hf.Split(Regex(r"\X"), behavior="isolated"), "त्या") == ["त्", "या"]

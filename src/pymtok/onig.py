@@ -386,6 +386,9 @@ class _OnigTranslator:
             else:
                 name = src[self.pos : self.pos + 1]
                 self.pos += 1
+            if regex.search(r"[=:&]", name):
+                # the regex module's property=value forms and L& are no Oniguruma names (HF refuses them)
+                raise FormatError(f"Split pattern {src!r}: \\{kind}{{{name}}} is no Oniguruma property")
             # Oniguruma ignores case, spaces, '-' and '_' in property names
             plain = regex.sub(r"[\s_-]", "", name).lower()
             if plain == "word":
