@@ -160,6 +160,25 @@ def test_property_forms_oniguruma_refuses_are_refused(pattern: str) -> None:
         pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
 
 
+LETTER_ESCAPES = [f"\\{k}" for k in "gijklmoqEFIJLQTUV"] + [f"[\\{k}]" for k in "gijklmoqyzABEFGIJKLNOPQRTUVXYZ89"]
+
+
+@pytest.mark.parametrize("pattern", [*LETTER_ESCAPES, r"\pL", r"\PL+", r"[\pN]", r"a\p|b", r"\pLu", r"\m+"])
+def test_escapes_oniguruma_takes_for_the_letter(pattern: str) -> None:
+    # \pL is no property in Ruby's syntax, \m no word start (the regex module's meanings)
+    ours = pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+    text = " ".join("gijklmoqyzABEFGIJKLMNOPQRTUVXYZ89") + " pL pLu pN pmm Lp 12 é"
+    assert_same(ours, hf.Split(Regex(pattern), behavior="isolated"), [text])
+
+
+@pytest.mark.parametrize("pattern", [r"\M", r"[\C]"])
+def test_escapes_oniguruma_refuses_are_refused(pattern: str) -> None:
+    with pytest.raises(Exception):
+        hf.Split(Regex(pattern), behavior="isolated")
+    with pytest.raises(FormatError):
+        pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+
+
 def test_grapheme_clusters_are_refused() -> None:
     # Oniguruma's \X has no conjunct rule (Unicode 15.1's GB9c); the regex module's has
     assert hf_pieces(hf.Split(Regex(r"\X"), behavior="isolated"), "त्या") == ["त्", "या"]

@@ -193,6 +193,10 @@ def _posix_class(name: str) -> str:
     return unicode_16_set(f"[^{base}]" if negated else base)
 
 
+# Escapes Oniguruma takes for the letter itself, out of brackets and in them (HF's behaviour,
+# letter by letter); the others of these letters are read before.
+_LETTERS = frozenset("gijklmoqEFIJLQTUV")
+_CLASS_LETTERS = frozenset("gijklmoqyzABEFGIJKLNOPQRTUVXYZ89")
 _TURKIC = ("i", "I", "\u0130", "\u0131")
 
 
@@ -384,8 +388,8 @@ class _OnigTranslator:
                 name = src[self.pos + 1 : end]
                 self.pos = end + 1
             else:
-                name = src[self.pos : self.pos + 1]
-                self.pos += 1
+                # Ruby's syntax has no \pL: the letter itself, as HF matches "\pL" on "pL"
+                return True, kind
             if regex.search(r"[=:&]", name):
                 # the regex module's property=value forms and L& are no Oniguruma names (HF refuses them)
                 raise FormatError(f"Split pattern {src!r}: \\{kind}{{{name}}} is no Oniguruma property")
@@ -442,6 +446,13 @@ class _OnigTranslator:
             raise FormatError(f"Split pattern {src!r}: \\X (Oniguruma's grapheme clusters) is not supported")
         if kind == "O" and not in_class:
             return False, r"[\s\S]"
+        if kind in ("C", "M"):
+            # Ruby's meta and control prefixes, which HF's Oniguruma refuses
+            raise FormatError(f"Split pattern {src!r}: \\{kind} is no escape Oniguruma takes")
+        if kind in (_CLASS_LETTERS if in_class else _LETTERS):
+            # Oniguruma takes an escape it does not know for the letter itself; the regex module
+            # gives some a meaning (\m a word start) and refuses others
+            return True, kind
         if kind.isalnum():
             return kind in "tnrfva", "\\" + kind
         return True, regex.escape(kind, literal_spaces=True)
