@@ -179,6 +179,34 @@ def test_escapes_oniguruma_refuses_are_refused(pattern: str) -> None:
         pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
 
 
+RUBY_QUANTIFIERS = [
+    # after an interval, ? and + are a second quantifier (x{2}? is (?:x{2})?), not lazy or
+    # possessive as in Perl; a reversed interval is possessive; quantifiers of quantifiers nest
+    r"a{2}?", r"a{2}+", r"a{,2}+", r"a{2,}+", r"\p{N}{1,3}+", r"(ab){2}+", r"a{1}{2}?", r"a{2,1}",
+    r"a{3,1}", r"a{2,1}?", r"a{2}{3}", r"a**", r"a+*", r"a{2}*", r"a*{2}", r"a??*", r"a*?+",
+    r"a{1,2}{2}", r"(?:ab){1,2}?", r"a{2,}?", r"a{,2}?", r"a?+", r"a++", r"a{0}", r"a{01}",
+    # braces that are no interval are themselves
+    r"a{,}", r"x{,}", r"x{", r"a{ 2}", r"a{2}{", r"^{", r"}a", r"(^)*", r"a{100000}",
+]
+ORACLE_REFUSES = [r"\b+", r"^*", r"$?", r"\K*", r"\A{2}", r"(?=a)*", r"(?<!a){2}", r"*a", r"a|*b",
+                  r"(?i)*", r"a(?i)+", r"a{100001}", r"a{1,100001}"]
+
+
+@pytest.mark.parametrize("pattern", RUBY_QUANTIFIERS)
+def test_quantifiers_read_as_ruby_syntax(pattern: str) -> None:
+    ours = pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+    text = "aaaa b aaaaaaa c a {,} a{,} a{ 2} x{ ab abab ababab 12345 a{2}{"
+    assert_same(ours, hf.Split(Regex(pattern), behavior="isolated"), [text, "", "aaaaa"])
+
+
+@pytest.mark.parametrize("pattern", ORACLE_REFUSES)
+def test_quantifiers_oniguruma_refuses_are_refused(pattern: str) -> None:
+    with pytest.raises(Exception):
+        hf.Split(Regex(pattern), behavior="isolated")
+    with pytest.raises(FormatError):
+        pt.Split(pattern={"Regex": pattern}, behavior="Isolated", invert=False)
+
+
 def test_grapheme_clusters_are_refused() -> None:
     # Oniguruma's \X has no conjunct rule (Unicode 15.1's GB9c); the regex module's has
     assert hf_pieces(hf.Split(Regex(r"\X"), behavior="isolated"), "त्या") == ["त्", "या"]

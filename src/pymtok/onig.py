@@ -197,6 +197,8 @@ def _posix_class(name: str) -> str:
 # letter by letter); the others of these letters are read before.
 _LETTERS = frozenset("gijklmoqEFIJLQTUV")
 _CLASS_LETTERS = frozenset("gijklmoqyzABEFGIJKLNOPQRTUVXYZ89")
+# Escapes of anchors, which Oniguruma does not repeat.
+_ANCHORS = frozenset("bBAzZGK")
 _TURKIC = ("i", "I", "\u0130", "\u0131")
 
 
@@ -212,10 +214,71 @@ class _OnigTranslator:
         self.folding = False
 
     def __call__(self) -> str:
-        out = []
-        while self.pos < len(self.src):
+        # Quantifiers are read here, as Ruby's syntax has them (see _quantifier), on the atom the
+        # output holds from index ``atom`` on (None: nothing a quantifier may take)
+        out: list[str] = []
+        opened: list[int | None] = []  # per open group: where it starts, None for a lookaround
+        atom: int | None = None
+        quantified = False
+        src = self.src
+        while self.pos < len(src):
+            start = self.pos
+            quantifier = self._quantifier()
+            if quantifier is not None:
+                if atom is None:
+                    raise FormatError(f"Split pattern {src!r}: a quantifier at {start} has no target "
+                                      "(Oniguruma repeats no anchor, lookaround or empty place)")
+                if quantified:
+                    # a quantifier of a quantifier repeats the repeat: a** is (?:a*)*
+                    out[atom:] = ["(?:" + "".join(out[atom:]) + ")"]
+                out.append(quantifier)
+                quantified = True
+                continue
+            c = src[start]
+            depth = len(self.groups)
             out.append(self._outside())
+            quantified = False
+            if c == "(" and len(self.groups) > depth:
+                lookaround = src.startswith(("(?=", "(?!", "(?<=", "(?<!"), start)
+                opened.append(None if lookaround else len(out) - 1)
+                atom = None
+            elif c == ")":
+                atom = opened.pop() if opened else None
+            elif c in "(|^$" or (c == "\\" and src[start + 1 : start + 2] in _ANCHORS):
+                atom = None
+            else:
+                atom = len(out) - 1
         return "".join(out)
+
+    def _quantifier(self) -> str | None:
+        """The quantifier at pos in ``regex`` syntax, consumed, or None. Ruby's differ from Perl's
+        after an interval: x{2}? is (?:x{2})? and x{2,3}+ is (?:x{2,3})+ (the next quantifier, a
+        repeat of this one), x{3,2} is the possessive x{2,3}; {,} and other braces that are no
+        interval are themselves."""
+        src, at = self.src, self.pos
+        c = src[at : at + 1]
+        if c and c in "*+?":
+            self.pos += 1
+            if src[self.pos : self.pos + 1] in ("?", "+"):
+                self.pos += 1
+                return c + src[self.pos - 1]
+            return c
+        interval = regex.match(r"\{(\d*)(,?)(\d*)\}", src[at:]) if c == "{" else None
+        if interval is None or not interval[1] + interval[3] or (interval[3] and not interval[2]):
+            return None
+        lo, comma, hi = interval.groups()
+        if max(int(lo or 0), int(hi or 0)) > 100_000:
+            raise FormatError(f"Split pattern {src!r}: a repeat count over 100000 (Oniguruma's limit)")
+        self.pos += interval.end()
+        if not comma:
+            return f"{{{int(lo)}}}"
+        if lo and hi and int(hi) < int(lo):
+            return f"{{{int(hi)},{int(lo)}}}+"
+        text = f"{{{int(lo or 0)},{int(hi) if hi else ''}}}"
+        if src.startswith("?", self.pos):
+            self.pos += 1
+            text += "?"
+        return text
 
     def _outside(self) -> str:
         c = self.src[self.pos]
@@ -266,6 +329,9 @@ class _OnigTranslator:
                 return "|(?!))"
         if self.folding and c in _TURKIC:
             return self._folded_literal(c)
+        if c == "{":
+            # a brace that is no interval (see _quantifier) is itself, as the regex module may not take it
+            return r"\{"
         return c
 
     def _folded_literal(self, text: str) -> str:
