@@ -529,7 +529,7 @@ BIG_SOURCES = {
 
 @pytest.fixture
 def no_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Take the wall-clock backstop away: what a test then sees is decided by counted work alone,
+    """Take the CPU-time backstop away: what a test then sees is decided by counted work alone,
     the same on any machine however loaded."""
     import pymtok.chat
 
@@ -545,6 +545,18 @@ def test_hostile_templates_raise_by_counted_bounds(key: str, no_clock: None) -> 
     with pytest.raises(TemplateError):
         template.render(SINGLE)
     assert not os.path.exists(CANARY)
+
+
+def test_the_cpu_time_backstop_stops_what_the_counts_let_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pymtok.chat
+
+    for bound in ("MAX_STEPS", "MAX_ITERATIONS"):
+        monkeypatch.setattr(pymtok.chat, bound, 1 << 60)
+    monkeypatch.setattr(pymtok.chat, "TIME_LIMIT", 0.01)
+    # a million loop steps take far more than 10 ms of CPU on any machine
+    template = ChatTemplate("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}")
+    with pytest.raises(TemplateError, match="CPU time"):
+        template.render(SINGLE)
 
 
 @pytest.mark.parametrize("key", sorted(BIG_SOURCES))
