@@ -515,6 +515,9 @@ class _OnigTranslator:
         if kind in ("C", "M"):
             # Ruby's meta and control prefixes, which HF's Oniguruma refuses
             raise FormatError(f"Split pattern {src!r}: \\{kind} is no escape Oniguruma takes")
+        if kind in ("k", "g") and not in_class and src[self.pos : self.pos + 1] in ("<", "'"):
+            raise FormatError(f"Split pattern {src!r}: \\{kind}<...> (a named backreference or "
+                              "subexpression call) is not supported")
         if kind in (_CLASS_LETTERS if in_class else _LETTERS):
             # Oniguruma takes an escape it does not know for the letter itself; the regex module
             # gives some a meaning (\m a word start) and refuses others
