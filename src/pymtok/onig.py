@@ -421,7 +421,7 @@ class _OnigTranslator:
         members against several characters ((?i)[\\H] takes "i" of "fi"); such items are refused."""
         src, at = self.src, self.pos
         item = None
-        if src.startswith("\\", at) and src[at + 1 : at + 2] in ("p", "P", "w", "W", "H", "X", "N", "O", "R"):
+        if src.startswith("\\", at) and src[at + 1 : at + 2] in ("p", "P", "w", "W", "H"):
             item = src[at : at + 2]
         elif src.startswith("[", at):
             item = "a POSIX bracket" if src.startswith("[:", at) else "a nested class"
