@@ -949,6 +949,10 @@ typedef struct {
     /* byte-level BPE: each id's string's spaces ByteLevel's trimming cuts, leading | trailing
      * << 8, OFF_EDGES_UNKNOWN where they are not known (then read in the text); or NULL */
     uint16_t *edges;
+    /* with edges and chars8: each id's trimmed span within its characters, where it covers
+     * whole ones and its edges are known, chars8 | start << 8 | end << 16, else 0: a trimmed
+     * token placed without reading its edges; or NULL */
+    uint32_t *trims;
 } OffsetLengths;
 #define OFF_EDGES_UNKNOWN 0xFFFFu
 
