@@ -531,24 +531,6 @@ class BatchEncoding(dict[str, Any]):
         self._encodings: list[Encoding] | None = None
         self._n_sequences = n_sequences
 
-    @classmethod
-    def _of_text(cls, tok: Tokenizer, text: str, post: processors.PostProcessor | None,
-                 add_special_tokens: bool) -> BatchEncoding:
-        """One text's call, with no columns yet (the caller sets them), its encodings made on first
-        use from fields rather than a closure, whose function, cells and tuple would be six more
-        objects for the cyclic collector: a call's allocations set off its collections, which
-        walk every list the caller keeps."""
-        # __init__'s fields without its frame and super(): a few percent of a short text's call
-        found = cls.__new__(cls)
-        found._get_encodings = None
-        found._encodings = None
-        found._n_sequences = 1
-        found._tok = tok
-        found._text = text
-        found._post = post
-        found._add = add_special_tokens
-        return found
-
     @property
     def encodings(self) -> list[Encoding]:
         if self._encodings is None:
@@ -858,7 +840,18 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
         ids, spans = laid if laid is not None else _pure_offsets(tok, text, trim, before, after)
     else:
         ids, spans = _pure_offsets(tok, text, trim, before, after)
-    found = BatchEncoding._of_text(tok, text, post, add_special_tokens)
+    # one text's BatchEncoding, its encodings made on first use from fields rather than a closure,
+    # whose function, cells and tuple would be six more objects for the cyclic collector (a call's
+    # allocations set off its collections, which walk every list the caller keeps); __init__'s
+    # fields set here, without its frame and super(), nor a frame of a constructor of its own
+    found = BatchEncoding.__new__(BatchEncoding)
+    found._get_encodings = None
+    found._encodings = None
+    found._n_sequences = 1
+    found._tok = tok
+    found._text = text
+    found._post = post
+    found._add = add_special_tokens
     found["input_ids"] = ids
     if type_ids:
         # one list of the text's type id, the special tokens' written over its ends in place:

@@ -329,7 +329,11 @@ class Tokenizer:
         # makes no dict of them to look them up in
         if (text_pair is None and not kwargs and type(text) is str and type(add_special_tokens) is bool
                 and type(return_offsets_mapping) is bool):
-            plain = encoding._plain_call(self._backend(), text, add_special_tokens, return_offsets_mapping)
+            meta = self.meta
+            # _backend's answer where this tokenizer is its own backend (most), without its frame
+            backend = (self if meta.backend_unmodeled is None and not meta.backend_added_tokens
+                       and meta.backend_decoder is None else self._backend())
+            plain = encoding._plain_call(backend, text, add_special_tokens, return_offsets_mapping)
             if plain is not None:
                 return plain
         return encoding.call(self._backend(), text, text_pair, add_special_tokens=add_special_tokens,

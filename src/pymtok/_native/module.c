@@ -1435,14 +1435,14 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
 
 /* An added token's id and offsets: the text it matched, which its token string is in HF;
  * s[0..n) stands for the caller's characters at + align[0] .. at + align[n - 1] (align NULL: at..). */
-static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s, size_t n, size_t at,
+static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s, size_t n, int64_t at,
                          const uint32_t *align, int trim) {
     size_t lead = 0, trail = 0;
     if (trim != OFF_NO_TRIM)
         offsets_spaces(s, n, &lead, &trail);
     if (ids_push(ids, id) < 0)
         return -1;
-    int64_t start = (int64_t)at + (align ? align[0] : 0), end = (int64_t)at + (align ? align[n - 1] + 1 : n);
+    int64_t start = at + (align ? align[0] : 0), end = at + (align ? align[n - 1] + 1 : (int64_t)n);
     return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
@@ -1484,7 +1484,7 @@ static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cp
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
  * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
  * the one it stands before. `at` is segment_ids' offset of s[0]. */
-static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, size_t origin, int64_t at,
+static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t origin, int64_t at,
                            const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Span whole = {0, n, at};
     const uint32_t *buf = s;
@@ -1524,7 +1524,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     if (self->model == MODEL_BPE) {
         err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
         if (!err)
-            err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, (int64_t)origin, align, ids->v + mark,
+            err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
                                 ids->n - mark, trim, offs);
         goto done;
     }
@@ -1542,7 +1542,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
             if ((err = unigram_piece_ranges(&self->ug, cache, buf + start, len, &w->sc, ids, &ranges)))
                 break;
         }
-        int64_t from = (int64_t)(align ? origin : origin + start);
+        int64_t from = align ? origin : origin + (int64_t)start;
         const uint32_t *piece_align = align ? align + start : NULL;
         err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
                             ranges.n ? ranges.v : NULL, trim, offs, &used);
@@ -1572,12 +1572,23 @@ done:
     return err;
 }
 
-static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, size_t origin, int64_t at,
+static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, int64_t origin, int64_t at,
                                   const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     Cache *cache = cache_enter(&self->cache);
     int err = segment_offsets(self, cache, s, n, origin, at, align, trim, w, ids, offs);
     cache_leave(&self->cache, cache);
     return err;
+}
+
+/* The spans offs[from..) of a text normalized by normalize_shifted and located as if its
+ * character i were the caller's base - shift + i: those of the characters before base (the
+ * prepended ones, which HF aligns to base's character) moved to it. */
+static void shifted_spans(IdBuf *offs, size_t from, int64_t base) {
+    for (size_t i = from; i < offs->n && offs->v[i] < base; i += 2) {
+        offs->v[i] = (int32_t)base;
+        if (offs->v[i + 1] <= base)
+            offs->v[i + 1] = (int32_t)base + 1;
+    }
 }
 
 /* encode_text_core with each token's offsets: 0, -1 out of memory, -2 when the pure path must
@@ -1592,7 +1603,7 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
     for (size_t k = 0; k < w->cuts.n; k++) {
         AddedCut c = w->cuts.v[k];
         const uint32_t *seg = cps + c.start, *align = NULL;
-        size_t len = c.stop - c.start;
+        size_t len = c.stop - c.start, shift = 0, from = offs->n;
         int err;
         if (c.id >= 0) {
             if ((err = added_offsets(ids, offs, c.id, seg, len, c.start, NULL, trim)))
@@ -1614,9 +1625,13 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
                 align = w->align[0].v;
             }
         } else if (nops) {
-            const uint32_t *res, *res_align;
+            const uint32_t *res, *res_align = NULL;
             size_t res_n;
-            err = normalize_aligned(ops, nops, seg, len, w->norm, w->align, &res, &res_n, &res_align);
+            /* untrimmed, a shift stands for the alignment: spans then need no array to read, and
+             * only those of the prepended characters a fix (trimming would move them first) */
+            err = trim == OFF_NO_TRIM ? normalize_shifted(ops, nops, seg, len, w->norm, &res, &res_n, &shift) : -3;
+            if (err == -3)
+                err = normalize_aligned(ops, nops, seg, len, w->norm, w->align, &res, &res_n, &res_align);
             if (err == -3) {
                 /* another normalizer: its alignment is the pure path's to follow, where it changes
                  * the text */
@@ -1635,16 +1650,18 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
         if (!len)
             continue;
         /* Metaspace's "first": the offset the characters from the text's first one end at 0 */
-        int64_t first = (int64_t)c.start;
+        int64_t first = (int64_t)c.start, origin = (int64_t)c.start - (int64_t)shift;
         if (self->first && !c.start) {
             size_t k = 0;
-            while (k < len && (align ? align[k] : k) == 0)
+            while (k < len && (align ? align[k] : k > shift ? k - shift : 0) == 0)
                 k++;
             first = 1 - (int64_t)k;
         }
         if (!self->norm.ntokens) {
-            if ((err = segment_offsets_cached(self, seg, len, c.start, first, align, trim, w, ids, offs)))
+            if ((err = segment_offsets_cached(self, seg, len, origin, first, align, trim, w, ids, offs)))
                 return err;
+            if (shift)
+                shifted_spans(offs, from, (int64_t)c.start);
             continue;
         }
         if (added_split(&self->norm, seg, len, &w->sub) < 0)
@@ -1652,13 +1669,15 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
         for (size_t j = 0; j < w->sub.n; j++) {
             AddedCut d = w->sub.v[j];
             const uint32_t *sub_align = align ? align + d.start : NULL;
-            size_t at = align ? c.start : c.start + d.start;
+            int64_t at = align ? origin : origin + (int64_t)d.start;
             err = d.id >= 0 ? added_offsets(ids, offs, d.id, seg + d.start, d.stop - d.start, at, sub_align, trim)
                             : segment_offsets_cached(self, seg + d.start, d.stop - d.start, at,
                                                      first + (int64_t)d.start, sub_align, trim, w, ids, offs);
             if (err)
                 return err;
         }
+        if (shift)
+            shifted_spans(offs, from, (int64_t)c.start);
     }
     return 0;
 }

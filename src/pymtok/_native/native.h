@@ -737,6 +737,12 @@ int nfc_aligned(const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *ali
 int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3], CpBuf aligns[2],
                       const uint32_t **res, size_t *res_n, const uint32_t **res_align);
 
+/* normalize_ops for steps that are Prepends and Replaces of one character by one (SentencePiece's
+ * "▁"), whose alignment needs no array: output character i is input character i - *shift, the
+ * *shift prepended ones (and the one after them) input character 0. -3 for other steps. */
+int normalize_shifted(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
+                      const uint32_t **res, size_t *res_n, size_t *shift);
+
 /* ---- added tokens (added.c) ----------------------------------------------------------------- */
 
 enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2 };
@@ -943,6 +949,10 @@ typedef struct {
     /* byte-level BPE: each id's string's spaces ByteLevel's trimming cuts, leading | trailing
      * << 8, OFF_EDGES_UNKNOWN where they are not known (then read in the text); or NULL */
     uint16_t *edges;
+    /* with edges and chars8: each id's trimmed span within its characters, where it covers
+     * whole ones and its edges are known, chars8 | start << 8 | end << 16, else 0: a trimmed
+     * token placed without reading its edges; or NULL */
+    uint32_t *trims;
 } OffsetLengths;
 #define OFF_EDGES_UNKNOWN 0xFFFFu
 

@@ -1031,6 +1031,20 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
     return 0;
 }
 
+int normalize_shifted(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
+                      const uint32_t **res, size_t *res_n, size_t *shift) {
+    size_t added = 0;
+    for (size_t k = 0; k < nops; k++) {
+        if (ops[k].kind == NORM_PREPEND)
+            added += ops[k].nrep;
+        else if (ops[k].kind != NORM_REPLACE || ops[k].npat != 1 || ops[k].nrep != 1)
+            return -3;
+    }
+    /* both leave empty text alone: nothing is prepended to it */
+    *shift = n ? added : 0;
+    return normalize_ops(ops, nops, in, n, bufs, res, res_n);
+}
+
 int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, CpBuf bufs[3],
                   const uint32_t **res, size_t *res_n) {
     const uint32_t *cur = in;

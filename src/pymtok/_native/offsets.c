@@ -136,11 +136,24 @@ int offsets_edges_init(OffsetLengths *L, const int32_t *edges) {
         uint32_t e = (uint32_t)(edges[i] - 1), lead = e & 0xFFFF, trail = e >> 16;
         L->edges[i] = edges[i] <= 0 || lead > 0xFF || trail > 0xFE ? OFF_EDGES_UNKNOWN : (uint16_t)(lead | trail << 8);
     }
+    if (!L->chars8)
+        return 0;
+    if (!(L->trims = malloc((L->n ? L->n : 1) * sizeof *L->trims)))
+        return -1;
+    for (size_t i = 0; i < L->n; i++) {
+        /* trim_span on the span (0, chars) of the token's characters: no end below its trail */
+        int64_t start = 0, end = L->chars8[i];
+        uint16_t e = L->edges[i];
+        if (e != OFF_EDGES_UNKNOWN)
+            trim_span(&start, &end, e & 0xFF, e >> 8, OFF_TRIM, 1);
+        L->trims[i] = e == OFF_EDGES_UNKNOWN ? 0 : (uint32_t)end << 16 | (uint32_t)start << 8 | L->chars8[i];
+    }
     return 0;
 }
 
 void offsets_lengths_free(OffsetLengths *L) {
     free(L->edges);
+    free(L->trims);
     free(L->first);
     free(L->cont);
     free(L->first8);
@@ -358,6 +371,16 @@ static inline __attribute__((always_inline)) int word_offsets(const OffsetLength
             if (chars > stop - ci)
                 return -2;
             ci += chars;
+            if (!align && trim != OFF_NO_TRIM && L->trims) {
+                /* trimmed as spans_body's whole-character tokens: by id where it can */
+                uint32_t t = L->trims[ids[k]];
+                int64_t at = origin + (int64_t)first;
+                if (t && (trim == OFF_TRIM || (at && index + k))) {
+                    o[2 * k] = (int32_t)(at + (t >> 8 & 0xFF));
+                    o[2 * k + 1] = (int32_t)(at + (t >> 16));
+                    continue;
+                }
+            }
         } else {
             int32_t len = token_length(L, 0, ids[k]);
             if (len <= 0)
@@ -419,7 +442,26 @@ static inline __attribute__((always_inline)) int spans_body(const OffsetLengths 
          * knows the offsets */
         if (!m || m > nids - k)
             return -2;
-        if (L->tiles) {
+        if (L->tiles && !align && trim != OFF_NO_TRIM && L->trims) {
+            /* trimmed, as below: each whole-character token's span by id (its string's
+             * characters being the text's), but for add_prefix_space's exception (a first token,
+             * one at the text's start) and a token whose spaces are not known */
+            for (; j < m; j++) {
+                uint32_t id = (uint32_t)ids[k + j], t = id < nchars ? L->trims[id] : 0;
+                size_t chars = t & 0xFF;
+                int64_t at = origin + (int64_t)c;
+                if (!chars || (j + 1 < m ? chars >= stop - c : chars != stop - c) ||
+                    (trim == OFF_TRIM_PREFIX_SPACE && (!at || !(index + k + j))))
+                    break;
+                o[2 * (k + j)] = (int32_t)(at + (t >> 8 & 0xFF));
+                o[2 * (k + j) + 1] = (int32_t)(at + (t >> 16));
+                c += chars;
+            }
+            if (j == m) {
+                k += m;
+                continue;
+            }
+        } else if (L->tiles) {
             /* most tokens: whole characters from the piece's start on, the last taking what the
              * others leave (most pieces' one token, the whole piece), as word_offsets places
              * them; it takes over from the first that is not */
