@@ -107,6 +107,24 @@ def test_tiktoken_matches_the_library(name: str, pattern: str, tmp_path: Path) -
         assert tok.decode(ids) == enc.decode(ids)
 
 
+@pytest.mark.parametrize("pattern", [
+    # tiktoken reads Perl's quantifiers: x{1,3}+ possessive, x{2}? lazy; \pL a property
+    r"\p{N}{1,3}+\d|\pL++|\s+(?!\S)|\s+|[^\s\pL\p{N}]+|\p{N}",
+    r"(?:\p{N}{1,2}+\p{N})+|\p{N}|\pL+|\PL",
+    r"\p{L}{2}?|\p{L}|\p{N}{1,2}+\p{N}|\p{N}|[^\pL\pN]",
+])
+def test_tiktoken_patterns_keep_perls_quantifiers(pattern: str) -> None:
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    file = fixture_path("legacy", "tiktoken", "cl100k_base.tiktoken")
+    enc = tiktoken.Encoding(name="pymtok-perl", pat_str=pattern, mergeable_ranks=load_tiktoken_bpe(str(file)),
+                            special_tokens={})
+    tok = legacy.load_tiktoken(file, pattern=pattern)
+    texts = [*chunks()[:40], "1234 123 12 99999 x1y22z333"]
+    assert [text for text in texts if tok.encode(text) != enc.encode_ordinary(text)] == []
+
+
 def test_tiktoken_default_pattern_and_specials(tmp_path: Path) -> None:
     tok = legacy.read_txt(fixture_path("mnn-toy", "tt.txt"))
     # rank-ordered BPE, not MNN's greedy longest match: "abcd" is ab + cd (BEHAVIOR.md §10.2)

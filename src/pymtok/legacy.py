@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import regex
+
 from .byte_level import bytes_to_chars
 from .errors import FormatError
 from .hf_json import folder_tokenizer_config, read_optional_json, special_token_strings
@@ -551,12 +553,108 @@ def normalizer_from_spec(
 # -- type 1 --------------------------------------------------------------------------------
 
 
+def _class_end(pattern: str, i: int) -> int:
+    """The index after the bracket class that starts at ``i`` (nested classes, escapes, and a
+    ``]`` first being a member)."""
+    depth, j = 0, i
+    while j < len(pattern):
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            depth += 1
+            j += 1
+            if pattern.startswith("^", j):
+                j += 1
+            if pattern.startswith("]", j):
+                j += 1
+            continue
+        j += 1
+        if c == "]":
+            depth -= 1
+            if not depth:
+                return j
+    raise FormatError(f"tiktoken pattern {pattern!r}: unterminated character class")
+
+
+def _one_letter_property(m: regex.Match[str]) -> str:
+    return f"\\{m[1]}{{{m[2]}}}" if m[1] else m[0]
+
+
+def oniguruma_pattern(pattern: str) -> str:
+    """A tiktoken pattern (fancy-regex: Perl's quantifiers) in the Oniguruma syntax tokenizer.json
+    holds and the rest of pymtok, HF and MNN read. Where the two differ: a possessive interval
+    ``x{1,3}+`` is ``(?>x{1,3})`` (Ruby's syntax reads ``x{1,3}+`` as ``(?:x{1,3})+``), or just
+    ``x{1,3}`` at the end of a branch of the whole pattern, where nothing is left to backtrack
+    into it (cl100k's ``\p{N}{1,3}+``); a lazy exact interval ``x{2}?`` is ``x{2}``; ``\pL`` is
+    ``\p{L}``."""
+    out: list[str] = []
+    opened: list[int] = []
+    atom: int | None = None
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            kind = pattern[i + 1 : i + 2]
+            j = i + 2
+            if kind in ("p", "P", "x") and pattern.startswith("{", j):
+                j = pattern.find("}", j) + 1 or len(pattern)
+                piece = pattern[i:j]
+            elif kind in ("p", "P") and j < len(pattern):
+                piece = f"\\{kind}{{{pattern[j]}}}"
+                j += 1
+            else:
+                piece = pattern[i:j]
+            atom = len(out)
+            out.append(piece)
+            i = j
+            continue
+        if c == "[":
+            j = _class_end(pattern, i)
+            atom = len(out)
+            out.append(regex.sub(r"\\([pP])([^{])|\\.", _one_letter_property, pattern[i:j]))
+            i = j
+            continue
+        interval = regex.match(r"\{\d+(,\d*)?\}", pattern[i:]) if c == "{" else None
+        if interval and atom is not None:
+            quantifier, after = interval.group(), i + interval.end()
+            suffix = pattern[after : after + 1]
+            if suffix == "+":
+                if not opened and pattern[after + 1 : after + 2] in ("", "|"):
+                    out.append(quantifier)
+                else:
+                    out[atom:] = ["(?>" + "".join(out[atom:]) + quantifier + ")"]
+                after += 1
+            elif suffix == "?" and "," not in quantifier:
+                out.append(quantifier)
+                after += 1
+            else:
+                out.append(quantifier)
+            atom = None
+            i = after
+            continue
+        if c == "(":
+            opened.append(len(out))
+            atom = None
+        elif c == ")":
+            atom = opened.pop() if opened else None
+        elif c in "|*+?":
+            atom = None
+        else:
+            atom = len(out)
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def _tiktoken_pre_tokenizer(pattern: str) -> dict[str, Any]:
     """tiktoken's split by ``pattern``, then its byte-level mapping, as HF steps."""
     return {
         "type": "Sequence",
         "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": oniguruma_pattern(pattern)}, "behavior": "Isolated",
+             "invert": False},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
         ],
     }
