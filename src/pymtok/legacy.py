@@ -583,7 +583,7 @@ def _one_letter_property(m: regex.Match[str]) -> str:
 
 
 def oniguruma_pattern(pattern: str) -> str:
-    """A tiktoken pattern (fancy-regex: Perl's quantifiers) in the Oniguruma syntax tokenizer.json
+    r"""A tiktoken pattern (fancy-regex: Perl's quantifiers) in the Oniguruma syntax tokenizer.json
     holds and the rest of pymtok, HF and MNN read. Where the two differ: a possessive interval
     ``x{1,3}+`` is ``(?>x{1,3})`` (Ruby's syntax reads ``x{1,3}+`` as ``(?:x{1,3})+``), or just
     ``x{1,3}`` at the end of a branch of the whole pattern, where nothing is left to backtrack
