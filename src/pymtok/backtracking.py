@@ -59,7 +59,7 @@ def may_backtrack(pattern: str) -> bool:
                     return True
                 i = end + 1
         elif c == "[":
-            end = _class_end(pattern, i)
+            end = class_end(pattern, i)
             if end < 0:
                 return True
             i = end
@@ -137,7 +137,7 @@ def may_backtrack(pattern: str) -> bool:
     return len(frames) != 1
 
 
-def _class_end(pattern: str, i: int) -> int:
+def class_end(pattern: str, i: int) -> int:
     """The index after the character class opening at ``i`` (nested classes included), or -1."""
     depth = 0
     n = len(pattern)

@@ -48,6 +48,7 @@ from typing import Any
 
 import regex
 
+from .backtracking import class_end
 from .byte_level import bytes_to_chars
 from .errors import FormatError
 from .hf_json import folder_tokenizer_config, read_optional_json, special_token_strings
@@ -553,31 +554,6 @@ def normalizer_from_spec(
 # -- type 1 --------------------------------------------------------------------------------
 
 
-def _class_end(pattern: str, i: int) -> int:
-    """The index after the bracket class that starts at ``i`` (nested classes, escapes, and a
-    ``]`` first being a member)."""
-    depth, j = 0, i
-    while j < len(pattern):
-        c = pattern[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "[":
-            depth += 1
-            j += 1
-            if pattern.startswith("^", j):
-                j += 1
-            if pattern.startswith("]", j):
-                j += 1
-            continue
-        j += 1
-        if c == "]":
-            depth -= 1
-            if not depth:
-                return j
-    raise FormatError(f"tiktoken pattern {pattern!r}: unterminated character class")
-
-
 def _one_letter_property(m: regex.Match[str]) -> str:
     return f"\\{m[1]}{{{m[2]}}}" if m[1] else m[0]
 
@@ -611,7 +587,9 @@ def oniguruma_pattern(pattern: str) -> str:
             i = j
             continue
         if c == "[":
-            j = _class_end(pattern, i)
+            j = class_end(pattern, i)
+            if j < 0:
+                raise FormatError(f"tiktoken pattern {pattern!r}: unterminated character class")
             atom = len(out)
             out.append(regex.sub(r"\\([pP])([^{])|\\.", _one_letter_property, pattern[i:j]))
             i = j
