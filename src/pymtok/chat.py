@@ -67,8 +67,8 @@ __all__ = [
 ]
 
 #: Seconds of CPU time (the rendering thread's) one compilation, or one render of a short chat,
-#: may take. The clock is a backstop: the counted bounds below stop every hostile template we know of first, whatever the
-#: machine's speed.
+#: may take. The clock is a backstop: the counted bounds below stop every hostile template we
+#: know of first, whatever the machine's speed.
 TIME_LIMIT = 1.0
 #: Extra seconds a render may take per message, tool and document (real templates need 35-200 µs
 #: per message).
