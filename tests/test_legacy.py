@@ -125,6 +125,22 @@ def test_tiktoken_patterns_keep_perls_quantifiers(pattern: str) -> None:
     assert [text for text in texts if tok.encode(text) != enc.encode_ordinary(text)] == []
 
 
+def test_tiktoken_source_saved_as_tokenizer_json_gives_hf_tiktokens_ids(tmp_path: Path) -> None:
+    # cl100k's \p{N}{1,3}+ is possessive to tiktoken, a repeat of \p{N}{1,3} to HF's Oniguruma:
+    # the saved file must say what tiktoken means
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+    from tokenizers import Tokenizer as HFTokenizer
+
+    file = fixture_path("legacy", "tiktoken", "cl100k_base.tiktoken")
+    enc = tiktoken.Encoding(name="pymtok-cl100k", pat_str=legacy.CL100K_PATTERN,
+                            mergeable_ranks=load_tiktoken_bpe(str(file)), special_tokens={})
+    legacy.load_tiktoken(file).save(tmp_path / "tokenizer.json")
+    hf = HFTokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    texts = [*chunks()[:40], "In 2024, 1234567 people paid $99.95 each."]
+    assert [t for t in texts if hf.encode(t, add_special_tokens=False).ids != enc.encode_ordinary(t)] == []
+
+
 def test_tiktoken_default_pattern_and_specials(tmp_path: Path) -> None:
     tok = legacy.read_txt(fixture_path("mnn-toy", "tt.txt"))
     # rank-ordered BPE, not MNN's greedy longest match: "abcd" is ab + cd (BEHAVIOR.md §10.2)
