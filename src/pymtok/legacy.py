@@ -627,12 +627,14 @@ def oniguruma_pattern(pattern: str) -> str:
 
 
 def _tiktoken_pre_tokenizer(pattern: str) -> dict[str, Any]:
-    """tiktoken's split by ``pattern``, then its byte-level mapping, as HF steps."""
+    """tiktoken's split by ``pattern``, then its byte-level mapping, as HF steps. tiktoken encodes
+    the pattern's matches alone, dropping the text between them (none for the published patterns,
+    which match every character): the matches kept, the rest removed."""
     return {
         "type": "Sequence",
         "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": oniguruma_pattern(pattern)}, "behavior": "Isolated",
-             "invert": False},
+            {"type": "Split", "pattern": {"Regex": oniguruma_pattern(pattern)}, "behavior": "Removed",
+             "invert": True},
             {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
         ],
     }
