@@ -352,6 +352,17 @@ static inline __attribute__((always_inline)) void put_span(const OffsetLengths *
     o[1] = (int32_t)end;
 }
 
+/* A whole-character token's trimmed span read by id (t, from L->trims) at the caller's
+ * character at into o[0..2): 1 when placed, 0 where t does not know its spaces or for
+ * add_prefix_space's exception (a first token, one at the text's start). */
+static inline int trimmed_by_id(uint32_t t, int trim, int64_t at, size_t index, int32_t *o) {
+    if (!t || (trim == OFF_TRIM_PREFIX_SPACE && (!at || !index)))
+        return 0;
+    o[0] = (int32_t)(at + (t >> 8 & 0xFF));
+    o[1] = (int32_t)(at + (t >> 16));
+    return 1;
+}
+
 /* The spans of the m tokens a BPE model gave the piece buf[c..c + n) (m > 0), into o: a cursor at
  * character ci, of which `into` bytes are covered. A token of whole characters where the cursor
  * is at a character's start (most tokens) moves it by its length in characters, without looking
@@ -371,16 +382,10 @@ static inline __attribute__((always_inline)) int word_offsets(const OffsetLength
             if (chars > stop - ci)
                 return -2;
             ci += chars;
-            if (!align && trim != OFF_NO_TRIM && L->trims) {
-                /* trimmed as spans_body's whole-character tokens: by id where it can */
-                uint32_t t = L->trims[ids[k]];
-                int64_t at = origin + (int64_t)first;
-                if (t && (trim == OFF_TRIM || (at && index + k))) {
-                    o[2 * k] = (int32_t)(at + (t >> 8 & 0xFF));
-                    o[2 * k + 1] = (int32_t)(at + (t >> 16));
-                    continue;
-                }
-            }
+            /* trimmed as spans_body's whole-character tokens: by id where it can */
+            if (!align && trim != OFF_NO_TRIM && L->trims &&
+                trimmed_by_id(L->trims[ids[k]], trim, origin + (int64_t)first, index + k, o + 2 * k))
+                continue;
         } else {
             int32_t len = token_length(L, 0, ids[k]);
             if (len <= 0)
@@ -449,12 +454,9 @@ static inline __attribute__((always_inline)) int spans_body(const OffsetLengths 
             for (; j < m; j++) {
                 uint32_t id = (uint32_t)ids[k + j], t = id < nchars ? L->trims[id] : 0;
                 size_t chars = t & 0xFF;
-                int64_t at = origin + (int64_t)c;
                 if (!chars || (j + 1 < m ? chars >= stop - c : chars != stop - c) ||
-                    (trim == OFF_TRIM_PREFIX_SPACE && (!at || !(index + k + j))))
+                    !trimmed_by_id(t, trim, origin + (int64_t)c, index + k + j, o + 2 * (k + j)))
                     break;
-                o[2 * (k + j)] = (int32_t)(at + (t >> 8 & 0xFF));
-                o[2 * (k + j) + 1] = (int32_t)(at + (t >> 16));
                 c += chars;
             }
             if (j == m) {
