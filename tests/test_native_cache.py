@@ -68,6 +68,24 @@ def test_full_cache_is_emptied_and_ids_stay_exact(name: str, via: str) -> None:
     assert encoder.cache_stats()[1] > resets
 
 
+def test_doubled_slots_keep_every_piece() -> None:
+    # the slots in use double from a few thousand as pieces come: each doubling must put every
+    # entry back, or the pieces it dropped would be encoded and put again on the next pass
+    tok = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    encoder = native(tok)
+    texts = distinct_texts(seed=11, count=40_000)
+    expected = hf_ids("qwen3", texts)
+    assert [tok.encode(t, add_special_tokens=False) for t in texts] == expected
+    entries, resets = encoder.cache_stats()
+    assert entries > 30_000 and resets == 0
+    assert [tok.encode(t, add_special_tokens=False) for t in texts] == expected
+    assert encoder.cache_stats() == (entries, 0)
+    # doubled by the last of two threads out, or by one finding itself alone
+    fresh = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
+    assert fresh.encode_batch(texts, add_special_tokens=False, num_threads=2) == expected
+    assert native(fresh).cache_stats()[0] > 30_000
+
+
 def test_full_cache_shared_by_python_threads() -> None:
     tok = pymtok.load(fixture_path("tokenizers", "qwen3", "tokenizer.json"))
     encoder = native(tok)

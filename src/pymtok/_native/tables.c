@@ -165,8 +165,13 @@ void pages_free(void *p, size_t n) {
 
 /* ---- Cache ------------------------------------------------------------------------------ */
 
+/* Probes stay short: slots that may double are half filled at most (at three quarters, 4% of
+ * English pieces found no slot in 8 probes), the most slots three quarters. */
+static size_t entries_max(size_t slots, size_t cap) { return slots < cap ? slots / 4 : slots / 4 * 3; }
+
 int cache_init(Cache *c, size_t slots, size_t arena_bytes) {
-    c->mask = slots - 1;
+    c->slots_cap = slots;
+    c->mask = (slots < CACHE_FIRST_SLOTS ? slots : CACHE_FIRST_SLOTS) - 1;
     c->arena_bytes = arena_bytes;
     c->slots = pages_alloc(slots * sizeof *c->slots);
     c->arena = pages_alloc(arena_bytes + KEY_PAD);
@@ -174,45 +179,98 @@ int cache_init(Cache *c, size_t slots, size_t arena_bytes) {
         cache_free(c);
         return -1;
     }
-    c->max_entries = slots / 4 * 3; /* probes stay short */
+    c->max_entries = entries_max(c->mask + 1, slots);
     atomic_init(&c->used, 0);
     atomic_init(&c->count, 0);
     atomic_init(&c->full, 0);
+    atomic_init(&c->grow, 0);
     atomic_init(&c->users, 0);
     atomic_init(&c->resets, 0);
     return 0;
 }
 
-Cache *cache_enter(Cache *c) {
-    if (atomic_fetch_add_explicit(&c->users, 1, memory_order_acquire) & CACHE_RESETTING) {
-        atomic_fetch_sub_explicit(&c->users, 1, memory_order_release);
-        return NULL;
+static int entry_is(const CacheEntry *e, const uint8_t *key, size_t len, uint64_t h) {
+    return e->hash == h && e->len == len && memcmp(e->data + e->nids * sizeof(int32_t), key, len) == 0;
+}
+
+static size_t entry_bytes(size_t nids, size_t len) {
+    return (sizeof(CacheEntry) + nids * sizeof(int32_t) + len + 7) & ~(size_t)7;
+}
+
+/* Twice the slots in use, the entries put in them anew, by a thread alone in the cache. The
+ * entries lie one after the other from the arena's start (no reservation failed since the last
+ * emptying: that sets full, which empties instead) and every put has returned. An entry no
+ * probe took, or another thread's copy of a piece, goes in at most once. */
+static void cache_double(Cache *c) {
+    size_t size = 2 * (c->mask + 1), count = 0, used = atomic_load_explicit(&c->used, memory_order_relaxed);
+    memset((void *)c->slots, 0, size * sizeof *c->slots);
+    for (size_t at = 0; at < used && at + sizeof(CacheEntry) <= c->arena_bytes;) {
+        const CacheEntry *e = cache_at(c, (uint32_t)at + 1);
+        const uint8_t *key = e->data + e->nids * sizeof(int32_t);
+        size_t i = (size_t)e->hash & (size - 1);
+        for (int probe = 0; probe < CACHE_PROBES; probe++, i = (i + 1) & (size - 1)) {
+            uint32_t ref = atomic_load_explicit(&c->slots[i], memory_order_relaxed);
+            if (ref && !entry_is(cache_at(c, ref), key, e->len, e->hash))
+                continue;
+            if (!ref) {
+                atomic_store_explicit(&c->slots[i], (uint32_t)at + 1, memory_order_relaxed);
+                count++;
+            }
+            break;
+        }
+        at += entry_bytes(e->nids, e->len);
     }
-    return c;
+    c->mask = size - 1;
+    c->max_entries = entries_max(size, c->slots_cap);
+    atomic_store_explicit(&c->count, count, memory_order_relaxed);
+}
+
+/* What a thread inside the cache does when it finds itself alone there: the slots in use
+ * doubled when a put found them full, and a full cache emptied when the thread is leaving (a
+ * thread at work may hold an entry: doubling moves none, emptying frees them all). Those
+ * arriving meanwhile see CACHE_RESETTING and do without. 0 when another thread is inside. */
+static int cache_tidy_alone(Cache *c, int leaving) {
+    unsigned alone = 1;
+    if (!atomic_compare_exchange_strong_explicit(&c->users, &alone, 1u | CACHE_RESETTING, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return 0;
+    if (!atomic_load_explicit(&c->full, memory_order_relaxed)) {
+        if (atomic_load_explicit(&c->grow, memory_order_relaxed))
+            cache_double(c);
+        atomic_store_explicit(&c->grow, 0, memory_order_relaxed);
+    } else if (leaving) {
+        memset((void *)c->slots, 0, (c->mask + 1) * sizeof *c->slots);
+        atomic_store_explicit(&c->used, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->count, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->full, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->grow, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->resets, 1, memory_order_relaxed);
+    }
+    atomic_fetch_sub_explicit(&c->users, CACHE_RESETTING, memory_order_release);
+    return 1;
+}
+
+Cache *cache_enter(Cache *c) {
+    unsigned before = atomic_fetch_add_explicit(&c->users, 1, memory_order_acquire);
+    if (!(before & CACHE_RESETTING)) {
+        /* while the slots wait to be doubled, those inside leave and none enter: the last one
+         * out doubles them at the end of its segment, or the first to come in alone (a thread
+         * that found no room with others inside would leave the cache without room for as long
+         * as they overlap) */
+        if (!atomic_load_explicit(&c->grow, memory_order_relaxed) || (!before && cache_tidy_alone(c, 0)))
+            return c;
+    }
+    atomic_fetch_sub_explicit(&c->users, 1, memory_order_release);
+    return NULL;
 }
 
 void cache_leave(Cache *c, Cache *entered) {
     if (!entered)
         return;
-    unsigned alone = 1;
-    /* the last one out empties a full cache: no other thread holds an entry of it then, and
-     * those arriving meanwhile see CACHE_RESETTING and do without */
-    if (atomic_load_explicit(&c->full, memory_order_relaxed) &&
-        atomic_compare_exchange_strong_explicit(&c->users, &alone, 1u | CACHE_RESETTING, memory_order_acquire,
-                                                memory_order_relaxed)) {
-        memset((void *)c->slots, 0, (c->mask + 1) * sizeof *c->slots);
-        atomic_store_explicit(&c->used, 0, memory_order_relaxed);
-        atomic_store_explicit(&c->count, 0, memory_order_relaxed);
-        atomic_store_explicit(&c->full, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->resets, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&c->users, 1u | CACHE_RESETTING, memory_order_release);
-        return;
-    }
+    /* the last one out tidies: no other thread holds an entry of the cache then */
+    if (atomic_load_explicit(&c->full, memory_order_relaxed) || atomic_load_explicit(&c->grow, memory_order_relaxed))
+        cache_tidy_alone(c, 1);
     atomic_fetch_sub_explicit(&c->users, 1, memory_order_release);
-}
-
-static int entry_is(const CacheEntry *e, const uint8_t *key, size_t len, uint64_t h) {
-    return e->hash == h && e->len == len && memcmp(e->data + e->nids * sizeof(int32_t), key, len) == 0;
 }
 
 const CacheEntry *cache_get(const Cache *c, const uint8_t *key, size_t len, uint64_t h) {
@@ -222,12 +280,16 @@ const CacheEntry *cache_get(const Cache *c, const uint8_t *key, size_t len, uint
 void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32_t *ids, size_t n) {
     if (!c)
         return;
-    size_t bytes = (sizeof(CacheEntry) + n * sizeof(int32_t) + len + 7) & ~(size_t)7;
-    if (atomic_load_explicit(&c->full, memory_order_relaxed))
+    size_t bytes = entry_bytes(n, len);
+    if (atomic_load_explicit(&c->full, memory_order_relaxed) || atomic_load_explicit(&c->grow, memory_order_relaxed))
         return;
     if (atomic_load_explicit(&c->count, memory_order_relaxed) >= c->max_entries) {
-        atomic_store_explicit(&c->full, 1, memory_order_relaxed);
-        return;
+        /* as many entries as the slots in use should hold: doubled now if this thread is alone
+         * in the cache, else when the others have left; at their most, the cache is full */
+        atomic_store_explicit(c->mask + 1 < c->slots_cap ? &c->grow : &c->full, 1, memory_order_relaxed);
+        if (!cache_tidy_alone(c, 0) || atomic_load_explicit(&c->full, memory_order_relaxed) ||
+            atomic_load_explicit(&c->count, memory_order_relaxed) >= c->max_entries)
+            return;
     }
     size_t at = atomic_fetch_add_explicit(&c->used, bytes, memory_order_relaxed);
     if (at > c->arena_bytes - bytes || bytes > c->arena_bytes) {
@@ -260,7 +322,7 @@ void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32
 }
 
 void cache_free(Cache *c) {
-    pages_free((void *)c->slots, (c->mask + 1) * sizeof *c->slots);
+    pages_free((void *)c->slots, c->slots_cap * sizeof *c->slots);
     pages_free(c->arena, c->arena_bytes + KEY_PAD);
     c->slots = NULL;
     c->arena = NULL;
