@@ -165,8 +165,9 @@ void pages_free(void *p, size_t n) {
 
 /* ---- Cache ------------------------------------------------------------------------------ */
 
-/* Probes stay short: slots that may double are half filled at most (at three quarters, 4% of
- * English pieces found no slot in 8 probes), the most slots three quarters. */
+/* Probes stay short: slots that may yet double are a quarter filled at most (the fastest of a
+ * quarter, a half and three quarters; at three quarters 4% of English pieces found no slot in
+ * 8 probes), the most slots three quarters. */
 static size_t entries_max(size_t slots, size_t cap) { return slots < cap ? slots / 4 : slots / 4 * 3; }
 
 int cache_init(Cache *c, size_t slots, size_t arena_bytes) {
@@ -226,7 +227,7 @@ static void cache_double(Cache *c) {
 }
 
 /* What a thread inside the cache does when it finds itself alone there: the slots in use
- * doubled when a put found them full, and a full cache emptied when the thread is leaving (a
+ * doubled when a put asked for it, and a full cache emptied when the thread is leaving (a
  * thread at work may hold an entry: doubling moves none, emptying frees them all). Those
  * arriving meanwhile see CACHE_RESETTING and do without. 0 when another thread is inside. */
 static int cache_tidy_alone(Cache *c, int leaving) {
