@@ -264,8 +264,8 @@ typedef struct {
     atomic_size_t count;     /* entries published */
     size_t max_entries;
     atomic_int full;         /* a put found no room: empty the cache at the next chance */
-    atomic_int grow;         /* a put found the slots in use full: double them at the next chance */
-    atomic_uint users;       /* encoders inside (cache_enter), CACHE_RESETTING while one empties it */
+    atomic_int grow;         /* a put asked for more slots: none enter until they are doubled */
+    atomic_uint users;       /* encoders inside (cache_enter), CACHE_RESETTING while one empties or doubles */
     atomic_size_t resets;    /* how often it was emptied (Encoder.cache_stats) */
 } Cache;
 
@@ -289,7 +289,8 @@ void pages_free(void *p, size_t n);
 
 int cache_init(Cache *c, size_t slots, size_t arena_bytes);
 /* An encoder's use of the cache: the cache to read and fill, or NULL while another thread
- * empties it (the encoder then runs without it); cache_leave with what cache_enter returned. */
+ * empties it or doubles its slots (the encoder then runs without it); cache_leave with what
+ * cache_enter returned. */
 Cache *cache_enter(Cache *c);
 void cache_leave(Cache *c, Cache *entered);
 /* Both take the NULL of a cache in use elsewhere: a miss, and nothing stored. */
