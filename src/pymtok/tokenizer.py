@@ -36,9 +36,13 @@ NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad
 _U32 = 2**32
 
 
-@dataclass
+@dataclass(slots=True)
 class TokenizerMeta:
-    """What MNN files carry beside the pipeline (FORMAT.md §1, §5.1), and the chat context."""
+    """What MNN files carry beside the pipeline (FORMAT.md §1, §5.1), and the chat context.
+
+    Slots: a misspelt field raises instead of being set aside, and ``encode`` reads
+    ``split_special_tokens`` on every call through a slot, not a dict.
+    """
 
     special_ids: list[int] = field(default_factory=list)
     stop_ids: list[int] = field(default_factory=list)

@@ -619,8 +619,14 @@ typedef struct {
 
 static pthread_key_t work_key;
 static int work_key_ok;
+/* The thread's ThreadWork, which the key holds too so that it is freed when the thread ends:
+ * read here without pthread_getspecific's call on every encode. */
+static __thread ThreadWork *work_here;
 
+/* Run by the ending thread itself: an encode from a later key destructor of that thread then
+ * takes a new ThreadWork, which the key frees in its next round. */
 static void thread_work_free(void *p) {
+    work_here = NULL;
     work_free(&((ThreadWork *)p)->w);
     free(p);
 }
@@ -639,10 +645,13 @@ static size_t work_bytes(const Work *w) {
 
 /* The thread's Work, or *own emptied when it is in use or cannot be had. */
 static Work *work_take(Work *own) {
-    ThreadWork *t = work_key_ok ? pthread_getspecific(work_key) : NULL;
-    if (!t && work_key_ok && (t = calloc(1, sizeof *t)) && pthread_setspecific(work_key, t) != 0) {
-        free(t);
-        t = NULL;
+    ThreadWork *t = work_here;
+    if (!t && work_key_ok && (t = calloc(1, sizeof *t))) {
+        if (pthread_setspecific(work_key, t) != 0) {
+            free(t);
+            t = NULL;
+        }
+        work_here = t;
     }
     if (t && !t->busy) {
         t->busy = 1;
@@ -960,11 +969,11 @@ static int set_ids(Ints t, PyObject *list, Py_ssize_t at, const IdBuf *ids) {
     return 0;
 }
 
-/* The ids as a Python list within pre and suf. */
+/* The ids as a Python list within pre and suf (most post-processors add nothing: not visited). */
 static PyObject *ids_within(Ints t, const IdBuf *pre, const IdBuf *ids, const IdBuf *suf) {
     PyObject *list = PyList_New((Py_ssize_t)(pre->n + ids->n + suf->n));
-    if (list && (set_ids(t, list, 0, pre) < 0 || set_ids(t, list, (Py_ssize_t)pre->n, ids) < 0 ||
-                 set_ids(t, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0))
+    if (list && ((pre->n && set_ids(t, list, 0, pre) < 0) || set_ids(t, list, (Py_ssize_t)pre->n, ids) < 0 ||
+                 (suf->n && set_ids(t, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0)))
         Py_CLEAR(list); /* PyList_New's NULL slots are skipped by its dealloc */
     return list;
 }
