@@ -111,6 +111,13 @@ def test_encode_answers_every_call_shape_as_hf(name: str) -> None:
     assert [tok.encode(t) for t in texts] == split
     tok.meta = dataclasses.replace(tok.meta, split_special_tokens=False)
     assert [tok.encode(t) for t in texts] == plain
+    # and setting its field in place; a misspelt field is refused, not set aside unread
+    tok.meta.split_special_tokens = True
+    assert [tok.encode(t) for t in texts] == split
+    tok.meta.split_special_tokens = False
+    with pytest.raises(AttributeError, match="split_special_token"):
+        tok.meta.split_special_token = True  # type: ignore[attr-defined]
+    assert [tok.encode(t) for t in texts] == plain
     with pytest.raises(TypeError, match="takes a str, got bytes"):
         tok.encode(b"abc")
     with pytest.raises(TypeError, match="add_special_tokens must be True or False, got int"):
