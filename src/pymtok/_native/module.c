@@ -969,7 +969,8 @@ static int set_ids(Ints t, PyObject *list, Py_ssize_t at, const IdBuf *ids) {
     return 0;
 }
 
-/* The ids as a Python list within pre and suf (most post-processors add nothing: not visited). */
+/* The ids as a Python list within pre and suf; an empty one, as most post-processors leave at
+ * one end at least, is not visited. */
 static PyObject *ids_within(Ints t, const IdBuf *pre, const IdBuf *ids, const IdBuf *suf) {
     PyObject *list = PyList_New((Py_ssize_t)(pre->n + ids->n + suf->n));
     if (list && ((pre->n && set_ids(t, list, 0, pre) < 0) || set_ids(t, list, (Py_ssize_t)pre->n, ids) < 0 ||
