@@ -558,8 +558,9 @@ class Unigram(_VocabModel):
             token_ids[entry[0]] = i  # HF keeps the last id of a duplicated piece
             scores.append(float(entry[1]))
         super().__init__(token_ids)
-        self.pieces = [entry[0] for entry in vocab]
-        self.scores = scores
+        # tuples: the cyclic collector stops walking a tuple of strings or floats (see _kept)
+        self.pieces = tuple([entry[0] for entry in vocab])
+        self.scores = tuple(scores)
         if unk_id is not None and not 0 <= unk_id < len(scores):
             raise FormatError(f"Unigram unk_id {unk_id} is outside the vocabulary (size {len(scores)})")
         self.unk_id = unk_id
@@ -1092,7 +1093,7 @@ def from_config(cfg: Mapping[str, Any]) -> Model:
         dropout = cfg.get("dropout")
         if dropout is not None and (type(dropout) not in (int, float)):
             raise FormatError(f"BPE model: dropout must be a number or null, got {dropout!r}")
-        if "merges" in cfg and not isinstance(cfg["merges"], (list, IndexedMerges)):
+        if "merges" in cfg and not isinstance(cfg["merges"], (list, tuple, IndexedMerges)):
             raise FormatError(f"BPE model: merges must be a list, got {type(cfg['merges']).__name__}")
     if kind in ("BPE", "WordPiece", "WordLevel"):
         check_vocab_ids(kind, vocab)

@@ -967,7 +967,7 @@ def _template_processing(
         entries = enumerate(vocab) if isinstance(vocab, list) else ((i, t) for t, i in vocab.items())
         for id, token in entries:
             if id in wanted:
-                names[id] = token[0] if isinstance(token, list) else token
+                names[id] = token[0] if isinstance(token, (list, tuple)) else token
     special_tokens: dict[str, dict[str, Any]] = {}
     single: list[dict[str, Any]] = []
     for op, id in ops:
@@ -1279,7 +1279,7 @@ def _write_model(
         scores = table_scores if table_scores is not None else [entry[1] for entry in vocab]
         if len(scores) != len(vocab):
             raise FormatError(f"{len(scores)} table scores given for {len(vocab)} Unigram pieces")
-        pieces = [(entry[0], i, scores[i]) for i, entry in enumerate(vocab) if isinstance(entry, list) and len(entry) >= 2]
+        pieces = [(entry[0], i, scores[i]) for i, entry in enumerate(vocab) if isinstance(entry, (list, tuple)) and len(entry) >= 2]
         pieces.sort(key=lambda p: p[0])
         out += [
             _byte(_M_UNIGRAM), _u32(len(pieces), "vocabulary size"), _u32(model.get("unk_id", 0), "Unigram unk_id"),

@@ -650,7 +650,7 @@ def _sentencepiece_kind(_native: Any, sp: Any, token: str | None) -> int:
 def _id_bound(model: Any) -> int | None:
     """One more than the largest id ``model.id_to_token`` may know, None when that is unknown."""
     pieces = getattr(model, "pieces", None)
-    if isinstance(pieces, list):
+    if isinstance(pieces, (list, tuple)):
         return len(pieces)
     vocab = getattr(model, "vocab", None)
     tables = getattr(vocab, "tables", None)
