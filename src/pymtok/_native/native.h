@@ -988,6 +988,14 @@ int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t tr
  * not add up to the piece (the pure path then answers). */
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
                   const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used);
+/* An id's length in bytes, 0 when not known: from the compact table, a vocabulary's tables by id
+ * being far larger than the caches, and the full one beyond 254 bytes. */
+static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id) {
+    if (id < 0 || (size_t)id >= L->n)
+        return 0;
+    uint8_t v = (cont ? L->cont8 : L->first8)[id];
+    return v == 255 ? (cont ? L->cont : L->first)[id] : v;
+}
 /* piece_offsets for all pieces of a BPE segment, bpe_spans' words[0..nwords) of buf, whose ids are
  * ids[0..nids) one piece after another, each located by lengths; buf[i] is the caller's
  * character origin + align[i] (origin + i without align). 0, -1 out of memory, -2 as

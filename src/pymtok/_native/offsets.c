@@ -162,15 +162,6 @@ void offsets_lengths_free(OffsetLengths *L) {
     *L = (OffsetLengths){0};
 }
 
-/* An id's length in bytes, 0 when not known: from the compact table, a vocabulary's tables by id
- * being far larger than the caches, and the full one beyond 254 bytes. */
-static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id) {
-    if (id < 0 || (size_t)id >= L->n)
-        return 0;
-    uint8_t v = (cont ? L->cont8 : L->first8)[id];
-    return v == 255 ? (cont ? L->cont : L->first)[id] : v;
-}
-
 /* a macro: GCC takes a function holding nothing but a prefetch for pure, and drops its calls */
 #define LENGTH_PREFETCH(L, id)                                                                       \
     do {                                                                                             \
