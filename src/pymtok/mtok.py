@@ -1279,7 +1279,9 @@ def _write_model(
         scores = table_scores if table_scores is not None else [entry[1] for entry in vocab]
         if len(scores) != len(vocab):
             raise FormatError(f"{len(scores)} table scores given for {len(vocab)} Unigram pieces")
-        pieces = [(entry[0], i, scores[i]) for i, entry in enumerate(vocab) if isinstance(entry, (list, tuple)) and len(entry) >= 2]
+        pieces = [
+            (entry[0], i, scores[i]) for i, entry in enumerate(vocab) if isinstance(entry, (list, tuple)) and len(entry) >= 2
+        ]
         pieces.sort(key=lambda p: p[0])
         out += [
             _byte(_M_UNIGRAM), _u32(len(pieces), "vocabulary size"), _u32(model.get("unk_id", 0), "Unigram unk_id"),
