@@ -312,13 +312,6 @@ static int piece_utf8(Scratch *sc, const uint32_t *cps, size_t n, size_t *nb, ui
     return 0;
 }
 
-static inline size_t utf8_size(const uint32_t *cps, size_t n) {
-    size_t nb = 0;
-    for (size_t i = 0; i < n; i++)
-        nb += cps[i] < 0x80 ? 1 : cps[i] < 0x800 ? 2 : cps[i] < 0x10000 ? 3 : 4;
-    return nb;
-}
-
 /* The end of the first part of cps[0..n): the first cut between two characters that have
  * tokens of their own but stand side by side in no token (BPE.joins). HF merges the whole
  * piece; no merge crosses such a cut and each side's merges keep their (rank, position) order,

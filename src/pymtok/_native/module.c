@@ -1561,10 +1561,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
              * token of whole characters, one of the piece's length): placed here without that
              * call's setting up and checks, 4% of the instructions of all-minilm-l6-v2's calls
              * with offsets on mixed text */
-            size_t bytes = 0;
-            for (size_t i = 0; i < len; i++)
-                bytes += utf8_width(buf[start + i]);
-            if ((size_t)token_length(&self->offl, 0, ids->v[mark]) == bytes) {
+            if ((size_t)token_length(&self->offl, 0, ids->v[mark]) == utf8_size(buf + start, len)) {
                 int64_t first = from + (piece_align ? piece_align[0] : 0);
                 int64_t end = from + (piece_align ? piece_align[len - 1] : len - 1) + 1;
                 err = offsets_push(offs, first, end, 0, 0, OFF_NO_TRIM, 0);

@@ -415,6 +415,14 @@ static inline size_t utf8_width(uint32_t c) {
     return 1 + (size_t)(c >= 0x80) + (size_t)(c >= 0x800) + (size_t)(c >= 0x10000);
 }
 
+/* The length of the UTF-8 of cps[0..n). */
+static inline size_t utf8_size(const uint32_t *cps, size_t n) {
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++)
+        nb += utf8_width(cps[i]);
+    return nb;
+}
+
 /* GPT-2's character for byte b (pymtok.byte_level): the printable bytes stand for themselves,
  * the others, in order, for U+0100 on. */
 static inline uint32_t gpt2_char(uint8_t b) {

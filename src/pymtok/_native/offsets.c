@@ -243,9 +243,7 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
             return 0;
         }
     }
-    size_t ci = 0, cb = 0, cl = utf8_width(cps[0]), b = 0, total = 0, k = 0;
-    for (size_t i = 0; i < n; i++)
-        total += utf8_width(cps[i]);
+    size_t ci = 0, cb = 0, cl = utf8_width(cps[0]), b = 0, total = utf8_size(cps, n), k = 0;
     if (!ranges && nids && (size_t)token_length(L, 0, ids[0]) == total) {
         /* one token for the whole piece, most words' */
         size_t lead = 0, trail = 0;
@@ -505,9 +503,7 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
 
 int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
                               IdBuf *ranges) {
-    size_t total = 0, known = 0, unknown = nids;
-    for (size_t i = 0; i < n; i++)
-        total += utf8_width(cps[i]);
+    size_t total = utf8_size(cps, n), known = 0, unknown = nids;
     for (size_t k = 0; k < nids; k++) {
         int32_t len = token_length(L, 0, ids[k]);
         if (len > 0) {

@@ -588,8 +588,7 @@ static int metaspace_prefixed(const Step *st, const Pieces *p, const Span *sp) {
 static int to_byte_chars(Pieces *p) {
     size_t need = 0;
     for (size_t k = 0; k < p->spans.n; k++)
-        for (size_t i = p->spans.v[k].start; i < p->spans.v[k].end; i++)
-            need += utf8_width(p->buf[i]);
+        need += utf8_size(p->buf + p->spans.v[k].start, p->spans.v[k].end - p->spans.v[k].start);
     uint32_t *at, *buf = rebuild_room(p, need, &at);
     if (!buf)
         return -1;
