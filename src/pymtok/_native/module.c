@@ -981,18 +981,50 @@ static PyObject *ids_within(Ints t, const IdBuf *pre, const IdBuf *ids, const Id
 
 static const IdBuf no_ids = {0};
 
-/* ids appended to list, which a long text's parts grow as they come (as CPython's lists grow,
- * by an eighth). */
+/* Room in list for `need` items: its items' memory grown to that, or by half when that is
+ * more (not by an eighth, as CPython grows lists, each growth a copy of the list). */
+static int list_room(PyObject *list, size_t need) {
+    PyListObject *l = (PyListObject *)list;
+    size_t cap = (size_t)l->allocated;
+    if (need <= cap)
+        return 0;
+    cap = need > cap + cap / 2 ? need : cap + cap / 2;
+    PyObject **items = cap <= PY_SSIZE_T_MAX / sizeof *items ? PyMem_Realloc(l->ob_item, cap * sizeof *items) : NULL;
+    if (!items) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    l->ob_item = items;
+    l->allocated = (Py_ssize_t)cap;
+    return 0;
+}
+
+/* ids appended to list, which a long text's parts grow as they come: set in its own items
+ * rather than through a list of each part spliced in (a reference taken and given back for
+ * every id). The new items are NULL until set, which a list freed on an error skips. */
 static int list_extend(Ints t, PyObject *list, const IdBuf *ids) {
+    size_t at = (size_t)Py_SIZE(list);
     if (!ids->n)
         return 0;
-    PyObject *tail = ids_within(t, &no_ids, ids, &no_ids);
-    if (!tail)
+    if (list_room(list, at + ids->n) < 0)
         return -1;
-    Py_ssize_t at = PyList_GET_SIZE(list);
-    int err = PyList_SetSlice(list, at, at, tail);
-    Py_DECREF(tail);
-    return err;
+    memset(((PyListObject *)list)->ob_item + at, 0, ids->n * sizeof(PyObject *));
+    Py_SET_SIZE(list, (Py_ssize_t)(at + ids->n));
+    return set_ids(t, list, (Py_ssize_t)at, ids);
+}
+
+/* A list grown by list_room given back the room it did not use, past an eighth of its items
+ * (what CPython's own growth leaves) */
+static void list_fit(PyObject *list) {
+    PyListObject *l = (PyListObject *)list;
+    size_t n = (size_t)Py_SIZE(list);
+    if ((size_t)l->allocated <= n + n / 8 || !n)
+        return;
+    PyObject **items = PyMem_Realloc(l->ob_item, n * sizeof *items);
+    if (items) {
+        l->ob_item = items;
+        l->allocated = (Py_ssize_t)n;
+    }
 }
 
 /* The ids as a Python list, within the post-processor's prefix and suffix when `special`. */
@@ -1313,7 +1345,9 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
     for (size_t k = 0; k < nops; k++)
         if (ops[k].kind != NORM_PREPEND)
             po.rest[po.nrest++] = ops[k];
-    if (special && list_extend(self->ints, list, &self->prefix) < 0)
+    /* room for most texts' ids (a token for every four characters) from the start, as
+     * encode_text's buffer */
+    if (list_room(list, n / 4 + 16) < 0 || (special && list_extend(self->ints, list, &self->prefix) < 0))
         goto fail;
     int open = 0, err = 0;
     for (size_t a = 0, b; a < n; a = b) {
@@ -1335,6 +1369,7 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
     }
     if (special && list_extend(self->ints, list, &self->suffix) < 0)
         goto fail;
+    list_fit(list);
     free(po.rest);
     free(out.v);
     return list;
