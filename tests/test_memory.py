@@ -27,7 +27,7 @@ from pymtok import models, native
 
 # code points of the native core's encode window and part (module.c WINDOW); a text of twice
 # as many or more is encoded in parts (PARTS_MIN)
-WINDOW = 1 << 16
+WINDOW = 1 << 13
 PARTS_MIN = 2 * WINDOW
 # the bench's peak-RSS models, and roberta-base for its lstrip <mask>
 FAMILIES = ["llama3", "qwen3", "gpt-4o", "gemma-v1", "mistral-7b-v0.1", "all-minilm-l6-v2", "t5-small", "roberta-base"]
