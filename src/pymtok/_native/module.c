@@ -884,10 +884,8 @@ static int normalize_first(const NormOp *ops, size_t nops, const uint32_t *in, s
  * *open says whether the part before this one ended inside a segment, which this part's first
  * continues, and is set to whether this one does. Returns 0, -1 when out of memory, -2 when a
  * normalizer step needs the pure path (the caller redoes the text with it). */
-static int encode_part(Encoder *self, const PartOps *po, const uint32_t *cps, size_t n, size_t origin, int *open,
-                       Work *w, IdBuf *out) {
-    if (!n)
-        return 0;
+static int part_segments(Encoder *self, Cache *cache, const PartOps *po, const uint32_t *cps, size_t n, size_t origin,
+                         int *open, Work *w, IdBuf *out) {
     if (added_split(&self->raw, cps, n, &w->cuts) < 0)
         return -1;
     for (size_t k = 0; k < w->cuts.n; k++) {
@@ -915,7 +913,7 @@ static int encode_part(Encoder *self, const PartOps *po, const uint32_t *cps, si
         if (!len)
             continue;
         if (!self->norm.ntokens) {
-            if (encode_segment(self, seg, len, at, w, out) < 0)
+            if (segment_ids(self, cache, seg, len, at, w, out) < 0)
                 return -1;
             continue;
         }
@@ -924,12 +922,25 @@ static int encode_part(Encoder *self, const PartOps *po, const uint32_t *cps, si
         for (size_t j = 0; j < w->sub.n; j++) {
             AddedCut d = w->sub.v[j];
             if (d.id >= 0 ? ids_push(out, d.id) < 0
-                          : encode_segment(self, seg + d.start, d.stop - d.start, at + (int64_t)d.start, w, out) < 0)
+                          : segment_ids(self, cache, seg + d.start, d.stop - d.start, at + (int64_t)d.start, w, out) < 0)
                 return -1;
         }
     }
     *open = w->cuts.n && w->cuts.v[w->cuts.n - 1].id < 0;
     return 0;
+}
+
+/* part_segments inside the piece cache: entered once for all the part's segments, as the count
+ * of those inside is one cache line every thread writes (entered for each segment, of which a
+ * text between many added tokens has hundreds, it was a fifth of Gemma's time on 2 threads). */
+static int encode_part(Encoder *self, const PartOps *po, const uint32_t *cps, size_t n, size_t origin, int *open,
+                       Work *w, IdBuf *out) {
+    if (!n)
+        return 0;
+    Cache *cache = cache_enter(&self->cache);
+    int err = part_segments(self, cache, po, cps, n, origin, open, w, out);
+    cache_leave(&self->cache, cache);
+    return err;
 }
 
 static int encode_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n,
@@ -1216,17 +1227,19 @@ static int encode_between(Encoder *self, PyObject *text, size_t start, size_t st
     Py_DECREF(piece);
     if (!err && n) {
         Py_BEGIN_ALLOW_THREADS
+        Cache *cache = cache_enter(&self->cache);
         if (!self->norm.ntokens) {
-            err = encode_segment(self, w->text, n, at, w, out);
+            err = segment_ids(self, cache, w->text, n, at, w, out);
         } else {
             err = added_split(&self->norm, w->text, n, &w->sub);
             for (size_t j = 0; !err && j < w->sub.n; j++) {
                 AddedCut d = w->sub.v[j];
                 err = d.id >= 0 ? ids_push(out, d.id)
-                                : encode_segment(self, w->text + d.start, d.stop - d.start,
-                                                 at + (int64_t)d.start, w, out);
+                                : segment_ids(self, cache, w->text + d.start, d.stop - d.start,
+                                              at + (int64_t)d.start, w, out);
             }
         }
+        cache_leave(&self->cache, cache);
         Py_END_ALLOW_THREADS
     }
     if (err)
@@ -1634,14 +1647,6 @@ done:
     return err;
 }
 
-static int segment_offsets_cached(Encoder *self, const uint32_t *s, size_t n, int64_t origin, int64_t at,
-                                  const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
-    Cache *cache = cache_enter(&self->cache);
-    int err = segment_offsets(self, cache, s, n, origin, at, align, trim, w, ids, offs);
-    cache_leave(&self->cache, cache);
-    return err;
-}
-
 /* The spans offs[from..) of a text normalized by normalize_shifted and located as if its
  * character i were the caller's base - shift + i: those of the characters before base (the
  * prepended ones, which HF aligns to base's character) moved to it. */
@@ -1656,10 +1661,8 @@ static void shifted_spans(IdBuf *offs, size_t from, int64_t base) {
 /* encode_text_core with each token's offsets: 0, -1 out of memory, -2 when the pure path must
  * answer (a token of unknown length; a normalizer other than BertNormalizer, NFC, Prepend and
  * one-character Replace that changed the text, whose alignment only the pure path follows). */
-static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n, int trim,
-                             Work *w, IdBuf *ids, IdBuf *offs) {
-    if (!n)
-        return 0;
+static int offsets_segments(Encoder *self, Cache *cache, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n,
+                            int trim, Work *w, IdBuf *ids, IdBuf *offs) {
     if (added_split(&self->raw, cps, n, &w->cuts) < 0)
         return -1;
     for (size_t k = 0; k < w->cuts.n; k++) {
@@ -1720,7 +1723,7 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
             first = 1 - (int64_t)k;
         }
         if (!self->norm.ntokens) {
-            if ((err = segment_offsets_cached(self, seg, len, origin, first, align, trim, w, ids, offs)))
+            if ((err = segment_offsets(self, cache, seg, len, origin, first, align, trim, w, ids, offs)))
                 return err;
             if (shift)
                 shifted_spans(offs, from, (int64_t)c.start);
@@ -1733,8 +1736,8 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
             const uint32_t *sub_align = align ? align + d.start : NULL;
             int64_t at = align ? origin : origin + (int64_t)d.start;
             err = d.id >= 0 ? added_offsets(ids, offs, d.id, seg + d.start, d.stop - d.start, at, sub_align, trim)
-                            : segment_offsets_cached(self, seg + d.start, d.stop - d.start, at,
-                                                     first + (int64_t)d.start, sub_align, trim, w, ids, offs);
+                            : segment_offsets(self, cache, seg + d.start, d.stop - d.start, at,
+                                              first + (int64_t)d.start, sub_align, trim, w, ids, offs);
             if (err)
                 return err;
         }
@@ -1742,6 +1745,17 @@ static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, cons
             shifted_spans(offs, from, (int64_t)c.start);
     }
     return 0;
+}
+
+/* offsets_segments inside the piece cache, entered once for all its segments (encode_part) */
+static int offsets_text_core(Encoder *self, const NormOp *ops, size_t nops, const uint32_t *cps, size_t n, int trim,
+                             Work *w, IdBuf *ids, IdBuf *offs) {
+    if (!n)
+        return 0;
+    Cache *cache = cache_enter(&self->cache);
+    int err = offsets_segments(self, cache, ops, nops, cps, n, trim, w, ids, offs);
+    cache_leave(&self->cache, cache);
+    return err;
 }
 
 static int32_t *lengths_copy(PyObject *b, size_t *n) {
