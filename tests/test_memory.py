@@ -14,6 +14,7 @@ multi-character rules, clusters, added tokens, case mappings, runs of spaces) th
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,19 @@ def test_work_buffers_do_not_grow_with_the_text(name: str, mtok: bool) -> None:
     # less than a byte a character (the text's copy alone grew by 4)
     assert peaks[1] <= PART_BYTES, f"work buffers of {peaks[1]} bytes: {peaks}"
     assert peaks[1] - peaks[0] < (1 << 21) - (1 << 19), f"work buffers grew with the text: {peaks}"
+
+
+@pytest.mark.parametrize(("name", "script"), [("llama3", "zh_"), ("llama3", "en_"), ("t5-small", "ja_")])
+def test_a_long_texts_list_keeps_little_spare_room(name: str, script: str) -> None:
+    """The list a text in parts is encoded into grows as its parts come (by half), then gives
+    back the room it did not use: the ids it returns keep about what a list of theirs does."""
+    core()
+    text = "\n".join(t for n, t in corpus_files() if n.startswith(script))[: 8 * PARTS_MIN]
+    assert len(text) >= 4 * PARTS_MIN
+    ids = ours(name).encode(text)
+    assert ids == hf_tokenizer(name).encode(text, add_special_tokens=True).ids
+    room = (sys.getsizeof(ids) - sys.getsizeof([])) // 8
+    assert room <= len(ids) + len(ids) // 8, f"{room} slots for {len(ids)} ids"
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -3861,6 +3861,7 @@ static PyObject *SentencePieceModel_encode_text(SentencePieceModel *self, PyObje
     }
     if (special && list_extend(self->ints, list, &self->suffix) < 0)
         goto fail;
+    list_fit(list);
     free(in.v);
     free(mid.v);
     free(ids.v);
