@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import gc
 import hashlib
 import json
@@ -65,6 +66,8 @@ RSS_ALL_MODELS = ("llama3",)
 # offsets: some 130 bytes per input byte, gigabytes on 50 MB on a machine that may be shared
 RSS_LIBRARIES = [lib for lib in LIBRARIES if lib not in ("pymtok-pure", REFERENCE)]
 LOAD_MODELS = ("qwen3", "gemma-v1", "llama3", "gpt-4o")
+# rounds of the sections that are ratios of two short ones (offsets, batch), per --rounds
+SHORT_ROUNDS = 3
 WORKER_TIMEOUT = 1800
 
 
@@ -175,15 +178,26 @@ def best_cpu(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
     return best, result
 
 
-def best_wall(fn: Callable[[], Any], rounds: int) -> tuple[float, Any]:
-    """Wall seconds, for the threaded batch calls: CPU time would add the threads up."""
-    best, result = float("inf"), None
+def wall(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Wall seconds of one call of ``fn``, for the threaded batch calls: CPU time would add the
+    threads up."""
+    gc.collect()
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def best_in_turns(calls: dict[str, Callable[[], Any]], rounds: int,
+                  measure: Callable[[Callable[[], Any]], tuple[float, Any]]) -> dict[str, tuple[float, Any]]:
+    """The best of ``rounds`` rounds of each call, the calls taken in turns within a round: the
+    rows that compare two of them are ratios of sections a few milliseconds long, which a slow
+    spell of the machine would otherwise tilt by falling on one of them."""
+    best: dict[str, tuple[float, Any]] = {name: (float("inf"), None) for name in calls}
     for _ in range(rounds):
-        gc.collect()
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+        for name, fn in calls.items():
+            seconds, result = measure(fn)
+            best[name] = (min(best[name][0], seconds), result)
+    return best
 
 
 def status_mb(field: str) -> float:
@@ -191,6 +205,10 @@ def status_mb(field: str) -> float:
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def each(fn: Callable[[str], Any], docs: list[str]) -> list[Any]:
+    return [fn(d) for d in docs]
 
 
 def bare(text: str) -> str:
@@ -296,16 +314,10 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
 
     def offsets_runs() -> dict[str, Any]:
         docs = groups["mixed"]
-        calls = {name: fn for name, fn in (("encode", encode), ("offsets", library.offsets), ("call", library.call))
-                 if fn is not None}
-        result: dict[str, Any] = {"bytes": utf8_size(docs), **dict.fromkeys(calls, float("inf"))}
-        # a ratio of rounds of a few milliseconds each: taken in turns, so that a slow spell of
-        # the machine falls on all three rather than on one, and thrice the rounds of the
-        # groups' longer ones
-        for _ in range(3 * args.rounds):
-            for name, fn in calls.items():
-                result[name] = min(result[name], cpu(lambda: [fn(d) for d in docs])[0])
-        return result
+        calls = {name: functools.partial(each, fn, docs) for name, fn in
+                 (("encode", encode), ("offsets", library.offsets), ("call", library.call)) if fn is not None}
+        best = best_in_turns(calls, SHORT_ROUNDS * args.rounds, cpu)
+        return {"bytes": utf8_size(docs), **{name: seconds for name, (seconds, _) in best.items()}}
 
     section(out, "offsets", offsets_runs)
 
@@ -314,8 +326,9 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
         docs = [d for name in GROUPS for d in groups[name]]
 
         def batch_runs() -> dict[str, Any]:
-            seconds, ids = best_wall(lambda: batch(docs), args.rounds)
-            one, _ = best_wall(lambda: [encode(d) for d in docs], args.rounds)
+            best = best_in_turns({"batch": lambda: batch(docs), "one": functools.partial(each, encode, docs)},
+                                 SHORT_ROUNDS * args.rounds, wall)
+            (seconds, ids), (one, _) = best["batch"], best["one"]
             return {"bytes": utf8_size(docs), "seconds": seconds, "one_thread": one, "ids": [digest(i) for i in ids]}
 
         section(out, "batch", batch_runs)
