@@ -995,6 +995,10 @@ static PyObject *ids_within(Ints t, const IdBuf *pre, const IdBuf *ids, const Id
 
 static const IdBuf no_ids = {0};
 
+/* The ids most texts of n characters have (a token for every four characters): room made for
+ * them at once rather than grown to them from nothing. */
+static size_t ids_expected(size_t n) { return n / 4 + 16; }
+
 /* Room in list for `need` items: its items' memory grown to that, or by half when that is
  * more (not by an eighth, as CPython grows lists, each growth a copy of the list). */
 static int list_room(PyObject *list, size_t need) {
@@ -1361,9 +1365,7 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
     for (size_t k = 0; k < nops; k++)
         if (ops[k].kind != NORM_PREPEND)
             po.rest[po.nrest++] = ops[k];
-    /* room for most texts' ids (a token for every four characters) from the start, as
-     * encode_text's buffer */
-    if (list_room(list, n / 4 + 16) < 0 || (special && list_extend(self->ints, list, &self->prefix) < 0))
+    if (list_room(list, ids_expected(n)) < 0 || (special && list_extend(self->ints, list, &self->prefix) < 0))
         goto fail;
     int open = 0, err = 0;
     for (size_t a = 0, b; a < n; a = b) {
@@ -1480,12 +1482,11 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
             return list;
         }
     }
-    /* the ids into the Work's buffer, with room for most texts' (a token for every four
-     * characters) at once rather than grown to it from nothing: the list is made before the
-     * Work is given back */
+    /* the ids into the Work's buffer: the list is made before the Work is given back */
     IdBuf *out = &w->out;
     out->n = 0;
-    int err = out->cap < n / 4 + 16 && ids_grow(out, n / 4 + 16) < 0 ? -1 : encode_text_into(self, text, args[0], w, out);
+    size_t expected = ids_expected(n);
+    int err = out->cap < expected && ids_grow(out, expected) < 0 ? -1 : encode_text_into(self, text, args[0], w, out);
     PyObject *list = err ? NULL : id_list(self, out, special);
     work_give(w, &own);
     if (err && !PyErr_Occurred())
@@ -2007,17 +2008,10 @@ static PyObject **span_slot(Encoder *self, long a, long b) {
  * a pass over as much memory as the list, which a call's offsets then write over again. */
 static PyObject *list_unfilled(size_t n) {
     PyObject *list = PyList_New(0);
-    if (!list || !n)
-        return list;
-    PyObject **items = n <= PY_SSIZE_T_MAX / sizeof *items ? PyMem_Malloc(n * sizeof *items) : NULL;
-    if (!items) {
-        Py_DECREF(list);
-        return PyErr_NoMemory();
-    }
-    PyListObject *l = (PyListObject *)list;
-    l->ob_item = items;
-    l->allocated = (Py_ssize_t)n;
-    Py_SET_SIZE(list, (Py_ssize_t)n);
+    if (list && list_room(list, n) < 0)
+        Py_CLEAR(list);
+    else if (list)
+        Py_SET_SIZE(list, (Py_ssize_t)n);
     return list;
 }
 
@@ -2123,13 +2117,14 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
     }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    /* the ids and spans into the Work's buffers, with room for most texts' tokens at once (one
-     * for every four characters), as encode_text: the lists are made before it is given back */
+    /* the ids and spans into the Work's buffers, as encode_text: the lists are made before it
+     * is given back */
     Work own, *w = work_take(&own);
     IdBuf *ids = &w->out, *offs = &w->offs;
     ids->n = offs->n = 0;
-    int err = (ids->cap < n / 4 + 16 && ids_grow(ids, n / 4 + 16) < 0) ||
-                      (offs->cap < 2 * (n / 4 + 16) && ids_grow(offs, 2 * (n / 4 + 16)) < 0)
+    size_t expected = ids_expected(n);
+    int err = (ids->cap < expected && ids_grow(ids, expected) < 0) ||
+                      (offs->cap < 2 * expected && ids_grow(offs, 2 * expected) < 0)
                   ? -1
                   : 0;
     if (!err) {
