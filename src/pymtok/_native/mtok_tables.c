@@ -14,6 +14,9 @@
 
 #include <errno.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #ifdef __linux__
 #include <sys/mman.h>
@@ -1431,8 +1434,13 @@ int mtok_tables_register(PyObject *module) {
 /* GPT-2's byte -> character map (pymtok.byte_level), as the UTF-8 of each byte's character:
  * byte-level vocabularies hold tokens in those characters. */
 static uint8_t gpt2_utf8[256][2], gpt2_len[256];
+/* the inverse: the byte of each character up to U+0143 (GPT-2's last), -1 for one that is none */
+#define GPT2_CHARS 0x144
+static int16_t gpt2_raw[GPT2_CHARS];
 
 static void init_gpt2(void) {
+    for (uint32_t c = 0; c < GPT2_CHARS; c++)
+        gpt2_raw[c] = (int16_t)gpt2_byte(c);
     for (int b = 0; b < 256; b++) {
         uint32_t c = gpt2_char((uint8_t)b);
         if (c < 0x80) {
@@ -1463,6 +1471,27 @@ int32_t mtok_byte_level_id(const MtokIndex *x, const uint8_t *b, size_t n) {
     return id;
 }
 
+/* Whether the 17 bytes at s, of which the first len (below 16) are a record's, may hold a GPT-2
+ * character of a byte from 0x80 on: C2, C3 or C5 leads, or C4 before A1 and above (U+0121 on;
+ * U+0100-U+0120, C4 80-A0, are bytes below 0x80, Ġ among them). Most records hold none. */
+static inline int gpt2_high16(const uint8_t *s, size_t len) {
+#ifdef __SSE2__
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s),
+            next = _mm_loadu_si128((const __m128i *)(const void *)(s + 1)),
+            lead = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xC2)),
+                                             _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xC3))),
+                                _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xC5))),
+            c4 = _mm_andnot_si128(_mm_cmpeq_epi8(_mm_subs_epu8(next, _mm_set1_epi8((char)0xA0)), _mm_setzero_si128()),
+                                  _mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xC4)));
+    unsigned mask = (unsigned)_mm_movemask_epi8(_mm_or_si128(lead, c4));
+    return (mask & ((1u << len) - 1)) != 0;
+#else
+    (void)s;
+    (void)len;
+    return 1;
+#endif
+}
+
 int mtok_byte_joins(const MtokIndex *x, uint64_t *bits) {
     uint8_t *raw = malloc(x->max_len + 1);
     if (!raw)
@@ -1471,26 +1500,32 @@ int mtok_byte_joins(const MtokIndex *x, uint64_t *bits) {
     for (uint32_t k = 0; k < x->count; k++) {
         MtokRecord r = mtok_record_next(x, &pos);
         const uint8_t *s = r.token;
-        size_t len = r.len, n = 0;
-        /* the characters of bytes 0x80-0xFF are U+00A1-U+00FF (C2, C3 leads) and U+0121-U+0143
-         * (C4 A1 on, C5): a record without them holds no byte bpe_byte_joins_add looks at */
-        size_t high = 0;
-        while (high < len && !(s[high] == 0xC2 || s[high] == 0xC3 || s[high] == 0xC5 ||
-                               (s[high] == 0xC4 && high + 1 < len && s[high + 1] > 0xA0)))
-            high++;
-        if (high == len)
+        size_t len = r.len, i = 0, n = 0;
+        /* 17 bytes read from the record's (its id and the next records follow it) */
+        if (len < 16 && (size_t)(s - x->vocab) + 17 <= x->vocab_len && !gpt2_high16(s, len))
             continue;
-        /* a record of other characters than GPT-2's is no merge's result nor any byte's token:
-         * it never is a symbol of a piece */
-        int gpt2 = 1;
-        for (size_t i = 0; i < len && gpt2; n++) {
-            uint32_t c;
-            i += utf8_get(s + i, len - i, &c);
-            int b = gpt2_byte(c);
-            gpt2 = b >= 0;
-            raw[n] = (uint8_t)b;
+        /* the record's GPT-2 characters back to bytes, each one or two bytes of UTF-8 (a record
+         * is valid UTF-8, checked at load), inline: a record of other characters is no merge's
+         * result nor any byte's token, never a symbol of a piece; one of bytes below 0x80 only
+         * holds nothing bpe_byte_joins_add looks at */
+        unsigned high = 0;
+        while (i < len) {
+            uint32_t c = s[i];
+            if (c >= 0x80) {
+                if (c < 0xC2 || c > 0xC5 || i + 1 == len || (s[i + 1] & 0xC0) != 0x80)
+                    break;
+                c = (c & 0x1F) << 6 | (s[i + 1] & 0x3F);
+                i += 2;
+            } else {
+                i++;
+            }
+            int b = gpt2_raw[c];
+            if (b < 0)
+                break;
+            raw[n++] = (uint8_t)b;
+            high |= (unsigned)b;
         }
-        if (gpt2)
+        if (i == len && high >= 0x80)
             bpe_byte_joins_add(bits, raw, n);
     }
     free(raw);
@@ -1548,7 +1583,8 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
         m->byte_unit[b] = m->byte_level ? mtok_token_id(x, gpt2_utf8[b], gpt2_len[b]) : -1;
     }
     if (m->byte_level) {
-        if (bpe_byte_joins_init(m, 2 * (size_t)x->count) < 0) {
+        /* due never 0, which bpe_byte_joins_init takes for a filter the caller fills */
+        if (bpe_byte_joins_init(m, (size_t)x->count / 4 + 1) < 0) {
             PyErr_NoMemory();
             return -1;
         }

@@ -533,12 +533,12 @@ static inline size_t join_bit(uint32_t a, uint32_t b) {
 
 /* A byte-level BPE's joins filter. From a tokenizer.json it is filled as the vocabulary is read.
  * A .mtok's is built by the first thread that needs it while the others go on without it (cuts
- * only save work): building it reads every record, 3-7 ms for 150-200k tokens, about half as
- * long as merging that many bytes of CJK pieces takes, so it is built once `due` bytes (twice
- * the vocabulary's size in tokens) have been merged without it: text whose pieces it cuts pays
- * a quarter more at most, a first pass over 200 KB of CJK nothing (with it due after as many
- * bytes as tokens, the benchmark's cjk row built it and lost a third), a load or other text
- * never. */
+ * only save work): building it reads every record, 1-3 ms for 130-200k tokens, about as long as
+ * merging a quarter of that many bytes of CJK pieces uncut takes, so it is built once `due` bytes
+ * (a quarter of the vocabulary's size in tokens) have been merged without it: text whose pieces
+ * it cuts pays at most about as much again as the filter costs, a load or other text never. Due
+ * at half the vocabulary's size, the benchmark's mixed documents (new text after a warm-up on
+ * the others) still ran uncut, at 0.53-0.78x a tokenizer.json's rate; at a quarter, 0.90-0.99x. */
 enum { JOINS_UNBUILT, JOINS_BUILDING, JOINS_READY, JOINS_FAILED };
 typedef struct ByteJoins {
     atomic_int state;
