@@ -354,7 +354,7 @@ def test_bpe_parts_as_whole_pieces(byte_fallback: bool, ignore_merges: bool, via
 # with 中's first byte), the ends of two (中's last byte with the first of 文, 日 and 本);
 # "日本語" no merge makes; byte 0x1E has no token (dropped, its neighbours' symbols meet). Where
 # no token holds bytes of two neighbouring characters the native core cuts the piece: from the
-# start on a tokenizer.json, on a .mtok once it has merged a quarter as many bytes as the
+# start on a tokenizer.json, on a .mtok once it has merged a sixteenth as many bytes as the
 # vocabulary has tokens (models.c byte_joins).
 _BYTE_PARTS_MERGES = [
     (b"\xad", b"\xe6"), (b"\xad", "a"), ("a", b"\xe4"), (b"\xb8", b"\xad"), (b"\xe4", b"\xb8\xad"), (b"\x96", b"\x87"),
@@ -419,7 +419,7 @@ def test_byte_level_parts_as_whole_pieces(ignore_merges: bool, via: str, pieces:
                                           "gpt-4o", "deepseek-v3", "roberta-base"))
 def test_byte_level_cuts_on_real_vocabularies(name: str, via: str, exported_mtok: Any) -> None:
     """A fresh tokenizer on 200,000 characters of Japanese in documents, then on chunks of every
-    corpus file, against HF: a .mtok's cuts start some way in (once it has merged a quarter as
+    corpus file, against HF: a .mtok's cuts start some way in (once it has merged a sixteenth as
     many bytes as it has tokens), found by one of the batch's threads while the others go on uncut."""
     tok = pymtok.load(fixture_path("tokenizers", name) if via == "json" else exported_mtok(name))
     hf = hf_tokenizer(name)

@@ -1584,7 +1584,7 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
     }
     if (m->byte_level) {
         /* due never 0, which bpe_byte_joins_init takes for a filter the caller fills */
-        if (bpe_byte_joins_init(m, (size_t)x->count / 4 + 1) < 0) {
+        if (bpe_byte_joins_init(m, (size_t)x->count / 16 + 1) < 0) {
             PyErr_NoMemory();
             return -1;
         }

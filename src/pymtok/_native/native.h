@@ -533,12 +533,13 @@ static inline size_t join_bit(uint32_t a, uint32_t b) {
 
 /* A byte-level BPE's joins filter. From a tokenizer.json it is filled as the vocabulary is read.
  * A .mtok's is built by the first thread that needs it while the others go on without it (cuts
- * only save work): building it reads every record, 1-3 ms for 130-200k tokens, about as long as
- * merging a quarter of that many bytes of CJK pieces uncut takes, so it is built once `due` bytes
- * (a quarter of the vocabulary's size in tokens) have been merged without it: text whose pieces
- * it cuts pays at most about as much again as the filter costs, a load or other text never. Due
- * at half the vocabulary's size, the benchmark's mixed documents (new text after a warm-up on
- * the others) still ran uncut, at 0.53-0.78x a tokenizer.json's rate; at a quarter, 0.90-0.99x. */
+ * only save work): building it reads every record, 1-3 ms for 130-200k tokens, so it waits until
+ * `due` bytes (a sixteenth of the vocabulary's size in tokens) have been merged without it: a load
+ * or a little text never pays for it. Uncut, a piece's parts are not cached apart, which costs
+ * far more than those bytes' merging: due at half the vocabulary's size, the benchmark's mixed
+ * documents (new text after a warm-up on the others) still ran uncut at 0.53-0.78x a
+ * tokenizer.json's rate, and at a quarter Qwen3's other scripts at 0.70x; at a sixteenth,
+ * 0.98-1.12x. */
 enum { JOINS_UNBUILT, JOINS_BUILDING, JOINS_READY, JOINS_FAILED };
 typedef struct ByteJoins {
     atomic_int state;
