@@ -565,14 +565,17 @@ static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32
 /* How many pieces ahead of its lookup a piece's cache entry is fetched (its slot was fetched
  * when the piece was listed). */
 #define LOOKAHEAD 4
+/* The characters bpe_spans tells apart as all ASCII or not, together. */
+#define ASCII_BLOCK 16
 
 /* First the UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), then
  * their hashes, then the pieces in order, each one's cache lookup started a few pieces
  * earlier: a lookup is two dependent misses (slot, entry), which then overlap the work on
- * earlier pieces. */
+ * earlier pieces. A piece's UTF-8 need not follow the one before: an ASCII piece's is where a
+ * first pass put every character's low byte, the others' after those. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out) {
-    size_t chars = 0, nw = 0, pos = 0, lo = SIZE_MAX, hi = 0;
+    size_t chars = 0, nw = 0, lo = SIZE_MAX, hi = 0;
     sc->nwords = 0;
     for (size_t k = 0; k < nspans; k++) {
         chars += spans[k].end - spans[k].start;
@@ -581,24 +584,43 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
     }
     if (!nspans)
         return 0;
-    if (scratch_bytes(sc, 4 * chars > hi - lo ? 4 * chars : hi - lo) < 0)
+    size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
+    if (scratch_bytes(sc, hi - lo + 4 * chars + nblocks) < 0)
         return -1;
     /* ASCII text, the common case, is its own UTF-8 and holds no U+2581: one pass the compiler
-     * vectorizes gives every piece's bytes, at the piece's offset */
+     * vectorizes gives every piece's bytes, at the piece's offset, and tells which blocks of
+     * characters are all ASCII */
     const uint32_t *restrict from = buf + lo;
-    uint8_t *restrict to = sc->bytes;
+    uint8_t *restrict to = sc->bytes, *restrict wide = sc->bytes + (hi - lo) + 4 * chars;
     uint32_t any = 0;
-    for (size_t i = 0; i < hi - lo; i++) {
-        any |= from[i];
-        to[i] = (uint8_t)from[i];
+    for (size_t k = 0; k < nblocks; k++) {
+        size_t end = (k + 1) * ASCII_BLOCK < hi - lo ? (k + 1) * ASCII_BLOCK : hi - lo;
+        uint32_t block = 0;
+        for (size_t i = k * ASCII_BLOCK; i < end; i++) {
+            block |= from[i];
+            to[i] = (uint8_t)from[i];
+        }
+        wide[k] = block >= 0x80;
+        any |= block;
     }
     for (size_t k = 0; any < 0x80 && k < nspans; k++) {
         size_t start = spans[k].start, len = spans[k].end - start;
         if (len && piece_push(m, sc, &nw, buf, start, len, start - lo, len) < 0)
             return -1;
     }
+    /* else a piece of ASCII blocks still is (whole stretches of English or code between other
+     * scripts: one of at most a block's characters lies in two blocks at most, the first and
+     * last), and the others' UTF-8 goes after the characters' bytes: a segment of mixed text
+     * would otherwise take every character a step at a time (a tenth of a long text's time) */
+    size_t pos = hi - lo;
     for (size_t k = 0; any >= 0x80 && k < nspans; k++) {
-        size_t start = spans[k].start, bstart = pos;
+        size_t start = spans[k].start, bstart = pos, len = spans[k].end - start;
+        if (len && len <= ASCII_BLOCK &&
+            !(wide[(start - lo) / ASCII_BLOCK] | wide[(start + len - 1 - lo) / ASCII_BLOCK])) {
+            if (words_push(sc, &nw, start, len, start - lo, len) < 0)
+                return -1;
+            continue;
+        }
         for (size_t i = start; i < spans[k].end; i++) {
             uint32_t c = buf[i];
             if (c < 0x80) {
