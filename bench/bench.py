@@ -120,12 +120,17 @@ def documents(fixtures: Path, group: str, budget: int) -> list[str]:
     return [docs[i] for i in range(longest) for docs in per_file if i < len(docs)]
 
 
-def big_string(fixtures: Path, size: int) -> str:
-    """One string of about ``size`` UTF-8 bytes: every corpus file's documents, interleaved."""
+def big_documents(fixtures: Path, size: int) -> list[str]:
+    """About ``size`` UTF-8 bytes of documents: every corpus file's, interleaved."""
     files = _corpus_files(fixtures, "mixed")
     per_file = [_cut(path.read_text(encoding="utf-8"), size // len(files)) for path in files]
     longest = max(map(len, per_file))
-    return "".join(docs[i] for i in range(longest) for docs in per_file if i < len(docs))
+    return [docs[i] for i in range(longest) for docs in per_file if i < len(docs)]
+
+
+def big_string(fixtures: Path, size: int) -> str:
+    """One string of about ``size`` UTF-8 bytes: ``big_documents`` joined."""
+    return "".join(big_documents(fixtures, size))
 
 
 def repeated_corpus(fixtures: Path, size: int) -> str:
@@ -253,13 +258,18 @@ def load(lib: str, model: str, fixtures: Path, mtok_dir: Path) -> tuple[peers.Li
 def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
     """Every in-process measurement of one library on one model."""
     groups = {g: documents(args.fixtures, g, args.bytes) for g in GROUPS}
-    big = big_string(args.fixtures, args.big_bytes)
+    big_docs = big_documents(args.fixtures, args.big_bytes)
+    big = "".join(big_docs)
     library, loaded = load(lib, model, args.fixtures, args.mtok_dir)
     out: dict[str, Any] = {"load": loaded}
     if library is None:
         return out
     encode = library.encode
     all_ids: dict[str, list[Any]] = {}
+    # the .mtok's rate against the tokenizer.json it was exported from, warm, taken in turns in
+    # this process: two workers' rates differ by more than the two paths do (by up to a tenth
+    # from one run to the next)
+    twin = load("pymtok", model, args.fixtures, args.mtok_dir)[0] if lib == "pymtok-mtok" else None
 
     def group(docs: list[str], name: str) -> dict[str, Any]:
         warm_half, new_half = docs[0::2], docs[1::2]
@@ -268,17 +278,31 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
         new_seconds, new_ids = cpu(lambda: [encode(d) for d in new_half])
         warm_seconds, ids = best_cpu(lambda: [encode(d) for d in docs], args.rounds)
         all_ids[name] = ids
-        return {"bytes": utf8_size(docs), "new_bytes": utf8_size(new_half), "warm": warm_seconds,
-                "new": new_seconds, "ids": [digest(i) for i in ids], "new_ids": [digest(i) for i in new_ids]}
+        found = {"bytes": utf8_size(docs), "new_bytes": utf8_size(new_half), "warm": warm_seconds,
+                 "new": new_seconds, "ids": [digest(i) for i in ids], "new_ids": [digest(i) for i in new_ids]}
+        if twin is not None:
+            each(twin.encode, docs)
+            turns = best_in_turns({"mtok": functools.partial(each, encode, docs),
+                                   "json": functools.partial(each, twin.encode, docs)}, SHORT_ROUNDS * args.rounds, cpu)
+            found["json_in_turns"] = turns["json"][0] / turns["mtok"][0]
+        return found
 
     out["groups"] = {}
     for name, docs in groups.items():
         section(out["groups"], name, lambda: group(docs, name))
+    twin = None
 
     def big_runs() -> dict[str, Any]:
         first, ids = cpu(lambda: encode(big))
         warm, _ = best_cpu(lambda: encode(big), args.rounds)
-        return {"bytes": utf8_size([big]), "new": first, "warm": warm, "ids": [digest(ids)], "n": len(ids)}
+        found = {"bytes": utf8_size([big]), "new": first, "warm": warm, "ids": [digest(ids)], "n": len(ids)}
+        if lib in peers.PYMTOK and lib != "pymtok-pure":
+            # the target is the big string at its own documents' rate: both warm, in turns
+            each(encode, big_docs)
+            turns = best_in_turns({"big": lambda: encode(big), "docs": functools.partial(each, encode, big_docs)},
+                                  SHORT_ROUNDS * args.rounds, cpu)
+            found["docs_in_turns"] = turns["docs"][0] / turns["big"][0]
+        return found
 
     section(out, "big", big_runs)
 
@@ -560,12 +584,25 @@ def encode_table(results: dict[str, Any], libs: list[str], state: str) -> list[s
                 ids_key, size_key = ("ids", "bytes") if state == "warm" else ("new_ids", "new_bytes")
                 cells[lib] = cell(g, (g or {}).get(ids_key), (ref_g or {}).get(ids_key), size_key, state)
             peer, speed = best_peer(cells)
+            vs_json = ratio(cells.get("pymtok-mtok", (None, ""))[0], cells.get("pymtok", (None, ""))[0])
+            in_turns = (per_lib.get("pymtok-mtok") or {}).get("groups", {}).get(group, {}).get("json_in_turns")
+            if state == "warm" and in_turns is not None and cells.get("pymtok-mtok", (None, ""))[0] is not None:
+                vs_json = f"{in_turns:.2f}x"
             lines.append("| " + " | ".join([model, group, *(cells[lib][1] for lib in libs),
                                             f"{peer} {speed:.1f}" if peer else "-",
                                             ratio(cells.get("pymtok", (None, ""))[0], speed),
-                                            ratio(cells.get("pymtok-mtok", (None, ""))[0], speed),
-                                            ratio(cells.get("pymtok-mtok", (None, ""))[0],
-                                                  cells.get("pymtok", (None, ""))[0])]) + " |")
+                                            ratio(cells.get("pymtok-mtok", (None, ""))[0], speed), vs_json]) + " |")
+    return lines
+
+
+def big_vs_documents_rows(results: dict[str, Any]) -> list[str]:
+    lines = ["| model | pymtok | pymtok-mtok |", "|---|---|---|"]
+    for model, per_lib in results.items():
+        row = [model]
+        for lib in ("pymtok", "pymtok-mtok"):
+            value = (per_lib.get(lib) or {}).get("big", {}).get("docs_in_turns") if loaded(per_lib.get(lib)) else None
+            row.append(f"{value:.2f}x" if value is not None else "-")
+        lines.append("| " + " | ".join(row) + " |")
     return lines
 
 
@@ -741,7 +778,8 @@ def report(info: dict[str, Any], results: dict[str, Any], loads: dict[str, Any],
              f"Documents of ~2 KB, {args.bytes // 1000} KB per group, best of {args.rounds} rounds; "
              "a cell is MB/s, or 'differ n/N' when the ids of n of the row's N documents differ from HF's, "
              "or '-' when the library did not load the model (listed at the end).", ""]
-    titles = {"warm": "Encode, warm (the documents encoded before), single thread, MB/s",
+    titles = {"warm": "Encode, warm (the documents encoded before), single thread, MB/s "
+                      "(.mtok/json: the two taken in turns in the .mtok's process)",
               "new": "Encode, new text in a warmed process (warmed on every other document, timed on the rest), MB/s",
               "first": "Encode, first pass in a fresh process, MB/s"}
     for state, title in titles.items():
@@ -751,7 +789,9 @@ def report(info: dict[str, Any], results: dict[str, Any], loads: dict[str, Any],
               "### cold", *simple_table(results, libs, lambda e, r: big_pick(e, r, "cold")), "",
               "### new text in a warmed process (after the groups' documents)",
               *simple_table(results, libs, lambda e, r: big_pick(e, r, "new")), "",
-              "### warm", *simple_table(results, libs, lambda e, r: big_pick(e, r, "warm")), ""]
+              "### warm", *simple_table(results, libs, lambda e, r: big_pick(e, r, "warm")), "",
+              "### warm, against the same text as its 2 KB documents (their time over the string's, "
+              "in turns in one process)", *big_vs_documents_rows(results), ""]
     lines += ["## Decode (ids to text), MB/s of text", "Every group's documents, one call per document; "
               "the text is checked against HF's decode of the same documents.", "",
               *simple_table(results, libs, lambda e, r: decode_pick(e, r, "docs")), "",
