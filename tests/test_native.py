@@ -279,6 +279,27 @@ def test_lstrip_rstrip_normalized_added_tokens(pieces: list[str]) -> None:
     assert ours.encode(text, add_special_tokens=False) == theirs.encode(text, add_special_tokens=False).ids
 
 
+# --- WordPiece pieces in place ------------------------------------------------------------
+# A WordPiece piece of ASCII characters is looked up where a first pass put every character's
+# low byte (models.c wordpiece_spans), within blocks of 16 characters all ASCII, unless the
+# character after it has a low byte that reads as a UTF-8 continuation byte: greedy matching
+# would step back over it from the piece's end. That character is in the next block, so the
+# word is made to end on a block's end (the 32nd character, after a filler piece). The
+# characters after it are split off by BertPreTokenizer (punctuation, spaces, CJK), with such
+# low bytes (¿ 0xBF, ¡ 0xA1, « 0xAB, » 0xBB, · 0xB7, no-break space 0xA0, 二 0x8C) or not (、
+# 0x01, ideographic space 0x00, 中 0x2D). Random words are mostly no token, so greedy matching
+# runs, and new, so the piece cache does not answer.
+_WORDPIECE_AFTER = ["¿", "¡", "«", "»", "·", "\u00a0", "二", "、", "\u3000", "中", " ", "."]
+
+
+@pytest.mark.parametrize("name", ["all-minilm-l6-v2", "bert-base-chinese"])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(word=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=16),
+       after=st.sampled_from(_WORDPIECE_AFTER), tail=st.text(alphabet="abcdefghij ", max_size=20))
+def test_wordpiece_pieces_beside_split_characters(name: str, word: str, after: str, tail: str) -> None:
+    assert_same_ids(name, "q" * (31 - len(word)) + " " + word + after + tail)
+
+
 # --- BPE pieces cut where no merge joins --------------------------------------------------
 
 # A char-level BPE whose merges chain (a b -> ab, ab c -> abc), join byte-fallback symbols to

@@ -712,19 +712,13 @@ static inline size_t char_start_at_or_before(const uint8_t *b, size_t lo, size_t
 }
 
 /* Greedy longest match first; the continuation map holds tokens without their prefix. Ends
- * step back one character at a time, and start no further than the longest token allows. */
-int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
-                    IdBuf *out) {
-    if (!n)
-        return 0;
+ * step back one character at a time, and start no further than the longest token allows. The
+ * piece of n characters is UTF-8 b[0..nb), hashed h, readable KEY_PAD bytes on, b[nb] no
+ * continuation byte (ends at nb are character starts). */
+static int wordpiece_bytes(const WordPiece *m, Cache *cache, size_t n, const uint8_t *b, size_t nb, uint64_t h,
+                           IdBuf *out) {
     if (n > m->max_chars)
         return ids_push(out, m->unk_id);
-    if (scratch_bytes(sc, 4 * n + 1) < 0)
-        return -1;
-    uint8_t *b = sc->bytes;
-    size_t nb = utf8_encode(cps, n, b);
-    b[nb] = 0; /* a lead byte: ends at nb are character starts */
-    uint64_t h = hash_padded(b, nb);
     /* Most words are a token: the whole word is where greedy matching begins, and is looked up
      * before the cache, which such words stay out of (a probe there is a cache miss too). */
     if (nb <= m->vocab.max_len) {
@@ -762,6 +756,81 @@ int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_
     }
     if (cacheable)
         cache_put(cache, b, nb, h, out->v + first, out->n - first);
+    return 0;
+}
+
+int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
+                    IdBuf *out) {
+    if (!n)
+        return 0;
+    if (n > m->max_chars)
+        return ids_push(out, m->unk_id);
+    if (scratch_bytes(sc, 4 * n + 1) < 0)
+        return -1;
+    uint8_t *b = sc->bytes;
+    size_t nb = utf8_encode(cps, n, b);
+    b[nb] = 0;
+    return wordpiece_bytes(m, cache, n, b, nb, hash_padded(b, nb), out);
+}
+
+int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
+                    Scratch *sc, IdBuf *out) {
+    size_t chars = 0, nw = 0, lo = SIZE_MAX, hi = 0;
+    for (size_t k = 0; k < nspans; k++) {
+        chars += spans[k].end - spans[k].start;
+        lo = spans[k].start < lo ? spans[k].start : lo;
+        hi = spans[k].end > hi ? spans[k].end : hi;
+    }
+    if (!nspans)
+        return 0;
+    size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
+    if (scratch_bytes(sc, hi - lo + 1 + 5 * chars + nblocks) < 0)
+        return -1;
+    /* every character's low byte at its offset, and which blocks of them are all ASCII, as
+     * bpe_spans: a piece of ASCII blocks is its own UTF-8 there when the byte after it is no
+     * continuation byte (greedy matching steps back over those from the piece's end); the
+     * others' UTF-8, each followed by a 0, after those */
+    const uint32_t *restrict from = buf + lo;
+    uint8_t *restrict to = sc->bytes, *restrict wide = sc->bytes + (hi - lo) + 1 + 5 * chars;
+    for (size_t k = 0; k < nblocks; k++) {
+        size_t end = (k + 1) * ASCII_BLOCK < hi - lo ? (k + 1) * ASCII_BLOCK : hi - lo;
+        uint32_t block = 0;
+        for (size_t i = k * ASCII_BLOCK; i < end; i++) {
+            block |= from[i];
+            to[i] = (uint8_t)from[i];
+        }
+        wide[k] = block >= 0x80;
+    }
+    to[hi - lo] = 0;
+    size_t pos = hi - lo + 1;
+    for (size_t k = 0; k < nspans; k++) {
+        size_t start = spans[k].start, end = spans[k].end, n = end - start;
+        if (!n)
+            continue;
+        if (n <= ASCII_BLOCK && !(wide[(start - lo) / ASCII_BLOCK] | wide[(end - 1 - lo) / ASCII_BLOCK]) &&
+            (to[end - lo] & 0xC0) != 0x80) {
+            if (words_push(sc, &nw, start, n, start - lo, n) < 0)
+                return -1;
+            continue;
+        }
+        size_t nb = n > m->max_chars ? 0 : utf8_encode(buf + start, n, sc->bytes + pos);
+        if (words_push(sc, &nw, start, n, pos, nb) < 0)
+            return -1;
+        pos += nb;
+        sc->bytes[pos++] = 0;
+    }
+    /* hashed in a pass of their own (the bytes just stored one at a time, read back at once as
+     * words, would each wait for the store buffer), each one's vocabulary slot fetched there,
+     * some pieces before its lookup */
+    Word *w = sc->words;
+    const StrMap *vocab = &m->vocab;
+    for (size_t k = 0; k < nw; k++) {
+        w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
+        __builtin_prefetch(&vocab->slots[(size_t)(w[k].h >> 32) & vocab->mask]);
+    }
+    for (size_t k = 0; k < nw; k++)
+        if (wordpiece_bytes(m, cache, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, out) < 0)
+            return -1;
     return 0;
 }
 

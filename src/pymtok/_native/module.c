@@ -756,12 +756,13 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
         err = bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
         goto done;
     }
+    if (self->model == MODEL_WORDPIECE) {
+        err = wordpiece_spans(&self->wp, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
+        goto done;
+    }
     for (size_t k = 0; k < p.spans.n; k++) {
         const uint32_t *piece = p.buf + p.spans.v[k].start;
-        size_t len = p.spans.v[k].end - p.spans.v[k].start;
-        int r = self->model == MODEL_WORDPIECE ? wordpiece_piece(&self->wp, cache, piece, len, &w->sc, out)
-                                               : unigram_piece(&self->ug, cache, piece, len, &w->sc, out);
-        if (r < 0)
+        if (unigram_piece(&self->ug, cache, piece, p.spans.v[k].end - p.spans.v[k].start, &w->sc, out) < 0)
             goto done;
     }
     err = 0;

@@ -648,6 +648,10 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
               IdBuf *out);
 int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
                     IdBuf *out);
+/* wordpiece_piece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, in
+ * sc->words, so that the vocabulary lookups overlap. */
+int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
+                    Scratch *sc, IdBuf *out);
 int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
                   IdBuf *out);
 /* unigram_piece with, unless the ids come from the cache (which may be NULL), each id's byte
