@@ -944,15 +944,8 @@ static int unigram_emit(const Unigram *m, const uint8_t *b, size_t s, size_t e, 
 /* HF's Unigram::encode_optimized over the UTF-8 bytes: best path by f64 score sums, strict
  * `>` so that the first candidate (earlier start, then shorter piece) keeps a tie; a character
  * no piece covers alone gets an unk edge; consecutive unk nodes fuse into one piece. */
-static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
-                       IdBuf *ranges) {
-    if (!n)
-        return 0;
-    size_t nb;
-    uint64_t h;
-    if (piece_utf8(sc, cps, n, &nb, &h) < 0)
-        return -1;
-    uint8_t *b = sc->bytes;
+static int unigram_bytes(const Unigram *m, Cache *cache, const uint8_t *b, size_t nb, uint64_t h, Scratch *sc,
+                         IdBuf *out, IdBuf *ranges) {
     if (ranges && nb > INT32_MAX)
         return -2;
     int cacheable = cache && nb <= CACHE_MAX_PIECE;
@@ -1035,8 +1028,54 @@ static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size
     return 0;
 }
 
+/* The piece cps[0..n): its UTF-8 and hash, then unigram_bytes. */
+static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
+                       IdBuf *ranges) {
+    if (!n)
+        return 0;
+    size_t nb;
+    uint64_t h;
+    if (piece_utf8(sc, cps, n, &nb, &h) < 0)
+        return -1;
+    return unigram_bytes(m, cache, sc->bytes, nb, h, sc, out, ranges);
+}
+
 int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out) {
     return unigram_run(m, cache, cps, n, sc, out, NULL);
+}
+
+int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
+                  IdBuf *out) {
+    size_t chars = 0, nw = 0, pos = 0;
+    for (size_t k = 0; k < nspans; k++)
+        chars += spans[k].end - spans[k].start;
+    if (scratch_bytes(sc, 4 * chars) < 0)
+        return -1;
+    for (size_t k = 0; k < nspans; k++) {
+        size_t start = spans[k].start, n = spans[k].end - start;
+        if (!n)
+            continue;
+        size_t nb = utf8_encode(buf + start, n, sc->bytes + pos);
+        if (words_push(sc, &nw, start, n, pos, nb) < 0)
+            return -1;
+        pos += nb;
+    }
+    /* as bpe_spans: hashed in a pass of their own, each one's cache slot fetched there and its
+     * entry a few pieces before its lookup */
+    Word *w = sc->words;
+    for (size_t k = 0; k < nw; k++) {
+        w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
+        cache_prefetch_slot(cache, w[k].h);
+    }
+    for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
+        cache_prefetch_entry(cache, w[k].h);
+    for (size_t k = 0; k < nw; k++) {
+        if (k + LOOKAHEAD < nw)
+            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
+        if (unigram_bytes(m, cache, sc->bytes + w[k].b, w[k].nb, w[k].h, sc, out, NULL) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,

@@ -752,20 +752,9 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
     p.spans.n = 1;
     if (pretokenize(self->steps, self->nsteps, &p) < 0)
         goto done;
-    if (self->model == MODEL_BPE) {
-        err = bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
-        goto done;
-    }
-    if (self->model == MODEL_WORDPIECE) {
-        err = wordpiece_spans(&self->wp, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
-        goto done;
-    }
-    for (size_t k = 0; k < p.spans.n; k++) {
-        const uint32_t *piece = p.buf + p.spans.v[k].start;
-        if (unigram_piece(&self->ug, cache, piece, p.spans.v[k].end - p.spans.v[k].start, &w->sc, out) < 0)
-            goto done;
-    }
-    err = 0;
+    err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out)
+          : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out)
+                                           : unigram_spans(&self->ug, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
 done:
     work_keep(w, &p);
     return err;

@@ -654,6 +654,10 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
                     Scratch *sc, IdBuf *out);
 int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
                   IdBuf *out);
+/* unigram_piece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, in
+ * sc->words, so that the cache lookups overlap. */
+int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
+                  IdBuf *out);
 /* unigram_piece with, unless the ids come from the cache (which may be NULL), each id's byte
  * range of the piece's UTF-8 appended to ranges (start, end pairs), as HF's Unigram::tokenize
  * gives its offsets. */
