@@ -759,23 +759,10 @@ static int wordpiece_bytes(const WordPiece *m, Cache *cache, size_t n, const uin
     return 0;
 }
 
-int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
-                    IdBuf *out) {
-    if (!n)
-        return 0;
-    if (n > m->max_chars)
-        return ids_push(out, m->unk_id);
-    if (scratch_bytes(sc, 4 * n + 1) < 0)
-        return -1;
-    uint8_t *b = sc->bytes;
-    size_t nb = utf8_encode(cps, n, b);
-    b[nb] = 0;
-    return wordpiece_bytes(m, cache, n, b, nb, hash_padded(b, nb), out);
-}
-
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out) {
     size_t chars = 0, nw = 0, lo = SIZE_MAX, hi = 0;
+    sc->nwords = 0;
     for (size_t k = 0; k < nspans; k++) {
         chars += spans[k].end - spans[k].start;
         lo = spans[k].start < lo ? spans[k].start : lo;
@@ -828,9 +815,13 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
         w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
         __builtin_prefetch(&vocab->slots[(size_t)(w[k].h >> 32) & vocab->mask]);
     }
-    for (size_t k = 0; k < nw; k++)
+    for (size_t k = 0; k < nw; k++) {
+        size_t before = out->n;
         if (wordpiece_bytes(m, cache, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, out) < 0)
             return -1;
+        w[k].nids = out->n - before;
+    }
+    sc->nwords = nw;
     return 0;
 }
 
@@ -1040,13 +1031,10 @@ static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size
     return unigram_bytes(m, cache, sc->bytes, nb, h, sc, out, ranges);
 }
 
-int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out) {
-    return unigram_run(m, cache, cps, n, sc, out, NULL);
-}
-
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out) {
     size_t chars = 0, nw = 0, pos = 0;
+    sc->nwords = 0;
     for (size_t k = 0; k < nspans; k++)
         chars += spans[k].end - spans[k].start;
     if (scratch_bytes(sc, 4 * chars) < 0)
@@ -1072,9 +1060,12 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
+        size_t before = out->n;
         if (unigram_bytes(m, cache, sc->bytes + w[k].b, w[k].nb, w[k].h, sc, out, NULL) < 0)
             return -1;
+        w[k].nids = out->n - before;
     }
+    sc->nwords = nw;
     return 0;
 }
 

@@ -1544,7 +1544,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     const Span *spans = &whole;
     size_t nspans = 1;
     Pieces p = {0};
-    IdBuf ranges = {0};
+    IdBuf ranges = {0}, again = {0};
     int err = -1;
     if (self->nsteps) {
         if (cps_room(&w->buf, &w->buf_cap, n) < 0)
@@ -1571,8 +1571,8 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
             align = p.at;
         }
     }
-    /* BPE on all pieces at once, as segment_ids: each piece's tokens are those whose lengths add
-     * up to it */
+    /* the model on all pieces at once, as segment_ids: each piece's tokens are those whose
+     * lengths add up to it */
     size_t mark = ids->n, used = 0;
     if (self->model == MODEL_BPE) {
         err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
@@ -1581,56 +1581,52 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
                                 ids->n - mark, trim, offs);
         goto done;
     }
-    err = 0;
-    for (size_t k = 0; !err && k < nspans; k++) {
-        size_t start = spans[k].start, len = spans[k].end - start, at = offs->n;
-        if (self->model == MODEL_WORDPIECE) {
-            mark = ids->n;
-            if ((err = wordpiece_piece(&self->wp, cache, buf + start, len, &w->sc, ids)))
-                break;
-        } else if (self->model == MODEL_UNIGRAM) {
-            /* the model's ranges where it ran; from the cache, the ids' lengths locate them */
-            mark = ids->n;
-            ranges.n = 0;
-            if ((err = unigram_piece_ranges(&self->ug, cache, buf + start, len, &w->sc, ids, &ranges)))
-                break;
-        }
+    err = self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids)
+                                         : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids);
+    for (size_t k = 0; !err && k < w->sc.nwords; k++) {
+        const Word piece = w->sc.words[k];
+        size_t start = piece.c, len = piece.nc, m = piece.nids, at = offs->n;
+        const int32_t *piece_ids = ids->v + mark;
+        mark += m;
         int64_t from = align ? origin : origin + (int64_t)start;
         const uint32_t *piece_align = align ? align + start : NULL;
-        if (!ranges.n && trim == OFF_NO_TRIM && ids->n - mark == 1 && len) {
+        if (trim == OFF_NO_TRIM && m == 1) {
             /* most words are one token of the whole word, which piece_offsets would place over
              * the whole piece whichever way it went (a WordPiece word's unknown token, a Unigram
              * token of whole characters, one of the piece's length): placed here without that
              * call's setting up and checks, 4% of the instructions of all-minilm-l6-v2's calls
-             * with offsets on mixed text */
-            if ((size_t)token_length(&self->offl, 0, ids->v[mark]) == utf8_size(buf + start, len)) {
+             * with offsets on mixed text. A word past WordPiece's longest was not made UTF-8. */
+            size_t nb = piece.nb ? piece.nb : utf8_size(buf + start, len);
+            if ((size_t)token_length(&self->offl, 0, piece_ids[0]) == nb) {
                 int64_t first = from + (piece_align ? piece_align[0] : 0);
                 int64_t end = from + (piece_align ? piece_align[len - 1] : len - 1) + 1;
                 err = offsets_push(offs, first, end, 0, 0, OFF_NO_TRIM, 0);
                 continue;
             }
         }
-        err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
-                            ranges.n ? ranges.v : NULL, trim, offs, &used);
-        if (err == -2 && self->model == MODEL_UNIGRAM && !ranges.n) {
+        err = piece_offsets(&self->offl, buf + start, len, from, piece_align, piece_ids, m, NULL, trim, offs, &used);
+        if (err == -2 && self->model == MODEL_UNIGRAM) {
             /* a token of no one length (unk, a byte): the bytes the others leave, else the
-             * model run again tells each token's */
+             * model run again tells each token's, its ids those it gave before */
             offs->n = at;
-            err = piece_ranges_from_lengths(&self->offl, buf + start, len, ids->v + mark, ids->n - mark, &ranges);
+            ranges.n = 0;
+            err = piece_ranges_from_lengths(&self->offl, buf + start, len, piece_ids, m, &ranges);
             if (err == -2) {
-                ids->n = mark;
-                ranges.n = 0;
-                err = unigram_ranges_cached(self, cache, buf + start, len, w, ids, &ranges);
+                again.n = ranges.n = 0;
+                err = unigram_ranges_cached(self, cache, buf + start, len, w, &again, &ranges);
+                if (!err && (again.n != m || memcmp(again.v, piece_ids, m * sizeof *piece_ids)))
+                    err = -2;
             }
             if (!err)
-                err = piece_offsets(&self->offl, buf + start, len, from, piece_align, ids->v + mark, ids->n - mark,
-                                    ranges.v, trim, offs, &used);
+                err = piece_offsets(&self->offl, buf + start, len, from, piece_align, piece_ids, m, ranges.v, trim,
+                                    offs, &used);
         }
-        if (!err && mark + used != ids->n)
+        if (!err && used != m)
             err = -2;
     }
 done:
     free(ranges.v);
+    free(again.v);
     if (self->nsteps) {
         free(p.at);
         work_keep(w, &p);

@@ -646,21 +646,17 @@ int scratch_work(Scratch *s, size_t n);
  * left in sc->words[0..sc->nwords), each with the count of its ids. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out);
-int wordpiece_piece(const WordPiece *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
-                    IdBuf *out);
-/* wordpiece_piece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, in
- * sc->words, so that the vocabulary lookups overlap. */
+/* WordPiece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, so that the
+ * vocabulary lookups overlap; the pieces are left in sc->words[0..sc->nwords), each with the
+ * count of its ids. */
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out);
-int unigram_piece(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc,
-                  IdBuf *out);
-/* unigram_piece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, in
- * sc->words, so that the cache lookups overlap. */
+/* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap. */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out);
-/* unigram_piece with, unless the ids come from the cache (which may be NULL), each id's byte
- * range of the piece's UTF-8 appended to ranges (start, end pairs), as HF's Unigram::tokenize
- * gives its offsets. */
+/* Unigram on one piece with, unless the ids come from the cache (which may be NULL), each id's
+ * byte range of the piece's UTF-8 appended to ranges (start, end pairs), as HF's
+ * Unigram::tokenize gives its offsets. */
 int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
                          IdBuf *ranges);
 int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
