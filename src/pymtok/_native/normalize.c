@@ -855,7 +855,14 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
             i++;
             continue;
         }
-        size_t e = grapheme_end(in, n, i), bytes = 0;
+        /* a character of no grapheme class of its own is a cluster alone unless the next one
+         * extends it (GB9, GB9a; the others need a class, or a run before): most letters of
+         * most scripts, told without grapheme_end's walk */
+        unsigned next = i + 1 < n ? GCB(nprops(in[i + 1])) : G_OTHER;
+        size_t e = GCB(nprops(c)) == G_OTHER && next != G_EXTEND && next != G_ZWJ && next != G_SPACING_MARK
+                       ? i + 1
+                       : grapheme_end(in, n, i),
+               bytes = 0;
         if (e - i == 1) {
             /* a one-character cluster: its own lookup, as the cluster's below would be */
             int r = precompiled_push(m, char_lookup(m, c), in + i, 1, out, chg);
