@@ -697,6 +697,23 @@ static int metaspace_split(const Step *st, Pieces *p) {
                 at[w] = p->at ? p->at[sp->start] : (uint32_t)sp->start;
             buf[w++] = rep;
         }
+        /* a piece with no space nor replacement in it (every piece after WhitespaceSplit, as
+         * T5's) is copied whole and cut nowhere */
+        int plain = sp->end > sp->start;
+        for (size_t i = sp->start; i < sp->end; i++)
+            plain &= p->buf[i] != ' ' && p->buf[i] != rep;
+        if (plain) {
+            size_t len = sp->end - sp->start;
+            memcpy(buf + w, p->buf + sp->start, len * sizeof *buf);
+            for (size_t i = 0; at && i < len; i++)
+                at[w + i] = p->at ? p->at[sp->start + i] : (uint32_t)(sp->start + i);
+            w += len;
+            if (spans_push(out, begin, w, sp->off)) {
+                free(at);
+                return -1;
+            }
+            continue;
+        }
         for (size_t i = sp->start; i <= sp->end; i++) {
             uint32_t c = i < sp->end ? (p->buf[i] == ' ' ? rep : p->buf[i]) : 0;
             if (i == sp->end || (c == rep && w > begin)) {
