@@ -565,8 +565,33 @@ static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32
 /* How many pieces ahead of its lookup a piece's cache entry is fetched (its slot was fetched
  * when the piece was listed). */
 #define LOOKAHEAD 4
-/* The characters bpe_spans tells apart as all ASCII or not, together. */
+/* The characters bpe_spans and wordpiece_spans tell apart as all ASCII or not, together. */
 #define ASCII_BLOCK 16
+
+/* Every character's low byte (an ASCII one's UTF-8) into to[0..n), and whether each block of
+ * ASCII_BLOCK of them holds one that is not ASCII into wide; the OR of all characters. One pass
+ * the compiler vectorizes. */
+static inline uint32_t low_bytes(const uint32_t *restrict from, size_t n, uint8_t *restrict to,
+                                 uint8_t *restrict wide) {
+    uint32_t any = 0;
+    for (size_t k = 0; k * ASCII_BLOCK < n; k++) {
+        size_t end = (k + 1) * ASCII_BLOCK < n ? (k + 1) * ASCII_BLOCK : n;
+        uint32_t block = 0;
+        for (size_t i = k * ASCII_BLOCK; i < end; i++) {
+            block |= from[i];
+            to[i] = (uint8_t)from[i];
+        }
+        wide[k] = block >= 0x80;
+        any |= block;
+    }
+    return any;
+}
+
+/* Whether the n characters (1 to ASCII_BLOCK) from offset `at` of low_bytes' text lie in ASCII
+ * blocks: in two blocks at most, the first and the last. */
+static inline int ascii_piece(const uint8_t *wide, size_t at, size_t n) {
+    return n && n <= ASCII_BLOCK && !(wide[at / ASCII_BLOCK] | wide[(at + n - 1) / ASCII_BLOCK]);
+}
 
 /* First the UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), then
  * their hashes, then the pieces in order, each one's cache lookup started a few pieces
@@ -587,36 +612,22 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
     size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
     if (scratch_bytes(sc, hi - lo + 4 * chars + nblocks) < 0)
         return -1;
-    /* ASCII text, the common case, is its own UTF-8 and holds no U+2581: one pass the compiler
-     * vectorizes gives every piece's bytes, at the piece's offset, and tells which blocks of
-     * characters are all ASCII */
-    const uint32_t *restrict from = buf + lo;
-    uint8_t *restrict to = sc->bytes, *restrict wide = sc->bytes + (hi - lo) + 4 * chars;
-    uint32_t any = 0;
-    for (size_t k = 0; k < nblocks; k++) {
-        size_t end = (k + 1) * ASCII_BLOCK < hi - lo ? (k + 1) * ASCII_BLOCK : hi - lo;
-        uint32_t block = 0;
-        for (size_t i = k * ASCII_BLOCK; i < end; i++) {
-            block |= from[i];
-            to[i] = (uint8_t)from[i];
-        }
-        wide[k] = block >= 0x80;
-        any |= block;
-    }
+    /* ASCII text, the common case, is its own UTF-8 and holds no U+2581: low_bytes gives every
+     * piece's bytes, at the piece's offset */
+    uint8_t *wide = sc->bytes + (hi - lo) + 4 * chars;
+    uint32_t any = low_bytes(buf + lo, hi - lo, sc->bytes, wide);
     for (size_t k = 0; any < 0x80 && k < nspans; k++) {
         size_t start = spans[k].start, len = spans[k].end - start;
         if (len && piece_push(m, sc, &nw, buf, start, len, start - lo, len) < 0)
             return -1;
     }
     /* else a piece of ASCII blocks still is (whole stretches of English or code between other
-     * scripts: one of at most a block's characters lies in two blocks at most, the first and
-     * last), and the others' UTF-8 goes after the characters' bytes: a segment of mixed text
+     * scripts), and the others' UTF-8 goes after the characters' bytes: a segment of mixed text
      * would otherwise take every character a step at a time (a tenth of a long text's time) */
     size_t pos = hi - lo;
     for (size_t k = 0; any >= 0x80 && k < nspans; k++) {
         size_t start = spans[k].start, bstart = pos, len = spans[k].end - start;
-        if (len && len <= ASCII_BLOCK &&
-            !(wide[(start - lo) / ASCII_BLOCK] | wide[(start + len - 1 - lo) / ASCII_BLOCK])) {
+        if (ascii_piece(wide, start - lo, len)) {
             if (words_push(sc, &nw, start, len, start - lo, len) < 0)
                 return -1;
             continue;
@@ -773,29 +784,18 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
     size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
     if (scratch_bytes(sc, hi - lo + 1 + 5 * chars + nblocks) < 0)
         return -1;
-    /* every character's low byte at its offset, and which blocks of them are all ASCII, as
-     * bpe_spans: a piece of ASCII blocks is its own UTF-8 there when the byte after it is no
-     * continuation byte (greedy matching steps back over those from the piece's end); the
-     * others' UTF-8, each followed by a 0, after those */
-    const uint32_t *restrict from = buf + lo;
-    uint8_t *restrict to = sc->bytes, *restrict wide = sc->bytes + (hi - lo) + 1 + 5 * chars;
-    for (size_t k = 0; k < nblocks; k++) {
-        size_t end = (k + 1) * ASCII_BLOCK < hi - lo ? (k + 1) * ASCII_BLOCK : hi - lo;
-        uint32_t block = 0;
-        for (size_t i = k * ASCII_BLOCK; i < end; i++) {
-            block |= from[i];
-            to[i] = (uint8_t)from[i];
-        }
-        wide[k] = block >= 0x80;
-    }
+    /* as bpe_spans: a piece of ASCII blocks is its own UTF-8 where low_bytes put it, when the
+     * byte after it is no continuation byte (greedy matching steps back over those from the
+     * piece's end); the others' UTF-8, each followed by a 0, after those */
+    uint8_t *to = sc->bytes, *wide = sc->bytes + (hi - lo) + 1 + 5 * chars;
+    low_bytes(buf + lo, hi - lo, to, wide);
     to[hi - lo] = 0;
     size_t pos = hi - lo + 1;
     for (size_t k = 0; k < nspans; k++) {
         size_t start = spans[k].start, end = spans[k].end, n = end - start;
         if (!n)
             continue;
-        if (n <= ASCII_BLOCK && !(wide[(start - lo) / ASCII_BLOCK] | wide[(end - 1 - lo) / ASCII_BLOCK]) &&
-            (to[end - lo] & 0xC0) != 0x80) {
+        if (ascii_piece(wide, start - lo, n) && (to[end - lo] & 0xC0) != 0x80) {
             if (words_push(sc, &nw, start, n, start - lo, n) < 0)
                 return -1;
             continue;
