@@ -587,10 +587,36 @@ static inline uint32_t low_bytes(const uint32_t *restrict from, size_t n, uint8_
     return any;
 }
 
+/* The characters of a segment's pieces, and the first and the end of those they span. */
+static inline size_t spans_bounds(const Span *spans, size_t nspans, size_t *lo, size_t *hi) {
+    size_t chars = 0;
+    *lo = SIZE_MAX;
+    *hi = 0;
+    for (size_t k = 0; k < nspans; k++) {
+        chars += spans[k].end - spans[k].start;
+        *lo = spans[k].start < *lo ? spans[k].start : *lo;
+        *hi = spans[k].end > *hi ? spans[k].end : *hi;
+    }
+    return chars;
+}
+
 /* Whether the n characters (1 to ASCII_BLOCK) from offset `at` of low_bytes' text lie in ASCII
  * blocks: in two blocks at most, the first and the last. */
 static inline int ascii_piece(const uint8_t *wide, size_t at, size_t n) {
     return n && n <= ASCII_BLOCK && !(wide[at / ASCII_BLOCK] | wide[(at + n - 1) / ASCII_BLOCK]);
+}
+
+/* The pieces' hashes, in a pass of their own: the bytes just stored one at a time, read back at
+ * once as words, would each wait for the store buffer. Each one's cache slot is fetched there,
+ * and the first pieces' entries: the loop over them fetches each entry LOOKAHEAD pieces before
+ * its lookup. */
+static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *bytes) {
+    for (size_t k = 0; k < nw; k++) {
+        w[k].h = hash_padded(bytes + w[k].b, w[k].nb);
+        cache_prefetch_slot(cache, w[k].h);
+    }
+    for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
+        cache_prefetch_entry(cache, w[k].h);
 }
 
 /* First the UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), then
@@ -600,13 +626,8 @@ static inline int ascii_piece(const uint8_t *wide, size_t at, size_t n) {
  * first pass put every character's low byte, the others' after those. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out) {
-    size_t chars = 0, nw = 0, lo = SIZE_MAX, hi = 0;
+    size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);
     sc->nwords = 0;
-    for (size_t k = 0; k < nspans; k++) {
-        chars += spans[k].end - spans[k].start;
-        lo = spans[k].start < lo ? spans[k].start : lo;
-        hi = spans[k].end > hi ? spans[k].end : hi;
-    }
     if (!nspans)
         return 0;
     size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
@@ -651,15 +672,8 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
             piece_push(m, sc, &nw, buf, start, spans[k].end - start, bstart, pos - bstart) < 0)
             return -1;
     }
-    /* hashed in a pass of their own: the bytes just stored one at a time, read back at once as
-     * words, would each wait for the store buffer */
     Word *w = sc->words;
-    for (size_t k = 0; k < nw; k++) {
-        w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
-        cache_prefetch_slot(cache, w[k].h);
-    }
-    for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
-        cache_prefetch_entry(cache, w[k].h);
+    words_hash(cache, w, nw, sc->bytes);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
@@ -772,13 +786,8 @@ static int wordpiece_bytes(const WordPiece *m, Cache *cache, size_t n, const uin
 
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out) {
-    size_t chars = 0, nw = 0, lo = SIZE_MAX, hi = 0;
+    size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);
     sc->nwords = 0;
-    for (size_t k = 0; k < nspans; k++) {
-        chars += spans[k].end - spans[k].start;
-        lo = spans[k].start < lo ? spans[k].start : lo;
-        hi = spans[k].end > hi ? spans[k].end : hi;
-    }
     if (!nspans)
         return 0;
     size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
@@ -1048,15 +1057,8 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
             return -1;
         pos += nb;
     }
-    /* as bpe_spans: hashed in a pass of their own, each one's cache slot fetched there and its
-     * entry a few pieces before its lookup */
     Word *w = sc->words;
-    for (size_t k = 0; k < nw; k++) {
-        w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
-        cache_prefetch_slot(cache, w[k].h);
-    }
-    for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
-        cache_prefetch_entry(cache, w[k].h);
+    words_hash(cache, w, nw, sc->bytes);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
