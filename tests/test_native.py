@@ -373,7 +373,8 @@ def test_bpe_parts_as_whole_pieces(byte_fallback: bool, ignore_merges: bool, via
 # characters whole ("中文", "ab中") and in part, merged before any character is whole: the end
 # of one with the next (中's last byte with "a"), a character with the start of the next ("a"
 # with 中's first byte), the ends of two (中's last byte with the first of 文, 日 and 本);
-# "日本語" no merge makes; byte 0x1E has no token (dropped, its neighbours' symbols meet). Where
+# "日本語" no merge makes; byte 0x1E has no token (dropped, its neighbours' symbols meet); "ńſ" is
+# a token of characters past GPT-2's (U+0144, U+017F: no byte's), which no piece has. Where
 # no token holds bytes of two neighbouring characters the native core cuts the piece: from the
 # start on a tokenizer.json, on a .mtok once it has merged a sixteenth as many bytes as the
 # vocabulary has tokens (models.c byte_joins).
@@ -395,7 +396,8 @@ def byte_parts_config(ignore_merges: bool) -> dict:
 
     merges = [(chars(a), chars(b)) for a, b in _BYTE_PARTS_MERGES]
     vocab: dict[str, int] = {}
-    for token in [BYTE_TO_CHAR[b] for b in range(256) if b != 0x1E] + [a + b for a, b in merges] + [chars("日本語")]:
+    for token in ([BYTE_TO_CHAR[b] for b in range(256) if b != 0x1E] + [a + b for a, b in merges] + [chars("日本語")]
+                  + ["\u0144\u017f"]):
         vocab.setdefault(token, len(vocab))
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,

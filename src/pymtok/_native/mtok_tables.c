@@ -1519,7 +1519,8 @@ int mtok_byte_joins(const MtokIndex *x, uint64_t *bits) {
             } else {
                 i++;
             }
-            int b = gpt2_raw[c];
+            /* two bytes spell up to U+07FF: a character past GPT-2's last is none of its */
+            int b = c < GPT2_CHARS ? gpt2_raw[c] : -1;
             if (b < 0)
                 break;
             raw[n++] = (uint8_t)b;
