@@ -584,14 +584,14 @@ def encode_table(results: dict[str, Any], libs: list[str], state: str) -> list[s
                 ids_key, size_key = ("ids", "bytes") if state == "warm" else ("new_ids", "new_bytes")
                 cells[lib] = cell(g, (g or {}).get(ids_key), (ref_g or {}).get(ids_key), size_key, state)
             peer, speed = best_peer(cells)
-            vs_json = ratio(cells.get("pymtok-mtok", (None, ""))[0], cells.get("pymtok", (None, ""))[0])
+            json_speed, mtok_speed = (cells.get(lib, (None, ""))[0] for lib in ("pymtok", "pymtok-mtok"))
+            vs_json = ratio(mtok_speed, json_speed)
             in_turns = (per_lib.get("pymtok-mtok") or {}).get("groups", {}).get(group, {}).get("json_in_turns")
-            if state == "warm" and in_turns is not None and cells.get("pymtok-mtok", (None, ""))[0] is not None:
+            if state == "warm" and in_turns is not None and mtok_speed is not None:
                 vs_json = f"{in_turns:.2f}x"
             lines.append("| " + " | ".join([model, group, *(cells[lib][1] for lib in libs),
                                             f"{peer} {speed:.1f}" if peer else "-",
-                                            ratio(cells.get("pymtok", (None, ""))[0], speed),
-                                            ratio(cells.get("pymtok-mtok", (None, ""))[0], speed), vs_json]) + " |")
+                                            ratio(json_speed, speed), ratio(mtok_speed, speed), vs_json]) + " |")
     return lines
 
 

@@ -1028,18 +1028,6 @@ static int unigram_bytes(const Unigram *m, Cache *cache, const uint8_t *b, size_
     return 0;
 }
 
-/* The piece cps[0..n): its UTF-8 and hash, then unigram_bytes. */
-static int unigram_run(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
-                       IdBuf *ranges) {
-    if (!n)
-        return 0;
-    size_t nb;
-    uint64_t h;
-    if (piece_utf8(sc, cps, n, &nb, &h) < 0)
-        return -1;
-    return unigram_bytes(m, cache, sc->bytes, nb, h, sc, out, ranges);
-}
-
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out) {
     size_t chars = 0, nw = 0, pos = 0;
@@ -1071,9 +1059,14 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
     return 0;
 }
 
-int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
-                         IdBuf *ranges) {
-    return unigram_run(m, cache, cps, n, sc, out, ranges);
+int unigram_piece_ranges(const Unigram *m, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out, IdBuf *ranges) {
+    if (!n)
+        return 0;
+    size_t nb;
+    uint64_t h;
+    if (piece_utf8(sc, cps, n, &nb, &h) < 0)
+        return -1;
+    return unigram_bytes(m, NULL, sc->bytes, nb, h, sc, out, ranges);
 }
 
 void unigram_free(Unigram *m) {

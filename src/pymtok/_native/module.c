@@ -1499,8 +1499,8 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
     return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
-/* unigram_piece_ranges without the cache's ids, its ranges cached apart: under the piece's UTF-8
- * after a 0xFF byte, which no UTF-8 piece holds. The pieces no token lengths locate (runs of
+/* unigram_piece_ranges, its ids and ranges cached apart from the pieces' ids: under the
+ * piece's UTF-8 after a 0xFF byte, which no UTF-8 piece holds. The pieces no token lengths locate (runs of
  * unknown characters, CJK text to a Latin vocabulary) would otherwise be run again each time. */
 static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cps, size_t n, Work *w, IdBuf *ids,
                                  IdBuf *ranges) {
@@ -1520,7 +1520,7 @@ static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cp
                 return -1;
         return 0;
     }
-    int err = unigram_piece_ranges(&self->ug, NULL, cps, n, &w->sc, ids, ranges);
+    int err = unigram_piece_ranges(&self->ug, cps, n, &w->sc, ids, ranges);
     if (err || len > CACHE_MAX_PIECE || ranges->n != 2 * (ids->n - mark))
         return err;
     IdBuf joined = {0};

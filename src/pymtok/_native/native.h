@@ -654,11 +654,10 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
 /* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap. */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out);
-/* Unigram on one piece with, unless the ids come from the cache (which may be NULL), each id's
- * byte range of the piece's UTF-8 appended to ranges (start, end pairs), as HF's
- * Unigram::tokenize gives its offsets. */
-int unigram_piece_ranges(const Unigram *m, Cache *cache, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out,
-                         IdBuf *ranges);
+/* Unigram on one piece, the model run (the piece cache's entries hold no ranges), each id's byte
+ * range of the piece's UTF-8 appended to ranges (start, end pairs), as HF's Unigram::tokenize
+ * gives its offsets. */
+int unigram_piece_ranges(const Unigram *m, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out, IdBuf *ranges);
 int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
 
 void bpe_free(BPE *m);
