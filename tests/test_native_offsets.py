@@ -147,6 +147,20 @@ def _assert_hf_offsets(tok: Any, name: str, texts: list[str], wants: list[Any], 
         assert got["input_ids"] == want.ids and got["offset_mapping"] == want.offsets, (name, text[:80])
 
 
+@pytest.mark.parametrize("name", ["t5-small", "albert-base-v2"])
+def test_unigram_pieces_of_several_unknown_tokens(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Unigram piece holding two runs of characters the vocabulary lacks (its tokens' lengths
+    cannot place two unknown tokens) takes each token's bytes from the model run again, which
+    the piece cache keeps: the first call and the next ones, which read it there, give HF's
+    offsets, from the native core alone; so do pieces of more tokens than one batch of lengths."""
+    text = "x日y本z Ñoño日本 a語b語c 語x語y語 " * 3 + "ab" * 40 + " 日" + "x語" * 20
+    want = oracle(name).encode(text, add_special_tokens=False)
+    assert want.tokens.count("▁x") + want.tokens.count("x") >= 3  # the pieces are cut as meant
+    tok = ours(name)
+    for _ in range(3):
+        _assert_hf_offsets(tok, name, [text], [want], monkeypatch, native_only=not PURE)
+
+
 # bases and marks that NFC / NFKC reorder, compose (one onto another: ẹ + ́), decompose and
 # recompose (Hangul jamo, ﬁ, Ω), in any order
 _MARKED = [*"aeoAEnsZy ", "\u1100", "\u1161", "\u11a8", "\uac00", "\u00e9", "\u1e9b", "\ufb01", "\u2126",

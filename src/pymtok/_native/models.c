@@ -303,15 +303,6 @@ static int bpe_symbols(const BPE *m, const uint32_t *cps, size_t n, const uint8_
     return 0;
 }
 
-/* A piece's UTF-8 bytes (into sc->bytes) and their hash: the key of every lookup and cache. */
-static int piece_utf8(Scratch *sc, const uint32_t *cps, size_t n, size_t *nb, uint64_t *h) {
-    if (scratch_bytes(sc, 4 * n) < 0)
-        return -1;
-    *nb = utf8_encode(cps, n, sc->bytes);
-    *h = hash_padded(sc->bytes, *nb);
-    return 0;
-}
-
 /* The end of the first part of cps[0..n): the first cut between two characters that have
  * tokens of their own but stand side by side in no token (BPE.joins). HF merges the whole
  * piece; no merge crosses such a cut and each side's merges keep their (rank, position) order,
@@ -1059,14 +1050,8 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
     return 0;
 }
 
-int unigram_piece_ranges(const Unigram *m, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out, IdBuf *ranges) {
-    if (!n)
-        return 0;
-    size_t nb;
-    uint64_t h;
-    if (piece_utf8(sc, cps, n, &nb, &h) < 0)
-        return -1;
-    return unigram_bytes(m, NULL, sc->bytes, nb, h, sc, out, ranges);
+int unigram_piece_ranges(const Unigram *m, const uint8_t *b, size_t nb, Scratch *sc, IdBuf *out, IdBuf *ranges) {
+    return nb ? unigram_bytes(m, NULL, b, nb, 0, sc, out, ranges) : 0;
 }
 
 void unigram_free(Unigram *m) {

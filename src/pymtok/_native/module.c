@@ -1499,38 +1499,56 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
     return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
-/* unigram_piece_ranges, its ids and ranges cached apart from the pieces' ids: under the
- * piece's UTF-8 after a 0xFF byte, which no UTF-8 piece holds. The pieces no token lengths locate (runs of
- * unknown characters, CJK text to a Latin vocabulary) would otherwise be run again each time. */
-static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cps, size_t n, Work *w, IdBuf *ids,
-                                 IdBuf *ranges) {
-    size_t mark = ids->n;
-    uint8_t *key = offsets_scratch_bytes(&w->offmap, 4 * n + 1);
-    if (!key)
-        return -1;
-    key[0] = 0xFF;
-    size_t len = 1 + utf8_encode(cps, n, key + 1);
-    uint64_t h = hash_bytes(key, len);
-    const CacheEntry *e = len <= CACHE_MAX_PIECE ? cache_get(cache, key, len, h) : NULL;
-    if (e && e->nids % 3 == 0) {
-        /* each token's id, start and end */
-        const int32_t *v = cache_ids(e);
-        for (size_t k = 0; k < e->nids; k += 3)
-            if (ids_push(ids, v[k]) < 0 || ids_push(ranges, v[k + 1]) < 0 || ids_push(ranges, v[k + 2]) < 0)
-                return -1;
-        return 0;
+/* A Unigram piece's spans where its tokens' lengths do not place them (two unknown or byte
+ * tokens among them): the model run again tells each token's bytes, piece_offsets its
+ * characters, kept in the piece cache as (id, start, end) of the piece's characters under its
+ * UTF-8 (words_hash's, in sc) and the piece's hash ^ RANGES_SALT: a hash the piece's own ids
+ * are not under, which the cache compares before the key. Runs of unknown characters and
+ * words of other scripts to a Latin vocabulary would otherwise run the model each time. */
+#define RANGES_SALT 0x9E3779B97F4A7C15ull
+static int unigram_word_offsets(Encoder *self, Cache *cache, const uint32_t *buf, const Word *piece,
+                                const int32_t *piece_ids, int64_t origin, const uint32_t *align, Work *w,
+                                IdBuf *offs) {
+    const uint8_t *key = w->sc.bytes + piece->b;
+    size_t m = piece->nids, cacheable = piece->nb && piece->nb <= CACHE_MAX_PIECE;
+    uint64_t h = piece->h ^ RANGES_SALT;
+    const CacheEntry *e = cacheable ? cache_get_padded(cache, key, piece->nb, h) : NULL;
+    IdBuf again = {0}, ranges = {0}, spans = {0};
+    int err = 0;
+    if (!e) {
+        size_t used = 0;
+        err = !piece->nb ? -2 : unigram_piece_ranges(&self->ug, key, piece->nb, &w->sc, &again, &ranges);
+        if (!err && (again.n != m || memcmp(again.v, piece_ids, m * sizeof *piece_ids)))
+            err = -2;
+        if (!err)
+            err = piece_offsets(&self->offl, buf + piece->c, piece->nc, 0, NULL, piece_ids, m, ranges.v, &spans,
+                                &used);
+        if (!err && used != m)
+            err = -2;
+        again.n = 0;
+        for (size_t k = 0; !err && k < m; k++)
+            err = ids_push(&again, piece_ids[k]) < 0 || ids_push(&again, spans.v[2 * k]) < 0 ||
+                          ids_push(&again, spans.v[2 * k + 1]) < 0 ? -1 : 0;
+        if (!err && cacheable)
+            cache_put(cache, key, piece->nb, h, again.v, again.n);
     }
-    int err = unigram_piece_ranges(&self->ug, cps, n, &w->sc, ids, ranges);
-    if (err || len > CACHE_MAX_PIECE || ranges->n != 2 * (ids->n - mark))
-        return err;
-    IdBuf joined = {0};
-    for (size_t k = 0; !err && k < ids->n - mark; k++)
-        err = ids_push(&joined, ids->v[mark + k]) < 0 || ids_push(&joined, ranges->v[2 * k]) < 0 ||
-                      ids_push(&joined, ranges->v[2 * k + 1]) < 0 ? -1 : 0;
-    /* the key was made before the model ran, which leaves offmap alone */
-    if (!err)
-        cache_put(cache, key, len, h, joined.v, joined.n);
-    free(joined.v);
+    const int32_t *v = e ? cache_ids(e) : again.v;
+    if (!err && e && e->nids != 3 * m)
+        err = -2;
+    for (size_t k = 0; !err && k < m; k++) {
+        size_t s = (size_t)v[3 * k + 1], end = (size_t)v[3 * k + 2];
+        if (v[3 * k] != piece_ids[k] || s >= end || end > piece->nc) {
+            err = -2;
+            break;
+        }
+        s += piece->c;
+        end += piece->c;
+        err = offsets_push(offs, origin + (int64_t)(align ? align[s] : s), origin + (int64_t)(align ? align[end - 1] : end - 1) + 1,
+                           0, 0, OFF_NO_TRIM, 0);
+    }
+    free(again.v);
+    free(ranges.v);
+    free(spans.v);
     return err;
 }
 
@@ -1539,12 +1557,15 @@ static int unigram_ranges_cached(Encoder *self, Cache *cache, const uint32_t *cp
  * the one it stands before. `at` is segment_ids' offset of s[0]. */
 static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t origin, int64_t at,
                            const uint32_t *align, int trim, Work *w, IdBuf *ids, IdBuf *offs) {
+    /* WordPiece's and Unigram's token strings are not their text (a "##", an unknown token):
+     * trimming, which reads them, is the pure path's */
+    if (self->model != MODEL_BPE && trim != OFF_NO_TRIM)
+        return -2;
     Span whole = {0, n, at};
     const uint32_t *buf = s;
     const Span *spans = &whole;
     size_t nspans = 1;
     Pieces p = {0};
-    IdBuf ranges = {0}, again = {0};
     int err = -1;
     if (self->nsteps) {
         if (cps_room(&w->buf, &w->buf_cap, n) < 0)
@@ -1573,7 +1594,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     }
     /* the model on all pieces at once, as segment_ids: each piece's tokens are those whose
      * lengths add up to it */
-    size_t mark = ids->n, used = 0;
+    size_t mark = ids->n;
     if (self->model == MODEL_BPE) {
         err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
         if (!err)
@@ -1583,50 +1604,29 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     }
     err = self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids)
                                          : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids);
+    if (!err && offs->cap - offs->n < 2 * (ids->n - mark) && ids_grow(offs, 2 * (ids->n - mark)) < 0)
+        err = -1;
     for (size_t k = 0; !err && k < w->sc.nwords; k++) {
+        /* most pieces, placed by their tokens' lengths without piece_offsets' setting up */
+        size_t placed;
+        k = words_offsets(&self->offl, w->sc.words, k, w->sc.nwords, origin, align, ids->v + mark, offs, &placed);
+        mark += placed;
+        if (k == w->sc.nwords)
+            break;
         const Word piece = w->sc.words[k];
-        size_t start = piece.c, len = piece.nc, m = piece.nids, at = offs->n;
+        size_t used = 0, m = piece.nids;
         const int32_t *piece_ids = ids->v + mark;
         mark += m;
-        int64_t from = align ? origin : origin + (int64_t)start;
-        const uint32_t *piece_align = align ? align + start : NULL;
-        if (trim == OFF_NO_TRIM && m == 1) {
-            /* most words are one token of the whole word, which piece_offsets would place over
-             * the whole piece whichever way it went (a WordPiece word's unknown token, a Unigram
-             * token of whole characters, one of the piece's length): placed here without that
-             * call's setting up and checks, 4% of the instructions of all-minilm-l6-v2's calls
-             * with offsets on mixed text. A word past WordPiece's longest was not made UTF-8. */
-            size_t nb = piece.nb ? piece.nb : utf8_size(buf + start, len);
-            if ((size_t)token_length(&self->offl, 0, piece_ids[0]) == nb) {
-                int64_t first = from + (piece_align ? piece_align[0] : 0);
-                int64_t end = from + (piece_align ? piece_align[len - 1] : len - 1) + 1;
-                err = offsets_push(offs, first, end, 0, 0, OFF_NO_TRIM, 0);
-                continue;
-            }
+        if (self->model == MODEL_UNIGRAM) {
+            err = unigram_word_offsets(self, cache, buf, &piece, piece_ids, origin, align, w, offs);
+            continue;
         }
-        err = piece_offsets(&self->offl, buf + start, len, from, piece_align, piece_ids, m, NULL, trim, offs, &used);
-        if (err == -2 && self->model == MODEL_UNIGRAM) {
-            /* a token of no one length (unk, a byte): the bytes the others leave, else the
-             * model run again tells each token's, its ids those it gave before */
-            offs->n = at;
-            ranges.n = 0;
-            err = piece_ranges_from_lengths(&self->offl, buf + start, len, piece_ids, m, &ranges);
-            if (err == -2) {
-                again.n = ranges.n = 0;
-                err = unigram_ranges_cached(self, cache, buf + start, len, w, &again, &ranges);
-                if (!err && (again.n != m || memcmp(again.v, piece_ids, m * sizeof *piece_ids)))
-                    err = -2;
-            }
-            if (!err)
-                err = piece_offsets(&self->offl, buf + start, len, from, piece_align, piece_ids, m, ranges.v, trim,
-                                    offs, &used);
-        }
+        err = piece_offsets(&self->offl, buf + piece.c, piece.nc, align ? origin : origin + (int64_t)piece.c,
+                            align ? align + piece.c : NULL, piece_ids, m, NULL, offs, &used);
         if (!err && used != m)
             err = -2;
     }
 done:
-    free(ranges.v);
-    free(again.v);
     if (self->nsteps) {
         free(p.at);
         work_keep(w, &p);

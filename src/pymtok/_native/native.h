@@ -654,10 +654,10 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
 /* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap. */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out);
-/* Unigram on one piece, the model run (the piece cache's entries hold no ranges), each id's byte
- * range of the piece's UTF-8 appended to ranges (start, end pairs), as HF's Unigram::tokenize
- * gives its offsets. */
-int unigram_piece_ranges(const Unigram *m, const uint32_t *cps, size_t n, Scratch *sc, IdBuf *out, IdBuf *ranges);
+/* Unigram on one piece's UTF-8 b[0..nb), the model run (the piece cache's entries hold no
+ * ranges), each id's byte range of it appended to ranges (start, end pairs), as HF's
+ * Unigram::tokenize gives its offsets. b may be a Scratch's bytes: the run leaves them alone. */
+int unigram_piece_ranges(const Unigram *m, const uint8_t *b, size_t nb, Scratch *sc, IdBuf *out, IdBuf *ranges);
 int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
 
 void bpe_free(BPE *m);
@@ -992,14 +992,15 @@ void offsets_spaces(const uint32_t *s, size_t n, size_t *lead, size_t *trail);
 /* One token's (start, end) characters into offs, trimmed by lead / trail characters when trim
  * asks; index is the token's in its sequence. -1 out of memory, -2 beyond int32. */
 int offsets_push(IdBuf *offs, int64_t start, int64_t end, size_t lead, size_t trail, int trim, size_t index);
-/* The offsets of the tokens that cover the piece cps[0..n), from ids[0..nids) on (a model's ids of
- * this piece and the next ones), whose character i is origin + align[i] in the caller's text
- * (origin + i when align is NULL); *used gets their count. With ranges (unigram_piece_ranges'),
- * ids are exactly the piece's and token k covers the piece's bytes ranges[2k] .. ranges[2k + 1],
- * else lengths L locate them. -1 out of memory, -2 when a length is not known or the lengths do
- * not add up to the piece (the pure path then answers). */
+/* The untrimmed offsets of the tokens that cover the piece cps[0..n), from ids[0..nids) on (a
+ * model's ids of this piece and the next ones), whose character i is origin + align[i] in the
+ * caller's text (origin + i when align is NULL); *used gets their count. With ranges
+ * (unigram_piece_ranges'), ids are exactly the piece's and token k covers the piece's bytes
+ * ranges[2k] .. ranges[2k + 1], else their lengths in bytes (WordPiece's by cont after the
+ * first) locate them. -1 out of memory, -2 when a length is not known or the lengths do not
+ * add up to the piece (the pure path then answers). */
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
-                  const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used);
+                  const int32_t *ids, size_t nids, const int32_t *ranges, IdBuf *offs, size_t *used);
 /* An id's length in bytes, 0 when not known: from the compact table, a vocabulary's tables by id
  * being far larger than the caches, and the full one beyond 254 bytes. */
 static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id) {
@@ -1014,6 +1015,15 @@ static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id)
  * piece_offsets. */
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs);
+/* The tokens of a piece words_offsets places; a piece of more takes piece_offsets */
+#define WORDS_TOKENS_MAX 32
+/* Untrimmed spans of the pieces words[k..nwords) a WordPiece or Unigram model gave ids (ids[0]
+ * the first of words[k]'s), as piece_offsets places them, for each piece its tokens' lengths
+ * tile: one token of the whole piece, Unigram's of whole characters, WordPiece's in an ASCII
+ * piece; up to the first piece they do not tile, whose index it returns (nwords past the last),
+ * *used the ids placed. offs has room for every id's span. */
+size_t words_offsets(const OffsetLengths *L, const Word *words, size_t k, size_t nwords, int64_t origin,
+                     const uint32_t *align, const int32_t *ids, IdBuf *offs, size_t *used);
 /* What offsets_measure reads of a token: LENGTHS_UTF8 its bytes and characters (a UTF-8 token),
  * LENGTHS_BYTE_LEVEL its bytes and the characters they spell (-1 when they are not whole UTF-8
  * characters), both after an end_of_word_suffix `affix` is taken off its end; LENGTHS_WORDPIECE
@@ -1040,10 +1050,5 @@ typedef struct {
 void offsets_measure(const TokenMeasure *m, const uint8_t *s, size_t n, int64_t id);
 /* scratch memory as n bytes, NULL when out of memory */
 uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n);
-/* A Unigram piece's ranges (piece_offsets') from the lengths of its ids[0..nids): the one token
- * of no known length (the unknown token, a byte token) covers the bytes the others leave. -2
- * when not exactly one has none. */
-int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
-                              IdBuf *ranges);
 
 #endif

@@ -199,59 +199,11 @@ static inline void edge_spaces(const OffsetLengths *L, const uint32_t *buf, size
 }
 
 int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t origin, const uint32_t *align,
-                  const int32_t *ids, size_t nids, const int32_t *ranges, int trim, IdBuf *offs, size_t *used) {
+                  const int32_t *ids, size_t nids, const int32_t *ranges, IdBuf *offs, size_t *used) {
     *used = 0;
     if (!n)
         return 0;
-    if (!ranges && L->unk_whole >= 0 && nids == 1 && ids[0] == L->unk_whole) {
-        /* WordPiece gives a word it cannot cut one unknown token, covering all of it */
-        size_t lead = 0, trail = 0;
-        if (trim != OFF_NO_TRIM)
-            offsets_spaces(cps, n, &lead, &trail);
-        *used = 1;
-        return push(offs, from(origin, align, 0), from(origin, align, n - 1) + 1, lead, trail, trim,
-                            offs->n / 2);
-    }
-    if (!ranges && L->chars8 && !L->cont) {
-        /* tokens of whole characters (most): their lengths in characters place them. One token
-         * of no length among a piece's ids, all of them placed (an unknown character's, or the
-         * byte token of a one-byte one: both whole characters, as the other byte tokens of a
-         * character would have no length either), takes the characters the others leave, as
-         * piece_ranges_from_lengths gives it their bytes. */
-        size_t c = 0, k = 0, unknown = nids;
-        for (; c < n && k < nids; k++) {
-            uint8_t len = ids[k] >= 0 && (size_t)ids[k] < L->n ? L->chars8[ids[k]] : 0;
-            if (!len && unknown != nids)
-                break;
-            if (!len)
-                unknown = k;
-            c += len;
-        }
-        int placed = unknown == nids ? c == n : k == nids && c < n;
-        if (placed) {
-            for (size_t j = 0, at = 0; j < k; j++) {
-                size_t len = j == unknown ? n - c : L->chars8[ids[j]], lead = 0, trail = 0;
-                if (trim != OFF_NO_TRIM)
-                    offsets_spaces(cps + at, len, &lead, &trail);
-                int err = push(offs, from(origin, align, at), from(origin, align, at + len - 1) + 1, lead, trail, trim,
-                               offs->n / 2);
-                if (err)
-                    return err;
-                at += len;
-            }
-            *used = k;
-            return 0;
-        }
-    }
     size_t ci = 0, cb = 0, cl = utf8_width(cps[0]), b = 0, total = utf8_size(cps, n), k = 0;
-    if (!ranges && nids && (size_t)token_length(L, 0, ids[0]) == total) {
-        /* one token for the whole piece, most words' */
-        size_t lead = 0, trail = 0;
-        if (trim != OFF_NO_TRIM)
-            edge_spaces(L, cps, 0, n, 1, 1, &lead, &trail);
-        *used = 1;
-        return push(offs, from(origin, align, 0), from(origin, align, n - 1) + 1, lead, trail, trim, offs->n / 2);
-    }
     /* one byte a character: a token's bytes are its characters */
     int ascii = total == n;
     for (; ranges ? k < nids : b < total; k++) {
@@ -279,7 +231,7 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
                 return -2;
             b1 = b + (size_t)len;
         }
-        size_t start, end, start_aligned = 1, end_aligned = 1, lead = 0, trail = 0;
+        size_t start, end;
         if (ascii) {
             start = b0;
             end = b1;
@@ -289,18 +241,13 @@ int piece_offsets(const OffsetLengths *L, const uint32_t *cps, size_t n, int64_t
                 cl = utf8_width(cps[++ci]);
             }
             start = ci;
-            start_aligned = cb == b0;
             while (cb + cl < b1) {
                 cb += cl;
                 cl = utf8_width(cps[++ci]);
             }
             end = ci + 1;
-            end_aligned = cb + cl == b1;
         }
-        if (trim != OFF_NO_TRIM)
-            edge_spaces(L, cps, start, end, (int)start_aligned, (int)end_aligned, &lead, &trail);
-        int err = push(offs, from(origin, align, start), from(origin, align, end - 1) + 1, lead, trail, trim,
-                               offs->n / 2);
+        int err = push(offs, from(origin, align, start), from(origin, align, end - 1) + 1, 0, 0, OFF_NO_TRIM, 0);
         if (err)
             return err;
         b = b1;
@@ -501,30 +448,76 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
     return err;
 }
 
-int piece_ranges_from_lengths(const OffsetLengths *L, const uint32_t *cps, size_t n, const int32_t *ids, size_t nids,
-                              IdBuf *ranges) {
-    size_t total = utf8_size(cps, n), known = 0, unknown = nids;
-    for (size_t k = 0; k < nids; k++) {
-        int32_t len = token_length(L, 0, ids[k]);
-        if (len > 0) {
-            known += (size_t)len;
-        } else if (unknown == nids) {
-            unknown = k;
-        } else {
-            return -2;
+/* words_offsets for one kind of text (aligned or not), the branch on it out of the loop */
+static inline __attribute__((always_inline)) size_t words_body(const OffsetLengths *L, const Word *words, size_t k,
+                                                               size_t nwords, int64_t origin, const uint32_t *align,
+                                                               const int32_t *ids, int32_t *o, size_t *used) {
+    const uint8_t *chars8 = L->cont ? NULL : L->chars8;
+    size_t at = 0;
+    for (; k < nwords; k++) {
+        const Word w = words[k];
+        size_t m = w.nids, n = w.nc, c = w.c;
+        const int32_t *t = ids + at;
+        if (!m || !n)
+            break;
+        /* each token's length in the piece's units, a token of unknown length (Unigram's
+         * unknown or byte token, one at most) taking what the others leave, as piece_offsets */
+        size_t lens[WORDS_TOKENS_MAX], covered = 0, unknown = m;
+        if (m > WORDS_TOKENS_MAX)
+            break;
+        if (m == 1 && t[0] == L->unk_whole) {
+            lens[0] = n;
+            covered = n;
+        } else if (chars8) {
+            size_t j = 0;
+            for (; j < m; j++) {
+                size_t len = (uint32_t)t[j] < L->n ? chars8[t[j]] : 0;
+                if (!len && unknown != m)
+                    break;
+                unknown = len ? unknown : j;
+                lens[j] = len;
+                covered += len;
+            }
+            if (j < m || (unknown != m && covered >= n)) {
+                covered = 0;
+            } else if (unknown != m) {
+                lens[unknown] = n - covered;
+                covered = n;
+            }
+        } else if (w.nb == n) {
+            /* WordPiece in an ASCII word: its tokens' bytes are characters */
+            for (size_t j = 0; j < m; j++) {
+                int32_t len = token_length(L, j > 0, t[j]);
+                if (len <= 0) {
+                    covered = 0;
+                    break;
+                }
+                lens[j] = (size_t)len;
+                covered += (size_t)len;
+            }
+        } else if (m == 1 && w.nb && (size_t)token_length(L, 0, t[0]) == w.nb) {
+            lens[0] = n;
+            covered = n;
         }
+        if (covered != n)
+            break;
+        for (size_t j = 0, p = c; j < m; j++) {
+            size_t e = p + lens[j];
+            o[2 * j] = (int32_t)(origin + (int64_t)(align ? align[p] : p));
+            o[2 * j + 1] = (int32_t)(origin + (int64_t)(align ? align[e - 1] : e - 1) + 1);
+            p = e;
+        }
+        o += 2 * m;
+        at += m;
     }
-    if (known >= total || total > INT32_MAX || unknown == nids)
-        return -2;
-    ranges->n = 0;
-    if (ranges->cap < 2 * nids && ids_grow(ranges, 2 * nids) < 0)
-        return -1;
-    size_t b = 0;
-    for (size_t k = 0; k < nids; k++) {
-        size_t len = k == unknown ? total - known : (size_t)token_length(L, 0, ids[k]);
-        ranges->v[ranges->n++] = (int32_t)b;
-        ranges->v[ranges->n++] = (int32_t)(b + len);
-        b += len;
-    }
-    return 0;
+    *used = at;
+    return k;
+}
+
+size_t words_offsets(const OffsetLengths *L, const Word *words, size_t k, size_t nwords, int64_t origin,
+                     const uint32_t *align, const int32_t *ids, IdBuf *offs, size_t *used) {
+    size_t next = align ? words_body(L, words, k, nwords, origin, align, ids, offs->v + offs->n, used)
+                        : words_body(L, words, k, nwords, origin, NULL, ids, offs->v + offs->n, used);
+    offs->n += 2 * *used;
+    return next;
 }
