@@ -601,13 +601,13 @@ static inline int ascii_piece(const uint8_t *wide, size_t at, size_t n) {
  * once as words, would each wait for the store buffer. Each one's cache slot is fetched there,
  * and the first pieces' entries: the loop over them fetches each entry LOOKAHEAD pieces before
  * its lookup. */
-static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *bytes) {
+static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *bytes, uint64_t salt) {
     for (size_t k = 0; k < nw; k++) {
         w[k].h = hash_padded(bytes + w[k].b, w[k].nb);
-        cache_prefetch_slot(cache, w[k].h);
+        cache_prefetch_slot(cache, w[k].h ^ salt);
     }
     for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
-        cache_prefetch_entry(cache, w[k].h);
+        cache_prefetch_entry(cache, w[k].h ^ salt);
 }
 
 /* First the UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), then
@@ -616,7 +616,7 @@ static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *by
  * earlier pieces. A piece's UTF-8 need not follow the one before: an ASCII piece's is where a
  * first pass put every character's low byte, the others' after those. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
-              IdBuf *out) {
+              IdBuf *out, IdBuf *spans_out) {
     size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);
     sc->nwords = 0;
     if (!nspans)
@@ -664,19 +664,43 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
             return -1;
     }
     Word *w = sc->words;
-    words_hash(cache, w, nw, sc->bytes);
+    /* with spans_out, each piece's entry of ids and spans is the one looked up (and fetched) */
+    uint64_t salt = spans_out ? SPANS_SALT : 0;
+    words_hash(cache, w, nw, sc->bytes, salt);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
-            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
+            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h ^ salt);
         /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
          * whichever way bpe_word would have found them, and a miss is bpe_word's to fill */
         const uint8_t *b = sc->bytes + w[k].b;
-        const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
+        int cacheable = w[k].nb <= CACHE_MAX_PIECE;
+        const CacheEntry *e = cacheable ? cache_get_padded(cache, b, w[k].nb, w[k].h ^ salt) : NULL;
         size_t before = out->n;
+        if (e && salt) {
+            /* ids, then each one's span of the piece's characters */
+            size_t n = e->nids / 2;
+            const int32_t *v = cache_ids(e);
+            if (ids_extend(out, v, n) < 0 || (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0))
+                return -1;
+            int32_t *to = spans_out->v + spans_out->n, c = (int32_t)w[k].c;
+            for (size_t j = 0; j < n; j++) {
+                to[2 * j] = c + (v[n + j] & 0xFFFF);
+                to[2 * j + 1] = c + (v[n + j] >> 16);
+            }
+            spans_out->n += 2 * n;
+            w[k].nids = n;
+            w[k].spanned = 1;
+            continue;
+        }
+        if (salt)
+            e = cacheable ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
         if (e ? ids_extend(out, cache_ids(e), e->nids) < 0
               : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
             return -1;
         w[k].nids = out->n - before;
+        for (size_t j = 0; salt && j < w[k].nids; j++)
+            if (ids_push(spans_out, -1) < 0 || ids_push(spans_out, -1) < 0)
+                return -1;
     }
     sc->nwords = nw;
     return 0;
@@ -1037,7 +1061,7 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
         pos += nb;
     }
     Word *w = sc->words;
-    words_hash(cache, w, nw, sc->bytes);
+    words_hash(cache, w, nw, sc->bytes, 0);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);

@@ -581,7 +581,7 @@ typedef struct {
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
-    CpBuf offmap;     /* encode_offsets: unigram_ranges_cached's keys */
+    IdBuf rel;        /* encode_offsets: a BPE segment's spans of its characters (bpe_spans') */
     AddedCuts cuts, sub;
 } Work;
 
@@ -601,7 +601,7 @@ static void work_free(Work *w) {
         free(w->norm[i].v);
     for (int i = 0; i < 2; i++)
         free(w->align[i].v);
-    free(w->offmap.v);
+    free(w->rel.v);
     free(w->cuts.v);
     free(w->sub.v);
 }
@@ -633,14 +633,14 @@ static void thread_work_free(void *p) {
 
 static size_t work_bytes(const Work *w) {
     size_t n = (w->text_cap + w->buf_cap + w->spare_cap) * sizeof(uint32_t) + (w->spans.cap + w->tmp.cap) * sizeof(Span) +
-               (w->out.cap + w->offs.cap) * sizeof(int32_t) +
+               (w->out.cap + w->offs.cap + w->rel.cap) * sizeof(int32_t) +
                (w->sc.pairs ? sizeof(PairMemo) << PAIR_MEMO_BITS : 0) + w->sc.bytes_cap + w->sc.work_cap + w->sc.words_cap * sizeof(Word) +
                (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
     for (int i = 0; i < 3; i++)
         n += w->norm[i].cap * sizeof(uint32_t);
     for (int i = 0; i < 2; i++)
         n += w->align[i].cap * sizeof(uint32_t);
-    return n + w->offmap.cap * sizeof(uint32_t);
+    return n;
 }
 
 /* The thread's Work, or *own emptied when it is in use or cannot be had. */
@@ -752,7 +752,7 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
     p.spans.n = 1;
     if (pretokenize(self->steps, self->nsteps, &p) < 0)
         goto done;
-    err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out)
+    err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL)
           : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out)
                                            : unigram_spans(&self->ug, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
 done:
@@ -819,7 +819,7 @@ static int segment_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n,
     if (self->model == MODEL_BPE && !self->nsteps) {
         /* one piece, which the pre-tokenizer would not touch: no copy */
         Span whole = {0, n, offset};
-        return bpe_spans(&self->bpe, cache, s, &whole, 1, &w->sc, out);
+        return bpe_spans(&self->bpe, cache, s, &whole, 1, &w->sc, out, NULL);
     }
     size_t a = 0;
     if (n - a > WINDOW + 1 && windowed(self)) {
@@ -1502,16 +1502,14 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
 /* A Unigram piece's spans where its tokens' lengths do not place them (two unknown or byte
  * tokens among them): the model run again tells each token's bytes, piece_offsets its
  * characters, kept in the piece cache as (id, start, end) of the piece's characters under its
- * UTF-8 (words_hash's, in sc) and the piece's hash ^ RANGES_SALT: a hash the piece's own ids
- * are not under, which the cache compares before the key. Runs of unknown characters and
+ * UTF-8 (words_hash's, in sc) and the piece's hash ^ SPANS_SALT. Runs of unknown characters and
  * words of other scripts to a Latin vocabulary would otherwise run the model each time. */
-#define RANGES_SALT 0x9E3779B97F4A7C15ull
 static int unigram_word_offsets(Encoder *self, Cache *cache, const uint32_t *buf, const Word *piece,
                                 const int32_t *piece_ids, int64_t origin, const uint32_t *align, Work *w,
                                 IdBuf *offs) {
     const uint8_t *key = w->sc.bytes + piece->b;
     size_t m = piece->nids, cacheable = piece->nb && piece->nb <= CACHE_MAX_PIECE;
-    uint64_t h = piece->h ^ RANGES_SALT;
+    uint64_t h = piece->h ^ SPANS_SALT;
     const CacheEntry *e = cacheable ? cache_get_padded(cache, key, piece->nb, h) : NULL;
     IdBuf again = {0}, ranges = {0}, spans = {0};
     int err = 0;
@@ -1550,6 +1548,22 @@ static int unigram_word_offsets(Encoder *self, Cache *cache, const uint32_t *buf
     free(ranges.v);
     free(spans.v);
     return err;
+}
+
+/* A BPE piece's entry of ids and spans (bpe_spans' spans_out) from its ids and spans (rel: of the
+ * segment's characters, two an id) */
+static void spans_cache_put(Cache *cache, const Scratch *sc, const Word *piece, const int32_t *ids, const int32_t *rel) {
+    size_t m = piece->nids;
+    if (!piece->nb || piece->nb > CACHE_MAX_PIECE || !m)
+        return;
+    int32_t *v = malloc(2 * m * sizeof *v);
+    if (!v)
+        return; /* not kept: the next call makes them again */
+    memcpy(v, ids, m * sizeof *v);
+    for (size_t j = 0; j < m; j++)
+        v[m + j] = span_pack((size_t)rel[2 * j] - piece->c, (size_t)rel[2 * j + 1] - piece->c);
+    cache_put(cache, sc->bytes + piece->b, piece->nb, piece->h ^ SPANS_SALT, v, 2 * m);
+    free(v);
 }
 
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
@@ -1595,8 +1609,21 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     /* the model on all pieces at once, as segment_ids: each piece's tokens are those whose
      * lengths add up to it */
     size_t mark = ids->n;
+    if (self->model == MODEL_BPE && trim == OFF_NO_TRIM) {
+        /* each piece's spans kept in the cache beside its ids, made once (spans_offsets) */
+        IdBuf *rel = &w->rel;
+        rel->n = 0;
+        err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, rel);
+        if (!err)
+            err = cached_spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
+                                       ids->n - mark, rel->v, offs);
+        for (size_t k = 0, at = 0; !err && k < w->sc.nwords; at += w->sc.words[k++].nids)
+            if (!w->sc.words[k].spanned)
+                spans_cache_put(cache, &w->sc, &w->sc.words[k], ids->v + mark + at, rel->v + 2 * at);
+        goto done;
+    }
     if (self->model == MODEL_BPE) {
-        err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
+        err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, NULL);
         if (!err)
             err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
                                 ids->n - mark, trim, offs);

@@ -612,6 +612,7 @@ typedef struct {
     size_t c, nc, b, nb;
     uint64_t h;
     size_t nids;
+    int spanned; /* bpe_spans with spans: its tokens' spans came from the cache */
 } Word;
 
 /* A thread's memo of the merge pairs it looked up last, one model's at a time: the pairs of
@@ -643,9 +644,17 @@ int scratch_bytes(Scratch *s, size_t n);
 int scratch_work(Scratch *s, size_t n);
 
 /* BPE on each piece of a segment, the pieces cut before U+2581 with split_metaspace; they are
- * left in sc->words[0..sc->nwords), each with the count of its ids. */
+ * left in sc->words[0..sc->nwords), each with the count of its ids. With spans_out, two values
+ * an id are appended to it: the token's first character and end in buf, from the piece's entry
+ * of ids and spans where the cache holds one (the piece is `spanned`), else -1, -1 (its ids then
+ * come from its entry of ids or the model, as without spans_out). */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
-              IdBuf *out);
+              IdBuf *out, IdBuf *spans_out);
+/* The hash a piece's entry of ids and spans is cached under (bpe_spans' spans_out), beside its
+ * entry of ids under its own hash: the cache compares hashes before keys. */
+#define SPANS_SALT 0x9E3779B97F4A7C15ull
+/* A cached token span: its first character and its end, of the piece's, start | end << 16. */
+static inline int32_t span_pack(size_t start, size_t end) { return (int32_t)(start | end << 16); }
 /* WordPiece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, so that the
  * vocabulary lookups overlap; the pieces are left in sc->words[0..sc->nwords), each with the
  * count of its ids. */
@@ -1015,6 +1024,12 @@ static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id)
  * piece_offsets. */
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs);
+/* spans_offsets untrimmed, bpe_spans' words with spans_out (rel): each piece the cache held
+ * spans for has them in rel, of buf's characters, two an id; the others' are placed here, into
+ * rel too. */
+int cached_spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords,
+                         int64_t origin, const uint32_t *align, const int32_t *ids, size_t nids, int32_t *rel,
+                         IdBuf *offs);
 /* The tokens of a piece words_offsets places; a piece of more takes piece_offsets */
 #define WORDS_TOKENS_MAX 32
 /* Untrimmed spans of the pieces words[k..nwords) a WordPiece or Unigram model gave ids (ids[0]
@@ -1048,7 +1063,5 @@ typedef struct {
  * LENGTHS_BYTE_LEVEL): an id's length stays 0 until a token of it is measured, and becomes -1
  * when another token of it has a different one (which of them a piece holds is not known). */
 void offsets_measure(const TokenMeasure *m, const uint8_t *s, size_t n, int64_t id);
-/* scratch memory as n bytes, NULL when out of memory */
-uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n);
 
 #endif

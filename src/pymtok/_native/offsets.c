@@ -350,21 +350,6 @@ static inline __attribute__((always_inline)) int word_offsets(const OffsetLength
     return 0;
 }
 
-static int scratch_grow(CpBuf *b, size_t n) {
-    if (b->cap >= n)
-        return 0;
-    uint32_t *v = realloc(b->v, n * sizeof *v);
-    if (!v)
-        return -1;
-    b->v = v;
-    b->cap = n;
-    return 0;
-}
-
-uint8_t *offsets_scratch_bytes(CpBuf *b, size_t n) {
-    return scratch_grow(b, n / 4 + 1) < 0 ? NULL : (uint8_t *)(void *)b->v;
-}
-
 /* spans_offsets for one kind of text, made once per kind (aligned or not, trimmed which way),
  * the branches on them out of the loops over tokens */
 static inline __attribute__((always_inline)) int spans_body(const OffsetLengths *L, const uint32_t *buf,
@@ -446,6 +431,37 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
     if (!err)
         offs->n += 2 * nids;
     return err;
+}
+
+int cached_spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords,
+                         int64_t origin, const uint32_t *align, const int32_t *ids, size_t nids, int32_t *rel,
+                         IdBuf *offs) {
+    if (offs->cap - offs->n < 2 * nids && ids_grow(offs, 2 * nids) < 0)
+        return -1;
+    size_t k = 0;
+    for (size_t w = 0; w < nwords; k += words[w++].nids) {
+        if (words[w].spanned)
+            continue;
+        if (words[w].nids > nids - k)
+            return -2;
+        int err = spans_body(L, buf, words + w, 1, 0, NULL, ids + k, words[w].nids, OFF_NO_TRIM, rel + 2 * k, 0);
+        if (err)
+            return err;
+    }
+    if (k != nids)
+        return -2;
+    int32_t *o = offs->v + offs->n;
+    if (align) {
+        for (size_t i = 0; i < nids; i++) {
+            o[2 * i] = (int32_t)(origin + (int64_t)align[rel[2 * i]]);
+            o[2 * i + 1] = (int32_t)(origin + (int64_t)align[rel[2 * i + 1] - 1] + 1);
+        }
+    } else {
+        for (size_t i = 0; i < 2 * nids; i++)
+            o[i] = (int32_t)(origin + rel[i]);
+    }
+    offs->n += 2 * nids;
+    return 0;
 }
 
 /* words_offsets for one kind of text (aligned or not), the branch on it out of the loop */
