@@ -610,6 +610,33 @@ static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *by
         cache_prefetch_entry(cache, w[k].h ^ salt);
 }
 
+/* A piece's entry of ids and spans (SPANS_SALT), found: its ids onto out, each one's span of
+ * buf's characters onto spans_out. */
+static int spans_hit(const CacheEntry *e, Word *w, IdBuf *out, IdBuf *spans_out) {
+    size_t n = e->nids / 2;
+    const int32_t *v = cache_ids(e);
+    if (ids_extend(out, v, n) < 0 || (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0))
+        return -1;
+    int32_t *to = spans_out->v + spans_out->n, c = (int32_t)w->c;
+    for (size_t j = 0; j < n; j++) {
+        to[2 * j] = c + (v[n + j] & 0xFFFF);
+        to[2 * j + 1] = c + (v[n + j] >> 16);
+    }
+    spans_out->n += 2 * n;
+    w->nids = n;
+    w->spanned = 1;
+    return 0;
+}
+
+/* A piece's n ids whose spans the cache did not hold, -1 each on spans_out */
+static int spans_unknown(IdBuf *spans_out, size_t n) {
+    if (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0)
+        return -1;
+    for (size_t j = 0; j < 2 * n; j++)
+        spans_out->v[spans_out->n++] = -1;
+    return 0;
+}
+
 /* First the UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), then
  * their hashes, then the pieces in order, each one's cache lookup started a few pieces
  * earlier: a lookup is two dependent misses (slot, entry), which then overlap the work on
@@ -677,19 +704,8 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
         const CacheEntry *e = cacheable ? cache_get_padded(cache, b, w[k].nb, w[k].h ^ salt) : NULL;
         size_t before = out->n;
         if (e && salt) {
-            /* ids, then each one's span of the piece's characters */
-            size_t n = e->nids / 2;
-            const int32_t *v = cache_ids(e);
-            if (ids_extend(out, v, n) < 0 || (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0))
+            if (spans_hit(e, &w[k], out, spans_out) < 0)
                 return -1;
-            int32_t *to = spans_out->v + spans_out->n, c = (int32_t)w[k].c;
-            for (size_t j = 0; j < n; j++) {
-                to[2 * j] = c + (v[n + j] & 0xFFFF);
-                to[2 * j + 1] = c + (v[n + j] >> 16);
-            }
-            spans_out->n += 2 * n;
-            w[k].nids = n;
-            w[k].spanned = 1;
             continue;
         }
         if (salt)
@@ -698,9 +714,8 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
               : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
             return -1;
         w[k].nids = out->n - before;
-        for (size_t j = 0; salt && j < w[k].nids; j++)
-            if (ids_push(spans_out, -1) < 0 || ids_push(spans_out, -1) < 0)
-                return -1;
+        if (salt && spans_unknown(spans_out, w[k].nids) < 0)
+            return -1;
     }
     sc->nwords = nw;
     return 0;
@@ -1044,7 +1059,7 @@ static int unigram_bytes(const Unigram *m, Cache *cache, const uint8_t *b, size_
 }
 
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
-                  IdBuf *out) {
+                  IdBuf *out, IdBuf *spans_out) {
     size_t chars = 0, nw = 0, pos = 0;
     sc->nwords = 0;
     for (size_t k = 0; k < nspans; k++)
@@ -1061,14 +1076,25 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
         pos += nb;
     }
     Word *w = sc->words;
-    words_hash(cache, w, nw, sc->bytes, 0);
+    uint64_t salt = spans_out ? SPANS_SALT : 0;
+    words_hash(cache, w, nw, sc->bytes, salt);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
-            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
+            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h ^ salt);
+        const uint8_t *b = sc->bytes + w[k].b;
+        const CacheEntry *e = salt && w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h ^ salt)
+                                                                  : NULL;
+        if (e) {
+            if (spans_hit(e, &w[k], out, spans_out) < 0)
+                return -1;
+            continue;
+        }
         size_t before = out->n;
-        if (unigram_bytes(m, cache, sc->bytes + w[k].b, w[k].nb, w[k].h, sc, out, NULL) < 0)
+        if (unigram_bytes(m, cache, b, w[k].nb, w[k].h, sc, out, NULL) < 0)
             return -1;
         w[k].nids = out->n - before;
+        if (salt && spans_unknown(spans_out, w[k].nids) < 0)
+            return -1;
     }
     sc->nwords = nw;
     return 0;

@@ -754,7 +754,7 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
         goto done;
     err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL)
           : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out)
-                                           : unigram_spans(&self->ug, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out);
+                                           : unigram_spans(&self->ug, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL);
 done:
     work_keep(w, &p);
     return err;
@@ -1499,51 +1499,27 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
     return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
-/* A Unigram piece's spans where its tokens' lengths do not place them (two unknown or byte
- * tokens among them): the model run again tells each token's bytes, piece_offsets its
- * characters, kept in the piece cache as (id, start, end) of the piece's characters under its
- * UTF-8 (words_hash's, in sc) and the piece's hash ^ SPANS_SALT. Runs of unknown characters and
- * words of other scripts to a Latin vocabulary would otherwise run the model each time. */
-static int unigram_word_offsets(Encoder *self, Cache *cache, const uint32_t *buf, const Word *piece,
-                                const int32_t *piece_ids, int64_t origin, const uint32_t *align, Work *w,
-                                IdBuf *offs) {
-    const uint8_t *key = w->sc.bytes + piece->b;
-    size_t m = piece->nids, cacheable = piece->nb && piece->nb <= CACHE_MAX_PIECE;
-    uint64_t h = piece->h ^ SPANS_SALT;
-    const CacheEntry *e = cacheable ? cache_get_padded(cache, key, piece->nb, h) : NULL;
+/* A Unigram piece's untrimmed spans of buf's characters into o (two an id), as the cache keeps
+ * them: placed by its tokens' lengths (words_offsets) where they tile it, else (two unknown or
+ * byte tokens among them, more tokens than words_offsets takes) from the model run again,
+ * which tells each token's bytes, and piece_offsets their characters. */
+static int unigram_piece_spans(Encoder *self, const uint32_t *buf, const Word *piece, const int32_t *ids, Work *w,
+                               int32_t *o) {
+    size_t m = piece->nids, used = 0;
+    IdBuf into = {.v = o, .n = 0, .cap = 2 * m}; /* room for exactly the piece's spans */
+    if (words_offsets(&self->offl, piece, 0, 1, 0, NULL, ids, &into, &used) == 1)
+        return 0;
     IdBuf again = {0}, ranges = {0}, spans = {0};
-    int err = 0;
-    if (!e) {
-        size_t used = 0;
-        err = !piece->nb ? -2 : unigram_piece_ranges(&self->ug, key, piece->nb, &w->sc, &again, &ranges);
-        if (!err && (again.n != m || memcmp(again.v, piece_ids, m * sizeof *piece_ids)))
-            err = -2;
-        if (!err)
-            err = piece_offsets(&self->offl, buf + piece->c, piece->nc, 0, NULL, piece_ids, m, ranges.v, &spans,
-                                &used);
-        if (!err && used != m)
-            err = -2;
-        again.n = 0;
-        for (size_t k = 0; !err && k < m; k++)
-            err = ids_push(&again, piece_ids[k]) < 0 || ids_push(&again, spans.v[2 * k]) < 0 ||
-                          ids_push(&again, spans.v[2 * k + 1]) < 0 ? -1 : 0;
-        if (!err && cacheable)
-            cache_put(cache, key, piece->nb, h, again.v, again.n);
-    }
-    const int32_t *v = e ? cache_ids(e) : again.v;
-    if (!err && e && e->nids != 3 * m)
+    int err = !piece->nb ? -2 : unigram_piece_ranges(&self->ug, w->sc.bytes + piece->b, piece->nb, &w->sc, &again, &ranges);
+    if (!err && (again.n != m || memcmp(again.v, ids, m * sizeof *ids)))
         err = -2;
-    for (size_t k = 0; !err && k < m; k++) {
-        size_t s = (size_t)v[3 * k + 1], end = (size_t)v[3 * k + 2];
-        if (v[3 * k] != piece_ids[k] || s >= end || end > piece->nc) {
-            err = -2;
-            break;
-        }
-        s += piece->c;
-        end += piece->c;
-        err = offsets_push(offs, origin + (int64_t)(align ? align[s] : s), origin + (int64_t)(align ? align[end - 1] : end - 1) + 1,
-                           0, 0, OFF_NO_TRIM, 0);
-    }
+    if (!err)
+        err = piece_offsets(&self->offl, buf + piece->c, piece->nc, (int64_t)piece->c, NULL, ids, m, ranges.v, &spans,
+                            &used);
+    if (!err && (used != m || spans.n != 2 * m))
+        err = -2;
+    if (!err)
+        memcpy(o, spans.v, 2 * m * sizeof *o);
     free(again.v);
     free(ranges.v);
     free(spans.v);
@@ -1609,17 +1585,29 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     /* the model on all pieces at once, as segment_ids: each piece's tokens are those whose
      * lengths add up to it */
     size_t mark = ids->n;
-    if (self->model == MODEL_BPE && trim == OFF_NO_TRIM) {
-        /* each piece's spans kept in the cache beside its ids, made once (spans_offsets) */
+    if (self->model != MODEL_WORDPIECE && trim == OFF_NO_TRIM) {
+        /* each piece's spans of buf kept in the cache beside its ids, placed once */
         IdBuf *rel = &w->rel;
         rel->n = 0;
-        err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, rel);
+        err = self->model == MODEL_BPE ? bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, rel)
+                                       : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids, rel);
+        size_t at = 0, nids = ids->n - mark;
+        for (size_t k = 0; !err && k < w->sc.nwords; at += w->sc.words[k++].nids) {
+            const Word *piece = &w->sc.words[k];
+            if (piece->spanned)
+                continue;
+            const int32_t *piece_ids = ids->v + mark + at;
+            if (!piece->nids || piece->nids > nids - at)
+                err = -2;
+            else if (self->model == MODEL_BPE)
+                err = bpe_piece_spans(&self->offl, buf, piece, piece_ids, rel->v + 2 * at);
+            else
+                err = unigram_piece_spans(self, buf, piece, piece_ids, w, rel->v + 2 * at);
+            if (!err)
+                spans_cache_put(cache, &w->sc, piece, piece_ids, rel->v + 2 * at);
+        }
         if (!err)
-            err = cached_spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
-                                       ids->n - mark, rel->v, offs);
-        for (size_t k = 0, at = 0; !err && k < w->sc.nwords; at += w->sc.words[k++].nids)
-            if (!w->sc.words[k].spanned)
-                spans_cache_put(cache, &w->sc, &w->sc.words[k], ids->v + mark + at, rel->v + 2 * at);
+            err = at == nids ? spans_map(rel->v, nids, origin, align, offs) : -2;
         goto done;
     }
     if (self->model == MODEL_BPE) {
@@ -1629,29 +1617,22 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
                                 ids->n - mark, trim, offs);
         goto done;
     }
-    err = self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids)
-                                         : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids);
+    err = wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids);
     if (!err && offs->cap - offs->n < 2 * (ids->n - mark) && ids_grow(offs, 2 * (ids->n - mark)) < 0)
         err = -1;
     for (size_t k = 0; !err && k < w->sc.nwords; k++) {
         /* most pieces, placed by their tokens' lengths without piece_offsets' setting up */
-        size_t placed;
+        size_t placed, used = 0;
         k = words_offsets(&self->offl, w->sc.words, k, w->sc.nwords, origin, align, ids->v + mark, offs, &placed);
         mark += placed;
         if (k == w->sc.nwords)
             break;
         const Word piece = w->sc.words[k];
-        size_t used = 0, m = piece.nids;
-        const int32_t *piece_ids = ids->v + mark;
-        mark += m;
-        if (self->model == MODEL_UNIGRAM) {
-            err = unigram_word_offsets(self, cache, buf, &piece, piece_ids, origin, align, w, offs);
-            continue;
-        }
         err = piece_offsets(&self->offl, buf + piece.c, piece.nc, align ? origin : origin + (int64_t)piece.c,
-                            align ? align + piece.c : NULL, piece_ids, m, NULL, offs, &used);
-        if (!err && used != m)
+                            align ? align + piece.c : NULL, ids->v + mark, piece.nids, NULL, offs, &used);
+        if (!err && used != piece.nids)
             err = -2;
+        mark += piece.nids;
     }
 done:
     if (self->nsteps) {

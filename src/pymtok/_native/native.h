@@ -660,9 +660,10 @@ static inline int32_t span_pack(size_t start, size_t end) { return (int32_t)(sta
  * count of its ids. */
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out);
-/* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap. */
+/* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap;
+ * spans_out as bpe_spans'. */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
-                  IdBuf *out);
+                  IdBuf *out, IdBuf *spans_out);
 /* Unigram on one piece's UTF-8 b[0..nb), the model run (the piece cache's entries hold no
  * ranges), each id's byte range of it appended to ranges (start, end pairs), as HF's
  * Unigram::tokenize gives its offsets. b may be a Scratch's bytes: the run leaves them alone. */
@@ -1024,12 +1025,12 @@ static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id)
  * piece_offsets. */
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs);
-/* spans_offsets untrimmed, bpe_spans' words with spans_out (rel): each piece the cache held
- * spans for has them in rel, of buf's characters, two an id; the others' are placed here, into
- * rel too. */
-int cached_spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords,
-                         int64_t origin, const uint32_t *align, const int32_t *ids, size_t nids, int32_t *rel,
-                         IdBuf *offs);
+/* spans_offsets' untrimmed spans of one piece of buf (its ids ids[0..piece->nids)) into o, of
+ * buf's characters: what bpe_spans' spans_out holds, for the cache to keep. */
+int bpe_piece_spans(const OffsetLengths *L, const uint32_t *buf, const Word *piece, const int32_t *ids, int32_t *o);
+/* The spans rel[0..2 nids) of a segment's characters, each character i the caller's origin +
+ * align[i] (origin + i without align), onto offs. */
+int spans_map(const int32_t *rel, size_t nids, int64_t origin, const uint32_t *align, IdBuf *offs);
 /* The tokens of a piece words_offsets places; a piece of more takes piece_offsets */
 #define WORDS_TOKENS_MAX 32
 /* Untrimmed spans of the pieces words[k..nwords) a WordPiece or Unigram model gave ids (ids[0]

@@ -433,23 +433,13 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
     return err;
 }
 
-int cached_spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords,
-                         int64_t origin, const uint32_t *align, const int32_t *ids, size_t nids, int32_t *rel,
-                         IdBuf *offs) {
+int bpe_piece_spans(const OffsetLengths *L, const uint32_t *buf, const Word *piece, const int32_t *ids, int32_t *o) {
+    return spans_body(L, buf, piece, 1, 0, NULL, ids, piece->nids, OFF_NO_TRIM, o, 0);
+}
+
+int spans_map(const int32_t *rel, size_t nids, int64_t origin, const uint32_t *align, IdBuf *offs) {
     if (offs->cap - offs->n < 2 * nids && ids_grow(offs, 2 * nids) < 0)
         return -1;
-    size_t k = 0;
-    for (size_t w = 0; w < nwords; k += words[w++].nids) {
-        if (words[w].spanned)
-            continue;
-        if (words[w].nids > nids - k)
-            return -2;
-        int err = spans_body(L, buf, words + w, 1, 0, NULL, ids + k, words[w].nids, OFF_NO_TRIM, rel + 2 * k, 0);
-        if (err)
-            return err;
-    }
-    if (k != nids)
-        return -2;
     int32_t *o = offs->v + offs->n;
     if (align) {
         for (size_t i = 0; i < nids; i++) {
