@@ -814,8 +814,34 @@ static int wordpiece_bytes(const WordPiece *m, Cache *cache, size_t n, const uin
     return 0;
 }
 
+/* wordpiece_bytes for wordpiece_spans with spans_out: a piece of one token (a whole-word match,
+ * the unknown token of a word too long) spans the whole piece; the others' entry of ids and
+ * spans is looked up first. */
+static int wordpiece_spanned(const WordPiece *m, Cache *cache, Word *w, const uint8_t *b, IdBuf *out,
+                             IdBuf *spans_out) {
+    int32_t id = w->nc > m->max_chars        ? m->unk_id
+                 : w->nb <= m->vocab.max_len ? strmap_get_h(&m->vocab, b, w->nb, w->h)
+                                             : -1;
+    if (id >= 0) {
+        w->nids = 1;
+        w->spanned = 1;
+        return ids_push(out, id) < 0 || ids_push(spans_out, (int32_t)w->c) < 0 ||
+                       ids_push(spans_out, (int32_t)(w->c + w->nc)) < 0
+                   ? -1
+                   : 0;
+    }
+    const CacheEntry *e = w->nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w->nb, w->h ^ SPANS_SALT) : NULL;
+    if (e)
+        return spans_hit(e, w, out, spans_out);
+    size_t before = out->n;
+    if (wordpiece_bytes(m, cache, w->nc, b, w->nb, w->h, out) < 0)
+        return -1;
+    w->nids = out->n - before;
+    return spans_unknown(spans_out, w->nids);
+}
+
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
-                    Scratch *sc, IdBuf *out) {
+                    Scratch *sc, IdBuf *out, IdBuf *spans_out) {
     size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);
     sc->nwords = 0;
     if (!nspans)
@@ -855,6 +881,11 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
         __builtin_prefetch(&vocab->slots[(size_t)(w[k].h >> 32) & vocab->mask]);
     }
     for (size_t k = 0; k < nw; k++) {
+        if (spans_out) {
+            if (wordpiece_spanned(m, cache, &w[k], sc->bytes + w[k].b, out, spans_out) < 0)
+                return -1;
+            continue;
+        }
         size_t before = out->n;
         if (wordpiece_bytes(m, cache, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, out) < 0)
             return -1;

@@ -753,7 +753,7 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
     if (pretokenize(self->steps, self->nsteps, &p) < 0)
         goto done;
     err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL)
-          : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out)
+          : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL)
                                            : unigram_spans(&self->ug, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL);
 done:
     work_keep(w, &p);
@@ -1499,23 +1499,25 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
     return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
-/* A Unigram piece's untrimmed spans of buf's characters into o (two an id), as the cache keeps
- * them: placed by its tokens' lengths (words_offsets) where they tile it, else (two unknown or
- * byte tokens among them, more tokens than words_offsets takes) from the model run again,
- * which tells each token's bytes, and piece_offsets their characters. */
-static int unigram_piece_spans(Encoder *self, const uint32_t *buf, const Word *piece, const int32_t *ids, Work *w,
-                               int32_t *o) {
-    size_t m = piece->nids, used = 0;
-    IdBuf into = {.v = o, .n = 0, .cap = 2 * m}; /* room for exactly the piece's spans */
-    if (words_offsets(&self->offl, piece, 0, 1, 0, NULL, ids, &into, &used) == 1)
+/* A WordPiece or Unigram piece's untrimmed spans of buf's characters into o (two an id), as the
+ * cache keeps them: placed by its tokens' lengths where they tile it (lengths_spans), else by
+ * their bytes, WordPiece's lengths (piece_offsets), Unigram's from the model run again (two
+ * unknown or byte tokens among them, or more tokens than lengths_spans takes). */
+static int model_piece_spans(Encoder *self, const uint32_t *buf, const Word *piece, const int32_t *ids, Work *w,
+                             int32_t *o) {
+    if (lengths_spans(&self->offl, piece, ids, o) == 0)
         return 0;
+    size_t m = piece->nids, used = 0;
     IdBuf again = {0}, ranges = {0}, spans = {0};
-    int err = !piece->nb ? -2 : unigram_piece_ranges(&self->ug, w->sc.bytes + piece->b, piece->nb, &w->sc, &again, &ranges);
-    if (!err && (again.n != m || memcmp(again.v, ids, m * sizeof *ids)))
-        err = -2;
+    int err = 0;
+    if (self->model == MODEL_UNIGRAM) {
+        err = !piece->nb ? -2 : unigram_piece_ranges(&self->ug, w->sc.bytes + piece->b, piece->nb, &w->sc, &again, &ranges);
+        if (!err && (again.n != m || memcmp(again.v, ids, m * sizeof *ids)))
+            err = -2;
+    }
     if (!err)
-        err = piece_offsets(&self->offl, buf + piece->c, piece->nc, (int64_t)piece->c, NULL, ids, m, ranges.v, &spans,
-                            &used);
+        err = piece_offsets(&self->offl, buf + piece->c, piece->nc, (int64_t)piece->c, NULL, ids, m,
+                            self->model == MODEL_UNIGRAM ? ranges.v : NULL, &spans, &used);
     if (!err && (used != m || spans.n != 2 * m))
         err = -2;
     if (!err)
@@ -1585,12 +1587,13 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     /* the model on all pieces at once, as segment_ids: each piece's tokens are those whose
      * lengths add up to it */
     size_t mark = ids->n;
-    if (self->model != MODEL_WORDPIECE && trim == OFF_NO_TRIM) {
+    if (trim == OFF_NO_TRIM) {
         /* each piece's spans of buf kept in the cache beside its ids, placed once */
         IdBuf *rel = &w->rel;
         rel->n = 0;
-        err = self->model == MODEL_BPE ? bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, rel)
-                                       : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids, rel);
+        err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, rel)
+              : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids, rel)
+                                               : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids, rel);
         size_t at = 0, nids = ids->n - mark;
         for (size_t k = 0; !err && k < w->sc.nwords; at += w->sc.words[k++].nids) {
             const Word *piece = &w->sc.words[k];
@@ -1602,7 +1605,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
             else if (self->model == MODEL_BPE)
                 err = bpe_piece_spans(&self->offl, buf, piece, piece_ids, rel->v + 2 * at);
             else
-                err = unigram_piece_spans(self, buf, piece, piece_ids, w, rel->v + 2 * at);
+                err = model_piece_spans(self, buf, piece, piece_ids, w, rel->v + 2 * at);
             if (!err)
                 spans_cache_put(cache, &w->sc, piece, piece_ids, rel->v + 2 * at);
         }
@@ -1610,30 +1613,11 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
             err = at == nids ? spans_map(rel->v, nids, origin, align, offs) : -2;
         goto done;
     }
-    if (self->model == MODEL_BPE) {
-        err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, NULL);
-        if (!err)
-            err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
-                                ids->n - mark, trim, offs);
-        goto done;
-    }
-    err = wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids);
-    if (!err && offs->cap - offs->n < 2 * (ids->n - mark) && ids_grow(offs, 2 * (ids->n - mark)) < 0)
-        err = -1;
-    for (size_t k = 0; !err && k < w->sc.nwords; k++) {
-        /* most pieces, placed by their tokens' lengths without piece_offsets' setting up */
-        size_t placed, used = 0;
-        k = words_offsets(&self->offl, w->sc.words, k, w->sc.nwords, origin, align, ids->v + mark, offs, &placed);
-        mark += placed;
-        if (k == w->sc.nwords)
-            break;
-        const Word piece = w->sc.words[k];
-        err = piece_offsets(&self->offl, buf + piece.c, piece.nc, align ? origin : origin + (int64_t)piece.c,
-                            align ? align + piece.c : NULL, ids->v + mark, piece.nids, NULL, offs, &used);
-        if (!err && used != piece.nids)
-            err = -2;
-        mark += piece.nids;
-    }
+    /* trimmed by ByteLevel's rules, as it reads each token's string where it may */
+    err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, NULL);
+    if (!err)
+        err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark, ids->n - mark,
+                            trim, offs);
 done:
     if (self->nsteps) {
         free(p.at);

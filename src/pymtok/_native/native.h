@@ -657,9 +657,9 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
 static inline int32_t span_pack(size_t start, size_t end) { return (int32_t)(start | end << 16); }
 /* WordPiece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, so that the
  * vocabulary lookups overlap; the pieces are left in sc->words[0..sc->nwords), each with the
- * count of its ids. */
+ * count of its ids. spans_out as bpe_spans' (a piece of one token spans it whole). */
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
-                    Scratch *sc, IdBuf *out);
+                    Scratch *sc, IdBuf *out, IdBuf *spans_out);
 /* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap;
  * spans_out as bpe_spans'. */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
@@ -1031,15 +1031,13 @@ int bpe_piece_spans(const OffsetLengths *L, const uint32_t *buf, const Word *pie
 /* The spans rel[0..2 nids) of a segment's characters, each character i the caller's origin +
  * align[i] (origin + i without align), onto offs. */
 int spans_map(const int32_t *rel, size_t nids, int64_t origin, const uint32_t *align, IdBuf *offs);
-/* The tokens of a piece words_offsets places; a piece of more takes piece_offsets */
-#define WORDS_TOKENS_MAX 32
-/* Untrimmed spans of the pieces words[k..nwords) a WordPiece or Unigram model gave ids (ids[0]
- * the first of words[k]'s), as piece_offsets places them, for each piece its tokens' lengths
- * tile: one token of the whole piece, Unigram's of whole characters, WordPiece's in an ASCII
- * piece; up to the first piece they do not tile, whose index it returns (nwords past the last),
- * *used the ids placed. offs has room for every id's span. */
-size_t words_offsets(const OffsetLengths *L, const Word *words, size_t k, size_t nwords, int64_t origin,
-                     const uint32_t *align, const int32_t *ids, IdBuf *offs, size_t *used);
+/* The tokens of a piece lengths_spans places; a piece of more takes piece_offsets */
+#define LENGTHS_TOKENS_MAX 32
+/* A WordPiece or Unigram piece's untrimmed spans of its segment's characters into o (two an id,
+ * its ids ids[0..piece->nids)) where its tokens' lengths tile it, as piece_offsets places them:
+ * one token of the whole piece, Unigram's of whole characters (one of unknown length taking what
+ * the others leave), WordPiece's in an ASCII piece; -2 where they do not. */
+int lengths_spans(const OffsetLengths *L, const Word *piece, const int32_t *ids, int32_t *o);
 /* What offsets_measure reads of a token: LENGTHS_UTF8 its bytes and characters (a UTF-8 token),
  * LENGTHS_BYTE_LEVEL its bytes and the characters they spell (-1 when they are not whole UTF-8
  * characters), both after an end_of_word_suffix `affix` is taken off its end; LENGTHS_WORDPIECE

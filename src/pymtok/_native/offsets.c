@@ -454,76 +454,51 @@ int spans_map(const int32_t *rel, size_t nids, int64_t origin, const uint32_t *a
     return 0;
 }
 
-/* words_offsets for one kind of text (aligned or not), the branch on it out of the loop */
-static inline __attribute__((always_inline)) size_t words_body(const OffsetLengths *L, const Word *words, size_t k,
-                                                               size_t nwords, int64_t origin, const uint32_t *align,
-                                                               const int32_t *ids, int32_t *o, size_t *used) {
+int lengths_spans(const OffsetLengths *L, const Word *piece, const int32_t *ids, int32_t *o) {
     const uint8_t *chars8 = L->cont ? NULL : L->chars8;
-    size_t at = 0;
-    for (; k < nwords; k++) {
-        const Word w = words[k];
-        size_t m = w.nids, n = w.nc, c = w.c;
-        const int32_t *t = ids + at;
-        if (!m || !n)
-            break;
-        /* each token's length in the piece's units, a token of unknown length (Unigram's
-         * unknown or byte token, one at most) taking what the others leave, as piece_offsets */
-        size_t lens[WORDS_TOKENS_MAX], covered = 0, unknown = m;
-        if (m > WORDS_TOKENS_MAX)
-            break;
-        if (m == 1 && t[0] == L->unk_whole) {
-            lens[0] = n;
+    size_t m = piece->nids, n = piece->nc, c = piece->c;
+    if (!m || !n || m > LENGTHS_TOKENS_MAX)
+        return -2;
+    /* each token's length in the piece's units, a token of unknown length (Unigram's unknown
+     * or byte token, one at most) taking what the others leave, as piece_offsets */
+    size_t lens[LENGTHS_TOKENS_MAX], covered = 0, unknown = m;
+    if (m == 1 && ids[0] == L->unk_whole) {
+        lens[0] = n;
+        covered = n;
+    } else if (chars8) {
+        size_t j = 0;
+        for (; j < m; j++) {
+            size_t len = (uint32_t)ids[j] < L->n ? chars8[ids[j]] : 0;
+            if (!len && unknown != m)
+                break;
+            unknown = len ? unknown : j;
+            lens[j] = len;
+            covered += len;
+        }
+        if (j < m || (unknown != m && covered >= n)) {
+            covered = 0;
+        } else if (unknown != m) {
+            lens[unknown] = n - covered;
             covered = n;
-        } else if (chars8) {
-            size_t j = 0;
-            for (; j < m; j++) {
-                size_t len = (uint32_t)t[j] < L->n ? chars8[t[j]] : 0;
-                if (!len && unknown != m)
-                    break;
-                unknown = len ? unknown : j;
-                lens[j] = len;
-                covered += len;
-            }
-            if (j < m || (unknown != m && covered >= n)) {
+        }
+    } else if (piece->nb == n) {
+        /* WordPiece in an ASCII piece: its tokens' bytes are characters */
+        for (size_t j = 0; j < m; j++) {
+            int32_t len = token_length(L, j > 0, ids[j]);
+            if (len <= 0) {
                 covered = 0;
-            } else if (unknown != m) {
-                lens[unknown] = n - covered;
-                covered = n;
+                break;
             }
-        } else if (w.nb == n) {
-            /* WordPiece in an ASCII word: its tokens' bytes are characters */
-            for (size_t j = 0; j < m; j++) {
-                int32_t len = token_length(L, j > 0, t[j]);
-                if (len <= 0) {
-                    covered = 0;
-                    break;
-                }
-                lens[j] = (size_t)len;
-                covered += (size_t)len;
-            }
-        } else if (m == 1 && w.nb && (size_t)token_length(L, 0, t[0]) == w.nb) {
-            lens[0] = n;
-            covered = n;
+            lens[j] = (size_t)len;
+            covered += (size_t)len;
         }
-        if (covered != n)
-            break;
-        for (size_t j = 0, p = c; j < m; j++) {
-            size_t e = p + lens[j];
-            o[2 * j] = (int32_t)(origin + (int64_t)(align ? align[p] : p));
-            o[2 * j + 1] = (int32_t)(origin + (int64_t)(align ? align[e - 1] : e - 1) + 1);
-            p = e;
-        }
-        o += 2 * m;
-        at += m;
     }
-    *used = at;
-    return k;
-}
-
-size_t words_offsets(const OffsetLengths *L, const Word *words, size_t k, size_t nwords, int64_t origin,
-                     const uint32_t *align, const int32_t *ids, IdBuf *offs, size_t *used) {
-    size_t next = align ? words_body(L, words, k, nwords, origin, align, ids, offs->v + offs->n, used)
-                        : words_body(L, words, k, nwords, origin, NULL, ids, offs->v + offs->n, used);
-    offs->n += 2 * *used;
-    return next;
+    if (covered != n)
+        return -2;
+    for (size_t j = 0, p = c; j < m; j++) {
+        o[2 * j] = (int32_t)p;
+        p += lens[j];
+        o[2 * j + 1] = (int32_t)p;
+    }
+    return 0;
 }
