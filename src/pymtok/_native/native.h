@@ -664,9 +664,9 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
  * spans_out as bpe_spans'. */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out, IdBuf *spans_out);
-/* Unigram on one piece's UTF-8 b[0..nb), the model run (the piece cache's entries hold no
- * ranges), each id's byte range of it appended to ranges (start, end pairs), as HF's
- * Unigram::tokenize gives its offsets. b may be a Scratch's bytes: the run leaves them alone. */
+/* Unigram on one piece's UTF-8 b[0..nb), the model run (its ids entry holds no ranges), each
+ * id's byte range of it appended to ranges (start, end pairs), as HF's Unigram::tokenize gives
+ * its offsets. b may be a Scratch's bytes: the run leaves them alone. */
 int unigram_piece_ranges(const Unigram *m, const uint8_t *b, size_t nb, Scratch *sc, IdBuf *out, IdBuf *ranges);
 int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id);
 
@@ -1019,10 +1019,10 @@ static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id)
     uint8_t v = (cont ? L->cont8 : L->first8)[id];
     return v == 255 ? (cont ? L->cont : L->first)[id] : v;
 }
-/* piece_offsets for all pieces of a BPE segment, bpe_spans' words[0..nwords) of buf, whose ids are
- * ids[0..nids) one piece after another, each located by lengths; buf[i] is the caller's
- * character origin + align[i] (origin + i without align). 0, -1 out of memory, -2 as
- * piece_offsets. */
+/* The trimmed offsets (trim OFF_TRIM or OFF_TRIM_PREFIX_SPACE) of all pieces of a BPE segment,
+ * bpe_spans' words[0..nwords) of buf, whose ids are ids[0..nids) one piece after another, each
+ * located by lengths; buf[i] is the caller's character origin + align[i] (origin + i without
+ * align). 0, -1 out of memory, -2 as piece_offsets. */
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs);
 /* spans_offsets' untrimmed spans of one piece of buf (its ids ids[0..piece->nids)) into o, of

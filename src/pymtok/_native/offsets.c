@@ -8,6 +8,10 @@
  * not known for certain (unknown and byte-fallback tokens, an id spelled two ways) makes the
  * text go back to the pure path, which knows where each token came from, but for a Unigram
  * model, whose Viterbi path is run again to tell each token's bytes (unigram_piece_ranges).
+ * A piece's untrimmed spans, of its own characters, are placed once and kept in the piece cache
+ * beside its ids (module.c's segment_offsets): a text's spans are then those copied and mapped
+ * to the caller's characters (spans_map). Trimmed ones (a ByteLevel post-processor's) depend on
+ * the token's place in the text and are placed each time (spans_offsets).
  */
 #include "native.h"
 
@@ -419,14 +423,12 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
     size_t index = offs->n / 2;
     int err;
 #define SPANS_BODY(ALIGN, TRIM) spans_body(L, buf, words, nwords, origin, ALIGN, ids, nids, TRIM, o, index)
+    if (trim == OFF_NO_TRIM)
+        return -2; /* bpe_piece_spans' */
     if (align)
-        err = trim == OFF_NO_TRIM ? SPANS_BODY(align, OFF_NO_TRIM)
-              : trim == OFF_TRIM  ? SPANS_BODY(align, OFF_TRIM)
-                                  : SPANS_BODY(align, OFF_TRIM_PREFIX_SPACE);
+        err = trim == OFF_TRIM ? SPANS_BODY(align, OFF_TRIM) : SPANS_BODY(align, OFF_TRIM_PREFIX_SPACE);
     else
-        err = trim == OFF_NO_TRIM ? SPANS_BODY(NULL, OFF_NO_TRIM)
-              : trim == OFF_TRIM  ? SPANS_BODY(NULL, OFF_TRIM)
-                                  : SPANS_BODY(NULL, OFF_TRIM_PREFIX_SPACE);
+        err = trim == OFF_TRIM ? SPANS_BODY(NULL, OFF_TRIM) : SPANS_BODY(NULL, OFF_TRIM_PREFIX_SPACE);
 #undef SPANS_BODY
     if (!err)
         offs->n += 2 * nids;
