@@ -121,3 +121,32 @@ def test_encoding_inside_a_python_normalizer() -> None:
     for k, (piece, ids) in enumerate(seen):
         oracle = gemma if k % 2 == 0 else qwen
         assert ids == oracle.encode(piece, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("name", ["all-minilm-l6-v2", pytest.param("t5-small", marks=pytest.mark.slow)])
+def test_spans_kept_beside_entries_go_with_an_emptying(name: str) -> None:
+    """A piece's token spans kept beside its cache entry (WordPiece, Unigram) are not read for
+    another piece whose entry takes its place once the cache is emptied: offsets of texts met
+    first in a fresh cache, then of other texts right after an emptying (their entries where the
+    first ones' were), then of the first again, are HF's."""
+    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    encoder = native(tok)
+    hf = hf_tokenizer(name)
+    first, then = distinct_texts(seed=1, count=5_000), distinct_texts(seed=2, count=5_000)
+
+    def assert_offsets(texts: list[str]) -> None:
+        for text in texts:
+            want = hf.encode(text, add_special_tokens=False)
+            got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+            assert got["input_ids"] == want.ids and got["offset_mapping"] == want.offsets, text[:60]
+
+    assert_offsets(first)
+    assert_offsets(first)  # the spans read where they were kept
+    resets = encoder.cache_stats()[1]
+    for text in distinct_texts(seed=3):
+        tok.encode(text, add_special_tokens=False)
+        if encoder.cache_stats()[1] > resets:
+            break
+    assert encoder.cache_stats()[1] > resets
+    assert_offsets(then)
+    assert_offsets(first)

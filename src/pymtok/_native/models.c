@@ -601,34 +601,37 @@ static inline int ascii_piece(const uint8_t *wide, size_t at, size_t n) {
  * once as words, would each wait for the store buffer. Each one's cache slot is fetched there,
  * and the first pieces' entries: the loop over them fetches each entry LOOKAHEAD pieces before
  * its lookup. */
-static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *bytes, uint64_t salt) {
+static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *bytes) {
     for (size_t k = 0; k < nw; k++) {
         w[k].h = hash_padded(bytes + w[k].b, w[k].nb);
-        cache_prefetch_slot(cache, w[k].h ^ salt);
+        cache_prefetch_slot(cache, w[k].h);
     }
     for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
-        cache_prefetch_entry(cache, w[k].h ^ salt);
+        cache_prefetch_entry(cache, w[k].h);
 }
 
-/* A piece's entry of ids and spans (SPANS_SALT), found: its ids onto out, each one's span of
- * buf's characters onto spans_out. */
-static int spans_hit(const CacheEntry *e, Word *w, IdBuf *out, IdBuf *spans_out) {
-    size_t n = e->nids / 2;
-    const int32_t *v = cache_ids(e);
-    if (ids_extend(out, v, n) < 0 || (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0))
-        return -1;
-    int32_t *to = spans_out->v + spans_out->n, c = (int32_t)w->c;
-    for (size_t j = 0; j < n; j++) {
-        to[2 * j] = c + (v[n + j] & 0xFFFF);
-        to[2 * j + 1] = c + (v[n + j] >> 16);
-    }
-    spans_out->n += 2 * n;
+/* A piece's ids from its cache entry e onto out, and each one's span of buf's characters onto
+ * spans_out where the cache keeps them beside e (the piece is then spanned), else -1, -1 each
+ * (e noted as the piece's entry, to keep them once placed). */
+static int entry_ids(const Cache *cache, const CacheEntry *e, Word *w, IdBuf *out, IdBuf *spans_out) {
+    size_t n = e->nids;
     w->nids = n;
-    w->spanned = 1;
+    if (ids_extend(out, cache_ids(e), n) < 0 || (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0))
+        return -1;
+    const _Atomic uint32_t *v = cache_spans(cache, e);
+    int32_t *to = spans_out->v + spans_out->n, c = (int32_t)w->c;
+    spans_out->n += 2 * n;
+    w->spanned = v != NULL;
+    w->entry = e;
+    for (size_t j = 0; j < n; j++) {
+        uint32_t p = v ? atomic_load_explicit(&v[j], memory_order_relaxed) : 0;
+        to[2 * j] = v ? c + (int32_t)(p & 0xFFFF) : -1;
+        to[2 * j + 1] = v ? c + (int32_t)(p >> 16) : -1;
+    }
     return 0;
 }
 
-/* A piece's n ids whose spans the cache did not hold, -1 each on spans_out */
+/* A piece's n ids whose spans are not known yet, -1 each on spans_out */
 static int spans_unknown(IdBuf *spans_out, size_t n) {
     if (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0)
         return -1;
@@ -643,7 +646,7 @@ static int spans_unknown(IdBuf *spans_out, size_t n) {
  * earlier pieces. A piece's UTF-8 need not follow the one before: an ASCII piece's is where a
  * first pass put every character's low byte, the others' after those. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
-              IdBuf *out, IdBuf *spans_out) {
+              IdBuf *out) {
     size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);
     sc->nwords = 0;
     if (!nspans)
@@ -691,31 +694,19 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
             return -1;
     }
     Word *w = sc->words;
-    /* with spans_out, each piece's entry of ids and spans is the one looked up (and fetched) */
-    uint64_t salt = spans_out ? SPANS_SALT : 0;
-    words_hash(cache, w, nw, sc->bytes, salt);
+    words_hash(cache, w, nw, sc->bytes);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
-            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h ^ salt);
+            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
         /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
          * whichever way bpe_word would have found them, and a miss is bpe_word's to fill */
         const uint8_t *b = sc->bytes + w[k].b;
-        int cacheable = w[k].nb <= CACHE_MAX_PIECE;
-        const CacheEntry *e = cacheable ? cache_get_padded(cache, b, w[k].nb, w[k].h ^ salt) : NULL;
+        const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
         size_t before = out->n;
-        if (e && salt) {
-            if (spans_hit(e, &w[k], out, spans_out) < 0)
-                return -1;
-            continue;
-        }
-        if (salt)
-            e = cacheable ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
         if (e ? ids_extend(out, cache_ids(e), e->nids) < 0
               : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
             return -1;
         w[k].nids = out->n - before;
-        if (salt && spans_unknown(spans_out, w[k].nids) < 0)
-            return -1;
     }
     sc->nwords = nw;
     return 0;
@@ -815,8 +806,8 @@ static int wordpiece_bytes(const WordPiece *m, Cache *cache, size_t n, const uin
 }
 
 /* wordpiece_bytes for wordpiece_spans with spans_out: a piece of one token (a whole-word match,
- * the unknown token of a word too long) spans the whole piece; the others' entry of ids and
- * spans is looked up first. */
+ * the unknown token of a word too long) spans the whole piece; the others' spans are those
+ * kept beside their cache entry, else left to place. */
 static int wordpiece_spanned(const WordPiece *m, Cache *cache, Word *w, const uint8_t *b, IdBuf *out,
                              IdBuf *spans_out) {
     int32_t id = w->nc > m->max_chars        ? m->unk_id
@@ -830,9 +821,9 @@ static int wordpiece_spanned(const WordPiece *m, Cache *cache, Word *w, const ui
                    ? -1
                    : 0;
     }
-    const CacheEntry *e = w->nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w->nb, w->h ^ SPANS_SALT) : NULL;
+    const CacheEntry *e = w->nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w->nb, w->h) : NULL;
     if (e)
-        return spans_hit(e, w, out, spans_out);
+        return entry_ids(cache, e, w, out, spans_out);
     size_t before = out->n;
     if (wordpiece_bytes(m, cache, w->nc, b, w->nb, w->h, out) < 0)
         return -1;
@@ -1107,16 +1098,16 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
         pos += nb;
     }
     Word *w = sc->words;
-    uint64_t salt = spans_out ? SPANS_SALT : 0;
-    words_hash(cache, w, nw, sc->bytes, salt);
+    words_hash(cache, w, nw, sc->bytes);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
-            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h ^ salt);
+            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
         const uint8_t *b = sc->bytes + w[k].b;
-        const CacheEntry *e = salt && w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h ^ salt)
-                                                                  : NULL;
+        /* with spans_out the entry itself, beside which the piece's spans are kept */
+        const CacheEntry *e =
+            spans_out && w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
         if (e) {
-            if (spans_hit(e, &w[k], out, spans_out) < 0)
+            if (entry_ids(cache, e, &w[k], out, spans_out) < 0)
                 return -1;
             continue;
         }
@@ -1124,7 +1115,7 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
         if (unigram_bytes(m, cache, b, w[k].nb, w[k].h, sc, out, NULL) < 0)
             return -1;
         w[k].nids = out->n - before;
-        if (salt && spans_unknown(spans_out, w[k].nids) < 0)
+        if (spans_out && spans_unknown(spans_out, w[k].nids) < 0)
             return -1;
     }
     sc->nwords = nw;

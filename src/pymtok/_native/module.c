@@ -581,7 +581,7 @@ typedef struct {
     Scratch sc;
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
-    IdBuf rel;        /* encode_offsets: a BPE segment's spans of its characters (bpe_spans') */
+    IdBuf rel;        /* encode_offsets: a WordPiece or Unigram segment's spans of its characters */
     AddedCuts cuts, sub;
 } Work;
 
@@ -752,7 +752,7 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
     p.spans.n = 1;
     if (pretokenize(self->steps, self->nsteps, &p) < 0)
         goto done;
-    err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL)
+    err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out)
           : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL)
                                            : unigram_spans(&self->ug, cache, p.buf, p.spans.v, p.spans.n, &w->sc, out, NULL);
 done:
@@ -819,7 +819,7 @@ static int segment_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n,
     if (self->model == MODEL_BPE && !self->nsteps) {
         /* one piece, which the pre-tokenizer would not touch: no copy */
         Span whole = {0, n, offset};
-        return bpe_spans(&self->bpe, cache, s, &whole, 1, &w->sc, out, NULL);
+        return bpe_spans(&self->bpe, cache, s, &whole, 1, &w->sc, out);
     }
     size_t a = 0;
     if (n - a > WINDOW + 1 && windowed(self)) {
@@ -1499,49 +1499,42 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
     return offsets_push(offs, start, end, lead, trail, trim, offs->n / 2);
 }
 
-/* A WordPiece or Unigram piece's untrimmed spans of buf's characters into o (two an id), as the
- * cache keeps them: placed by its tokens' lengths where they tile it (lengths_spans), else by
- * their bytes, WordPiece's lengths (piece_offsets), Unigram's from the model run again (two
- * unknown or byte tokens among them, or more tokens than lengths_spans takes). */
-static int model_piece_spans(Encoder *self, const uint32_t *buf, const Word *piece, const int32_t *ids, Work *w,
-                             int32_t *o) {
-    if (lengths_spans(&self->offl, piece, ids, o) == 0)
-        return 0;
+/* A WordPiece or Unigram piece's untrimmed spans of buf's characters into o (two an id), kept
+ * beside its cache entry where its ids came from one: placed by its tokens' lengths where they
+ * tile it (lengths_spans), else by their bytes, WordPiece's lengths (piece_offsets), Unigram's
+ * from the model run again (two unknown or byte tokens among them, more tokens than
+ * lengths_spans takes). */
+static int piece_spans(Encoder *self, Cache *cache, const uint32_t *buf, const Word *piece, const int32_t *ids,
+                       Work *w, int32_t *o) {
     size_t m = piece->nids, used = 0;
     IdBuf again = {0}, ranges = {0}, spans = {0};
-    int err = 0;
-    if (self->model == MODEL_UNIGRAM) {
+    int placed = lengths_spans(&self->offl, piece, ids, o) == 0, err = 0;
+    if (!placed && self->model == MODEL_UNIGRAM) {
         err = !piece->nb ? -2 : unigram_piece_ranges(&self->ug, w->sc.bytes + piece->b, piece->nb, &w->sc, &again, &ranges);
         if (!err && (again.n != m || memcmp(again.v, ids, m * sizeof *ids)))
             err = -2;
     }
-    if (!err)
+    if (!placed && !err) {
         err = piece_offsets(&self->offl, buf + piece->c, piece->nc, (int64_t)piece->c, NULL, ids, m,
                             self->model == MODEL_UNIGRAM ? ranges.v : NULL, &spans, &used);
-    if (!err && (used != m || spans.n != 2 * m))
-        err = -2;
-    if (!err)
-        memcpy(o, spans.v, 2 * m * sizeof *o);
+        if (!err && (used != m || spans.n != 2 * m))
+            err = -2;
+        if (!err)
+            memcpy(o, spans.v, 2 * m * sizeof *o);
+    }
+    const CacheEntry *e = piece->entry;
+    int32_t *packed = !err && e && e->nids == m ? malloc(m * sizeof *packed) : NULL;
+    if (packed) {
+        /* a piece the cache holds is at most CACHE_MAX_PIECE bytes: its spans fit span_pack */
+        for (size_t j = 0; j < m; j++)
+            packed[j] = span_pack((size_t)o[2 * j] - piece->c, (size_t)o[2 * j + 1] - piece->c);
+        cache_spans_put(cache, e, packed);
+        free(packed);
+    }
     free(again.v);
     free(ranges.v);
     free(spans.v);
     return err;
-}
-
-/* A BPE piece's entry of ids and spans (bpe_spans' spans_out) from its ids and spans (rel: of the
- * segment's characters, two an id) */
-static void spans_cache_put(Cache *cache, const Scratch *sc, const Word *piece, const int32_t *ids, const int32_t *rel) {
-    size_t m = piece->nids;
-    if (!piece->nb || piece->nb > CACHE_MAX_PIECE || !m)
-        return;
-    int32_t *v = malloc(2 * m * sizeof *v);
-    if (!v)
-        return; /* not kept: the next call makes them again */
-    memcpy(v, ids, m * sizeof *v);
-    for (size_t j = 0; j < m; j++)
-        v[m + j] = span_pack((size_t)rel[2 * j] - piece->c, (size_t)rel[2 * j + 1] - piece->c);
-    cache_put(cache, sc->bytes + piece->b, piece->nb, piece->h ^ SPANS_SALT, v, 2 * m);
-    free(v);
 }
 
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
@@ -1587,37 +1580,30 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     /* the model on all pieces at once, as segment_ids: each piece's tokens are those whose
      * lengths add up to it */
     size_t mark = ids->n;
-    if (trim == OFF_NO_TRIM) {
-        /* each piece's spans of buf kept in the cache beside its ids, placed once */
-        IdBuf *rel = &w->rel;
-        rel->n = 0;
-        err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, rel)
-              : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids, rel)
-                                               : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids, rel);
-        size_t at = 0, nids = ids->n - mark;
-        for (size_t k = 0; !err && k < w->sc.nwords; at += w->sc.words[k++].nids) {
-            const Word *piece = &w->sc.words[k];
-            if (piece->spanned)
-                continue;
-            const int32_t *piece_ids = ids->v + mark + at;
-            if (!piece->nids || piece->nids > nids - at)
-                err = -2;
-            else if (self->model == MODEL_BPE)
-                err = bpe_piece_spans(&self->offl, buf, piece, piece_ids, rel->v + 2 * at);
-            else
-                err = model_piece_spans(self, buf, piece, piece_ids, w, rel->v + 2 * at);
-            if (!err)
-                spans_cache_put(cache, &w->sc, piece, piece_ids, rel->v + 2 * at);
-        }
+    if (self->model == MODEL_BPE) {
+        err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
         if (!err)
-            err = at == nids ? spans_map(rel->v, nids, origin, align, offs) : -2;
+            err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
+                                ids->n - mark, trim, offs);
         goto done;
     }
-    /* trimmed by ByteLevel's rules, as it reads each token's string where it may */
-    err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids, NULL);
+    /* each piece's spans of buf (a piece of one WordPiece token's given with its ids), then those
+     * of the caller's text */
+    IdBuf *rel = &w->rel;
+    rel->n = 0;
+    err = self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids, rel)
+                                         : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids, rel);
+    size_t first = 0, nids = ids->n - mark; /* a piece's first id, of the segment's */
+    for (size_t k = 0; !err && k < w->sc.nwords; first += w->sc.words[k++].nids) {
+        const Word *piece = &w->sc.words[k];
+        if (piece->spanned)
+            continue;
+        err = !piece->nids || piece->nids > nids - first
+                  ? -2
+                  : piece_spans(self, cache, buf, piece, ids->v + mark + first, w, rel->v + 2 * first);
+    }
     if (!err)
-        err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark, ids->n - mark,
-                            trim, offs);
+        err = first == nids ? spans_map(rel->v, nids, origin, align, offs) : -2;
 done:
     if (self->nsteps) {
         free(p.at);
@@ -1818,7 +1804,10 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
     self->offl = (OffsetLengths){a, b, NULL, NULL, NULL, n, self->model == MODEL_BPE && self->bpe.byte_level,
                                  self->model == MODEL_WORDPIECE ? unk_whole : -1,
                                  self->model == MODEL_BPE && bpe_tiles(&self->bpe)};
-    int err = offsets_lengths_init(&self->offl, c) < 0 || (e && offsets_edges_init(&self->offl, e) < 0) ? -1 : 0;
+    int err = offsets_lengths_init(&self->offl, c) < 0 || (e && offsets_edges_init(&self->offl, e) < 0) ||
+                      cache_side_init(&self->cache) < 0
+                  ? -1
+                  : 0;
     free(c);
     free(e);
     if (err < 0) {

@@ -267,6 +267,9 @@ typedef struct {
     atomic_int grow;         /* a put asked for more slots: none enter until they are doubled */
     atomic_uint users;       /* encoders inside (cache_enter), CACHE_RESETTING while one empties or doubles */
     atomic_size_t resets;    /* how often it was emptied (Encoder.cache_stats) */
+    /* each entry's token spans (cache_spans), or NULL: beside the arena, an entry's at its own
+     * offset, a mark of the emptying they were made after where the entry's hash is */
+    _Atomic uint32_t *side;
 } Cache;
 
 #define CACHE_MAX_PIECE 256 /* bytes; longer pieces are rare and would bloat the cache */
@@ -316,6 +319,23 @@ static inline void cache_prefetch_entry(const Cache *c, uint64_t h) {
         __builtin_prefetch(cache_at(c, ref));
 }
 void cache_free(Cache *c);
+
+/* The arena's companion for entries' token spans, made (untouched pages) on first call; -1
+ * out of memory. Called before any encoder enters the cache with spans. */
+int cache_side_init(Cache *c);
+/* An entry's spans, one packed span (span_pack) of the piece's characters an id, or NULL
+ * where none were kept since the cache was last emptied. Only inside the cache (cache_enter):
+ * it is emptied when no encoder is. */
+static inline const _Atomic uint32_t *cache_spans(const Cache *c, const CacheEntry *e) {
+    if (!c || !c->side)
+        return NULL;
+    size_t at = (size_t)((const uint8_t *)e - c->arena) / 4;
+    uint32_t mark = (uint32_t)atomic_load_explicit(&c->resets, memory_order_relaxed) + 1;
+    return atomic_load_explicit(&c->side[at], memory_order_acquire) == mark ? c->side + at + 4 : NULL;
+}
+/* Keep the packed spans of an entry's ids, as cache_spans gives them (threads keeping one
+ * entry's write the same values). */
+void cache_spans_put(Cache *c, const CacheEntry *e, const int32_t *packed);
 
 /* cache_get's probe; `padded`: the key is readable KEY_PAD bytes on (in a Scratch's bytes) */
 static inline const CacheEntry *cache_probe(const Cache *c, const uint8_t *key, size_t len, uint64_t h, int padded) {
@@ -612,7 +632,8 @@ typedef struct {
     size_t c, nc, b, nb;
     uint64_t h;
     size_t nids;
-    int spanned; /* bpe_spans with spans: its tokens' spans came from the cache */
+    int spanned;               /* wordpiece_spans with spans_out: its spans were given, one token's */
+    const CacheEntry *entry;   /* unigram_spans with spans_out: its ids' entry, where the cache held one */
 } Word;
 
 /* A thread's memo of the merge pairs it looked up last, one model's at a time: the pairs of
@@ -644,24 +665,21 @@ int scratch_bytes(Scratch *s, size_t n);
 int scratch_work(Scratch *s, size_t n);
 
 /* BPE on each piece of a segment, the pieces cut before U+2581 with split_metaspace; they are
- * left in sc->words[0..sc->nwords), each with the count of its ids. With spans_out, two values
- * an id are appended to it: the token's first character and end in buf, from the piece's entry
- * of ids and spans where the cache holds one (the piece is `spanned`), else -1, -1 (its ids then
- * come from its entry of ids or the model, as without spans_out). */
+ * left in sc->words[0..sc->nwords), each with the count of its ids. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
-              IdBuf *out, IdBuf *spans_out);
-/* The hash a piece's entry of ids and spans is cached under (bpe_spans' spans_out), beside its
- * entry of ids under its own hash: the cache compares hashes before keys. */
-#define SPANS_SALT 0x9E3779B97F4A7C15ull
+              IdBuf *out);
 /* A cached token span: its first character and its end, of the piece's, start | end << 16. */
 static inline int32_t span_pack(size_t start, size_t end) { return (int32_t)(start | end << 16); }
 /* WordPiece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, so that the
  * vocabulary lookups overlap; the pieces are left in sc->words[0..sc->nwords), each with the
- * count of its ids. spans_out as bpe_spans' (a piece of one token spans it whole). */
+ * count of its ids. With spans_out, two values an id are appended to it: a piece of one token
+ * (most) is `spanned`, that token's first character and end in buf the whole piece's; the
+ * others' -1, -1. */
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out, IdBuf *spans_out);
 /* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap;
- * spans_out as bpe_spans'. */
+ * with spans_out, -1, -1 an id appended to it, and each piece's ids' `entry` (its spans'
+ * place, cache_spans) noted. */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out, IdBuf *spans_out);
 /* Unigram on one piece's UTF-8 b[0..nb), the model run (its ids entry holds no ranges), each
@@ -1019,15 +1037,12 @@ static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id)
     uint8_t v = (cont ? L->cont8 : L->first8)[id];
     return v == 255 ? (cont ? L->cont : L->first)[id] : v;
 }
-/* The trimmed offsets (trim OFF_TRIM or OFF_TRIM_PREFIX_SPACE) of all pieces of a BPE segment,
- * bpe_spans' words[0..nwords) of buf, whose ids are ids[0..nids) one piece after another, each
- * located by lengths; buf[i] is the caller's character origin + align[i] (origin + i without
- * align). 0, -1 out of memory, -2 as piece_offsets. */
+/* piece_offsets for all pieces of a BPE segment, bpe_spans' words[0..nwords) of buf, whose ids are
+ * ids[0..nids) one piece after another, each located by lengths; buf[i] is the caller's
+ * character origin + align[i] (origin + i without align). 0, -1 out of memory, -2 as
+ * piece_offsets. */
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs);
-/* spans_offsets' untrimmed spans of one piece of buf (its ids ids[0..piece->nids)) into o, of
- * buf's characters: what bpe_spans' spans_out holds, for the cache to keep. */
-int bpe_piece_spans(const OffsetLengths *L, const uint32_t *buf, const Word *piece, const int32_t *ids, int32_t *o);
 /* The spans rel[0..2 nids) of a segment's characters, each character i the caller's origin +
  * align[i] (origin + i without align), onto offs. */
 int spans_map(const int32_t *rel, size_t nids, int64_t origin, const uint32_t *align, IdBuf *offs);

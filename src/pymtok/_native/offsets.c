@@ -8,10 +8,11 @@
  * not known for certain (unknown and byte-fallback tokens, an id spelled two ways) makes the
  * text go back to the pure path, which knows where each token came from, but for a Unigram
  * model, whose Viterbi path is run again to tell each token's bytes (unigram_piece_ranges).
- * A piece's untrimmed spans, of its own characters, are placed once and kept in the piece cache
- * beside its ids (module.c's segment_offsets): a text's spans are then those copied and mapped
- * to the caller's characters (spans_map). Trimmed ones (a ByteLevel post-processor's) depend on
- * the token's place in the text and are placed each time (spans_offsets).
+ * That run's spans are kept beside the piece's cache entry (cache_spans): such pieces (runs of
+ * characters a Latin vocabulary lacks) would otherwise run the model each time. The others'
+ * spans are placed on every call from the lengths, which stay in the nearer caches: spans kept
+ * for every piece cost more in misses than placing them (a text's tokens in turns with other
+ * calls: 5-10% of a call with offsets).
  */
 #include "native.h"
 
@@ -423,20 +424,18 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
     size_t index = offs->n / 2;
     int err;
 #define SPANS_BODY(ALIGN, TRIM) spans_body(L, buf, words, nwords, origin, ALIGN, ids, nids, TRIM, o, index)
-    if (trim == OFF_NO_TRIM)
-        return -2; /* bpe_piece_spans' */
     if (align)
-        err = trim == OFF_TRIM ? SPANS_BODY(align, OFF_TRIM) : SPANS_BODY(align, OFF_TRIM_PREFIX_SPACE);
+        err = trim == OFF_NO_TRIM ? SPANS_BODY(align, OFF_NO_TRIM)
+              : trim == OFF_TRIM  ? SPANS_BODY(align, OFF_TRIM)
+                                  : SPANS_BODY(align, OFF_TRIM_PREFIX_SPACE);
     else
-        err = trim == OFF_TRIM ? SPANS_BODY(NULL, OFF_TRIM) : SPANS_BODY(NULL, OFF_TRIM_PREFIX_SPACE);
+        err = trim == OFF_NO_TRIM ? SPANS_BODY(NULL, OFF_NO_TRIM)
+              : trim == OFF_TRIM  ? SPANS_BODY(NULL, OFF_TRIM)
+                                  : SPANS_BODY(NULL, OFF_TRIM_PREFIX_SPACE);
 #undef SPANS_BODY
     if (!err)
         offs->n += 2 * nids;
     return err;
-}
-
-int bpe_piece_spans(const OffsetLengths *L, const uint32_t *buf, const Word *piece, const int32_t *ids, int32_t *o) {
-    return spans_body(L, buf, piece, 1, 0, NULL, ids, piece->nids, OFF_NO_TRIM, o, 0);
 }
 
 int spans_map(const int32_t *rel, size_t nids, int64_t origin, const uint32_t *align, IdBuf *offs) {

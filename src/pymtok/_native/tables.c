@@ -171,6 +171,7 @@ void pages_free(void *p, size_t n) {
 static size_t entries_max(size_t slots, size_t cap) { return slots < cap ? slots / 4 : slots / 4 * 3; }
 
 int cache_init(Cache *c, size_t slots, size_t arena_bytes) {
+    c->side = NULL;
     c->slots_cap = slots;
     c->mask = (slots < CACHE_FIRST_SLOTS ? slots : CACHE_FIRST_SLOTS) - 1;
     c->arena_bytes = arena_bytes;
@@ -322,7 +323,25 @@ void cache_put(Cache *c, const uint8_t *key, size_t len, uint64_t h, const int32
     /* the entry's bytes stay unused until the cache is emptied */
 }
 
+int cache_side_init(Cache *c) {
+    if (!c->side)
+        c->side = pages_alloc(c->arena_bytes);
+    return c->side ? 0 : -1;
+}
+
+void cache_spans_put(Cache *c, const CacheEntry *e, const int32_t *packed) {
+    if (!c || !c->side)
+        return;
+    size_t at = (size_t)((const uint8_t *)e - c->arena) / 4;
+    for (size_t j = 0; j < e->nids; j++)
+        atomic_store_explicit(&c->side[at + 4 + j], (uint32_t)packed[j], memory_order_relaxed);
+    atomic_store_explicit(&c->side[at], (uint32_t)atomic_load_explicit(&c->resets, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+
 void cache_free(Cache *c) {
+    pages_free((void *)c->side, c->arena_bytes);
+    c->side = NULL;
     pages_free((void *)c->slots, c->slots_cap * sizeof *c->slots);
     pages_free(c->arena, c->arena_bytes + KEY_PAD);
     c->slots = NULL;
