@@ -396,10 +396,29 @@ static inline __attribute__((always_inline)) int spans_body(const OffsetLengths 
             for (; j + 1 < m; j++) {
                 uint32_t id = (uint32_t)ids[k + j];
                 size_t chars = id < nchars ? L->chars8[id] : 0;
+                if (!chars && trim == OFF_NO_TRIM) {
+                    /* byte fallback: a character's bytes, a token each (no whole characters, one
+                     * byte long), each spanning the character */
+                    size_t width = utf8_width(buf[c]), t = 0;
+                    while (t < width && j + t < m && (uint32_t)ids[k + j + t] < nchars &&
+                           !L->chars8[ids[k + j + t]] && token_length(L, 0, ids[k + j + t]) == 1)
+                        t++;
+                    if (t < width || (j + t == m ? c + 1 != stop : c + 1 >= stop))
+                        break;
+                    for (size_t b = 0; b < width; b++)
+                        put_span(L, buf, c, c + 1, origin, align, 1, 1, trim, 0, 0, o + 2 * (k + j + b));
+                    c++;
+                    j += width - 1;
+                    continue;
+                }
                 if (!chars || chars >= stop - c)
                     break;
                 put_span(L, buf, c, c + chars, origin, align, 1, 1, trim, index + k + j, ids[k + j], o + 2 * (k + j));
                 c += chars;
+            }
+            if (j == m && c == stop) {
+                k += m;
+                continue;
             }
             if (j + 1 == m && c < stop) {
                 put_span(L, buf, c, stop, origin, align, 1, 1, trim, index + k + j, ids[k + j], o + 2 * (k + j));
