@@ -1522,14 +1522,14 @@ static int piece_spans(Encoder *self, Cache *cache, const uint32_t *buf, const W
         if (!err)
             memcpy(o, spans.v, 2 * m * sizeof *o);
     }
+    /* a piece the cache holds is at most CACHE_MAX_PIECE bytes, a token at least one: its
+     * spans fit span_pack and the array */
     const CacheEntry *e = piece->entry;
-    int32_t *packed = !err && e && e->nids == m ? malloc(m * sizeof *packed) : NULL;
-    if (packed) {
-        /* a piece the cache holds is at most CACHE_MAX_PIECE bytes: its spans fit span_pack */
+    int32_t packed[CACHE_MAX_PIECE];
+    if (!err && e && e->nids == m && m <= CACHE_MAX_PIECE) {
         for (size_t j = 0; j < m; j++)
             packed[j] = span_pack((size_t)o[2 * j] - piece->c, (size_t)o[2 * j + 1] - piece->c);
         cache_spans_put(cache, e, packed);
-        free(packed);
     }
     free(again.v);
     free(ranges.v);
