@@ -632,8 +632,11 @@ typedef struct {
     size_t c, nc, b, nb;
     uint64_t h;
     size_t nids;
-    int spanned;               /* wordpiece_spans with spans_out: its spans were given, one token's */
-    const CacheEntry *entry;   /* unigram_spans with spans_out: its ids' entry, where the cache held one */
+    /* wordpiece_spans and unigram_spans with spans_out: whether its spans were given (a piece of
+     * one WordPiece token, or spans kept beside its cache entry), and that entry where its ids
+     * came from one (NULL after a miss: the next call finds it) */
+    int spanned;
+    const CacheEntry *entry;
 } Word;
 
 /* A thread's memo of the merge pairs it looked up last, one model's at a time: the pairs of
@@ -672,14 +675,14 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
 static inline int32_t span_pack(size_t start, size_t end) { return (int32_t)(start | end << 16); }
 /* WordPiece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, so that the
  * vocabulary lookups overlap; the pieces are left in sc->words[0..sc->nwords), each with the
- * count of its ids. With spans_out, two values an id are appended to it: a piece of one token
- * (most) is `spanned`, that token's first character and end in buf the whole piece's; the
- * others' -1, -1. */
+ * count of its ids. With spans_out, two values an id are appended to it: each token's first
+ * character and end in buf where they are known (the piece is `spanned`): a piece of one token
+ * (most) spans itself, another's spans are those kept beside its cache entry (cache_spans); else
+ * -1, -1. */
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out, IdBuf *spans_out);
 /* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap;
- * with spans_out, -1, -1 an id appended to it, and each piece's ids' `entry` (its spans'
- * place, cache_spans) noted. */
+ * spans_out as wordpiece_spans' (those kept beside a piece's cache entry). */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out, IdBuf *spans_out);
 /* Unigram on one piece's UTF-8 b[0..nb), the model run (its ids entry holds no ranges), each
