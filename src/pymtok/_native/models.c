@@ -618,16 +618,12 @@ static int entry_ids(const Cache *cache, const CacheEntry *e, Word *w, IdBuf *ou
     w->nids = n;
     if (ids_extend(out, cache_ids(e), n) < 0 || (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0))
         return -1;
-    const _Atomic uint32_t *v = cache_spans(cache, e);
-    int32_t *to = spans_out->v + spans_out->n, c = (int32_t)w->c;
+    int32_t *to = spans_out->v + spans_out->n;
     spans_out->n += 2 * n;
-    w->spanned = v != NULL;
     w->entry = e;
-    for (size_t j = 0; j < n; j++) {
-        uint32_t p = v ? atomic_load_explicit(&v[j], memory_order_relaxed) : 0;
-        to[2 * j] = v ? c + (int32_t)(p & 0xFFFF) : -1;
-        to[2 * j + 1] = v ? c + (int32_t)(p >> 16) : -1;
-    }
+    w->spanned = cache_spans_get(cache, e, (int32_t)w->c, to);
+    for (size_t j = 0; !w->spanned && j < 2 * n; j++)
+        to[j] = -1;
     return 0;
 }
 

@@ -1522,15 +1522,8 @@ static int piece_spans(Encoder *self, Cache *cache, const uint32_t *buf, const W
         if (!err)
             memcpy(o, spans.v, 2 * m * sizeof *o);
     }
-    /* a piece the cache holds is at most CACHE_MAX_PIECE bytes, a token at least one: its
-     * spans fit span_pack and the array */
-    const CacheEntry *e = piece->entry;
-    int32_t packed[CACHE_MAX_PIECE];
-    if (!err && e && e->nids == m && m <= CACHE_MAX_PIECE) {
-        for (size_t j = 0; j < m; j++)
-            packed[j] = span_pack((size_t)o[2 * j] - piece->c, (size_t)o[2 * j + 1] - piece->c);
-        cache_spans_put(cache, e, packed);
-    }
+    if (!err && piece->entry && piece->entry->nids == m)
+        cache_spans_put(cache, piece->entry, (int32_t)piece->c, o);
     free(again.v);
     free(ranges.v);
     free(spans.v);

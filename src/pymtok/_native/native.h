@@ -267,7 +267,7 @@ typedef struct {
     atomic_int grow;         /* a put asked for more slots: none enter until they are doubled */
     atomic_uint users;       /* encoders inside (cache_enter), CACHE_RESETTING while one empties or doubles */
     atomic_size_t resets;    /* how often it was emptied (Encoder.cache_stats) */
-    /* each entry's token spans (cache_spans), or NULL: beside the arena, an entry's at its own
+    /* each entry's token spans (cache_spans_get), or NULL: beside the arena, an entry's at its own
      * offset, a mark of the emptying they were made after where the entry's hash is */
     _Atomic uint32_t *side;
 } Cache;
@@ -323,19 +323,36 @@ void cache_free(Cache *c);
 /* The arena's companion for entries' token spans, made (untouched pages) on first call; -1
  * out of memory. Called before any encoder enters the cache with spans. */
 int cache_side_init(Cache *c);
-/* An entry's spans, one packed span (span_pack) of the piece's characters an id, or NULL
- * where none were kept since the cache was last emptied. Only inside the cache (cache_enter):
- * it is emptied when no encoder is. */
-static inline const _Atomic uint32_t *cache_spans(const Cache *c, const CacheEntry *e) {
-    if (!c || !c->side)
-        return NULL;
-    size_t at = (size_t)((const uint8_t *)e - c->arena) / 4;
-    uint32_t mark = (uint32_t)atomic_load_explicit(&c->resets, memory_order_relaxed) + 1;
-    return atomic_load_explicit(&c->side[at], memory_order_acquire) == mark ? c->side + at + 4 : NULL;
+/* An entry's place in the arena's companion, in its words: the mark of the emptying its spans
+ * followed where the entry's hash is, a span (start | end << 16, of the piece's characters) an
+ * id where its ids are. */
+static inline size_t cache_side_at(const Cache *c, const CacheEntry *e) {
+    return (size_t)((const uint8_t *)e - c->arena) / sizeof(uint32_t);
 }
-/* Keep the packed spans of an entry's ids, as cache_spans gives them (threads keeping one
- * entry's write the same values). */
-void cache_spans_put(Cache *c, const CacheEntry *e, const int32_t *packed);
+#define CACHE_SIDE_SPANS (offsetof(CacheEntry, data) / sizeof(uint32_t))
+static inline uint32_t cache_side_mark(const Cache *c) {
+    return (uint32_t)atomic_load_explicit(&c->resets, memory_order_relaxed) + 1;
+}
+/* The spans kept beside an entry, each id's first character and end from the piece's first
+ * character `first` on, into to[0..2 * e->nids): 1, or 0 where none were kept since the cache
+ * was last emptied. Only inside the cache (cache_enter): it is emptied when no encoder is. */
+static inline int cache_spans_get(const Cache *c, const CacheEntry *e, int32_t first, int32_t *to) {
+    if (!c || !c->side)
+        return 0;
+    size_t at = cache_side_at(c, e);
+    if (atomic_load_explicit(&c->side[at], memory_order_acquire) != cache_side_mark(c))
+        return 0;
+    for (size_t j = 0; j < e->nids; j++) {
+        uint32_t span = atomic_load_explicit(&c->side[at + CACHE_SIDE_SPANS + j], memory_order_relaxed);
+        to[2 * j] = first + (int32_t)(span & 0xFFFF);
+        to[2 * j + 1] = first + (int32_t)(span >> 16);
+    }
+    return 1;
+}
+/* Keep an entry's spans, rel[0..2 * e->nids) from the piece's first character `first` on (a
+ * cached piece is at most CACHE_MAX_PIECE bytes: each fits its half word); threads keeping one
+ * entry's write the same values. */
+void cache_spans_put(Cache *c, const CacheEntry *e, int32_t first, const int32_t *rel);
 
 /* cache_get's probe; `padded`: the key is readable KEY_PAD bytes on (in a Scratch's bytes) */
 static inline const CacheEntry *cache_probe(const Cache *c, const uint8_t *key, size_t len, uint64_t h, int padded) {
@@ -671,13 +688,11 @@ int scratch_work(Scratch *s, size_t n);
  * left in sc->words[0..sc->nwords), each with the count of its ids. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out);
-/* A cached token span: its first character and its end, of the piece's, start | end << 16. */
-static inline int32_t span_pack(size_t start, size_t end) { return (int32_t)(start | end << 16); }
 /* WordPiece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, so that the
  * vocabulary lookups overlap; the pieces are left in sc->words[0..sc->nwords), each with the
  * count of its ids. With spans_out, two values an id are appended to it: each token's first
  * character and end in buf where they are known (the piece is `spanned`): a piece of one token
- * (most) spans itself, another's spans are those kept beside its cache entry (cache_spans); else
+ * (most) spans itself, another's spans are those kept beside its cache entry (cache_spans_get); else
  * -1, -1. */
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out, IdBuf *spans_out);

@@ -8,11 +8,11 @@
  * not known for certain (unknown and byte-fallback tokens, an id spelled two ways) makes the
  * text go back to the pure path, which knows where each token came from, but for a Unigram
  * model, whose Viterbi path is run again to tell each token's bytes (unigram_piece_ranges).
- * That run's spans are kept beside the piece's cache entry (cache_spans): such pieces (runs of
- * characters a Latin vocabulary lacks) would otherwise run the model each time. The others'
- * spans are placed on every call from the lengths, which stay in the nearer caches: spans kept
- * for every piece cost more in misses than placing them (a text's tokens in turns with other
- * calls: 5-10% of a call with offsets).
+ * A WordPiece or Unigram piece's spans, once placed, are kept beside its cache entry
+ * (cache_spans_put) and read with its ids on the next call: such a piece's lengths are two
+ * tables' (WordPiece), a walk of its UTF-8 or that model run. BPE's are placed on every call from
+ * their lengths, which stay in the nearer caches: kept spans cost its calls more in misses than
+ * placing them (a text's tokens in turns with other calls: 5-10% of a call with offsets).
  */
 #include "native.h"
 

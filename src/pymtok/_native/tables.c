@@ -329,14 +329,15 @@ int cache_side_init(Cache *c) {
     return c->side ? 0 : -1;
 }
 
-void cache_spans_put(Cache *c, const CacheEntry *e, const int32_t *packed) {
+void cache_spans_put(Cache *c, const CacheEntry *e, int32_t first, const int32_t *rel) {
     if (!c || !c->side)
         return;
-    size_t at = (size_t)((const uint8_t *)e - c->arena) / 4;
+    size_t at = cache_side_at(c, e);
     for (size_t j = 0; j < e->nids; j++)
-        atomic_store_explicit(&c->side[at + 4 + j], (uint32_t)packed[j], memory_order_relaxed);
-    atomic_store_explicit(&c->side[at], (uint32_t)atomic_load_explicit(&c->resets, memory_order_relaxed) + 1,
-                          memory_order_release);
+        atomic_store_explicit(&c->side[at + CACHE_SIDE_SPANS + j],
+                              (uint32_t)(rel[2 * j] - first) | (uint32_t)(rel[2 * j + 1] - first) << 16,
+                              memory_order_relaxed);
+    atomic_store_explicit(&c->side[at], cache_side_mark(c), memory_order_release);
 }
 
 void cache_free(Cache *c) {
