@@ -289,6 +289,48 @@ def test_long_text_and_special_tokens_laid_out(name: str) -> None:
     assert laid["attention_mask"] == with_specials.attention_mask, name
 
 
+_PLACED = [*"abcxé日 ", "ab", "abc", "éa", "\u0301"]
+
+
+def _placement_bpe(kind: str) -> tuple[pymtok.Tokenizer, Any]:
+    tokenizers = pytest.importorskip("tokenizers")
+    letters = ["a", "b", "c", "ab", "abc", "é", "éa"]
+    config = {
+        "drops": _char_bpe(letters, None, False, False),
+        "unk": _char_bpe(["<unk>", *letters], "<unk>", False, False),
+        "fused unk": _char_bpe(["<unk>", *letters], "<unk>", True, False),
+        "byte fallback": _char_bpe(["<unk>", *_BYTES, *letters], "<unk>", True, True),
+        "some byte tokens": _char_bpe([*_BYTES[:0xC8], *letters], None, False, True),
+    }[kind]
+    tok, hf = pymtok.Tokenizer.from_config(config), tokenizers.Tokenizer.from_str(json.dumps(config))
+    assert PURE or native.accelerate_offsets(tok) is not None
+    return tok, hf
+
+
+@pytest.mark.parametrize("kind", ["drops", "unk", "byte fallback", "some byte tokens"])
+@pytest.mark.parametrize("spaced", [1, 7, 300])
+def test_bpe_tokens_placed_through_long_segments(kind: str, spaced: int) -> None:
+    """Segments of thousands of tokens, with pieces every few hundred tokens or every few
+    (WhitespaceSplit's gaps between them) and the characters above at random among them: the
+    native core runs through a segment's tokens by their steps and checks the pieces' ends
+    after (OffsetLengths.steps8), a piece that fails (a dropped character, an unknown token, a
+    gap) placed apart and the run started again after it, until too many have failed; HF's
+    offsets all the same, and from the native core on text it knows."""
+    import random
+
+    tok, hf = _placement_bpe(kind)
+    rng = random.Random(f"{kind} {spaced}")
+    letters = [p for p in _PLACED if p != " "]
+    for rare in (0.0, 0.01, 0.3):
+        text = " ".join("".join(rng.choice(letters) if rng.random() < rare else rng.choice(["ab", "abc", "éa", "é"])
+                                for _ in range(spaced)) for _ in range(3000 // spaced))
+        want = hf.encode(text, add_special_tokens=False)
+        got = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+        assert (got["input_ids"], got["offset_mapping"]) == (want.ids, want.offsets), (kind, spaced, rare)
+        if not PURE and rare == 0.0:
+            assert _native_answers(tok, text), (kind, spaced)
+
+
 def _char_bpe(vocab: list[str], unk: str | None, fuse_unk: bool, byte_fallback: bool) -> dict[str, Any]:
     return {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
@@ -312,20 +354,10 @@ def test_bpe_tokens_placed_after_unknown_and_dropped_characters(kind: str) -> No
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    tokenizers = pytest.importorskip("tokenizers")
-    letters = ["a", "b", "c", "ab", "abc", "é", "éa"]
-    config = {
-        "drops": _char_bpe(letters, None, False, False),
-        "unk": _char_bpe(["<unk>", *letters], "<unk>", False, False),
-        "fused unk": _char_bpe(["<unk>", *letters], "<unk>", True, False),
-        "byte fallback": _char_bpe(["<unk>", *_BYTES, *letters], "<unk>", True, True),
-        "some byte tokens": _char_bpe([*_BYTES[:0xC8], *letters], None, False, True),
-    }[kind]
-    tok, hf = pymtok.Tokenizer.from_config(config), tokenizers.Tokenizer.from_str(json.dumps(config))
-    assert PURE or native.accelerate_offsets(tok) is not None
+    tok, hf = _placement_bpe(kind)
 
     @settings(max_examples=examples(200), deadline=None, database=None)
-    @given(st.lists(st.sampled_from([*"abcxé日 ", "ab", "abc", "éa", "\u0301"]), max_size=12).map("".join))
+    @given(st.lists(st.sampled_from(_PLACED), max_size=12).map("".join))
     def prop(text: str) -> None:
         want = hf.encode(text, add_special_tokens=False)
         got = tok(text, add_special_tokens=False, return_offsets_mapping=True)

@@ -1794,9 +1794,15 @@ static PyObject *Encoder_set_offsets(Encoder *self, PyObject *args) {
         return NULL;
     }
     offsets_lengths_free(&self->offl);
-    self->offl = (OffsetLengths){a, b, NULL, NULL, NULL, n, self->model == MODEL_BPE && self->bpe.byte_level,
-                                 self->model == MODEL_WORDPIECE ? unk_whole : -1,
-                                 self->model == MODEL_BPE && bpe_tiles(&self->bpe)};
+    self->offl = (OffsetLengths){.first = a, .cont = b, .n = n, .byte_level = self->model == MODEL_BPE && self->bpe.byte_level,
+                                 .unk_whole = self->model == MODEL_WORDPIECE ? unk_whole : -1,
+                                 .tiles = self->model == MODEL_BPE && bpe_tiles(&self->bpe)};
+    /* a byte-fallback token the model emits (one byte long) starts a character or continues one */
+    for (int byte = 0; c && self->model == MODEL_BPE && self->bpe.byte_fallback && byte < 256; byte++) {
+        int32_t id = self->bpe.fallback[byte];
+        if (id >= 0 && (size_t)id < n && a[id] == 1)
+            c[id] = offsets_partial((byte & 0xC0) != 0x80, (byte & 0xC0) == 0x80);
+    }
     int err = offsets_lengths_init(&self->offl, c) < 0 || (e && offsets_edges_init(&self->offl, e) < 0) ||
                       cache_side_init(&self->cache) < 0
                   ? -1

@@ -1007,6 +1007,11 @@ typedef struct {
     uint8_t *first8, *cont8; /* the same up to 254 bytes, 0 where not known, 255 beyond */
     uint8_t *chars8;         /* BPE, Unigram: each id's length in characters where it is whole
                               * ones, else 0; or NULL */
+    /* BPE with chars: each id's step through a piece's characters, the characters it starts
+     * (at most OFF_STEP_STARTS) | OFF_STEP_BACK where its first byte continues the character
+     * before it (a byte-level token of part of one, a byte-fallback token after the first);
+     * 0 where not known; or NULL */
+    uint8_t *steps8;
     size_t n;
     int byte_level;
     int32_t unk_whole;     /* WordPiece's unknown token, covering a whole word; -1 otherwise */
@@ -1022,6 +1027,13 @@ typedef struct {
     uint32_t *trims;
 } OffsetLengths;
 #define OFF_EDGES_UNKNOWN 0xFFFFu
+#define OFF_STEP_STARTS 0x7F
+#define OFF_STEP_BACK 0x80
+/* The lengths in characters set_offsets takes (OffsetLengths.chars) hold, for a token of part of a
+ * character, the characters it starts and whether it continues one, as a code below -1 */
+static inline int32_t offsets_partial(size_t starts, int back) {
+    return starts > INT32_MAX / 2 - 2 ? -1 : -(int32_t)(2 + (starts << 1) + (size_t)(back != 0));
+}
 
 /* ByteLevel's offset trimming: none, or with add_prefix_space's exception for a first token */
 enum { OFF_NO_TRIM = -1, OFF_TRIM = 0, OFF_TRIM_PREFIX_SPACE = 1 };

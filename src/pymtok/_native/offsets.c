@@ -12,7 +12,8 @@
  * (cache_spans_put) and read with its ids on the next call: such a piece's lengths are two
  * tables' (WordPiece), a walk of its UTF-8 or that model run. BPE's are placed on every call from
  * their lengths, which stay in the nearer caches: kept spans cost its calls more in misses than
- * placing them (a text's tokens in turns with other calls: 5-10% of a call with offsets).
+ * placing them (a text's tokens in turns with other calls: 5-10% of a call with offsets);
+ * untrimmed, a segment's tokens one after the other by their steps (spans_stream).
  */
 #include "native.h"
 
@@ -102,10 +103,16 @@ void offsets_measure(const TokenMeasure *m, const uint8_t *s, size_t n, int64_t 
     length_put(&m->first[id], n);
     if (m->kind == LENGTHS_BYTE_LEVEL) {
         int64_t chars = utf8_chars(s, n);
-        if (chars < 0)
-            m->second[id] = -1;
-        else
+        if (chars >= 0) {
             length_put(&m->second[id], (size_t)chars);
+        } else {
+            /* part of a character: the characters it starts, and whether it continues one */
+            size_t starts = 0;
+            for (size_t i = 0; i < n; i++)
+                starts += (s[i] & 0xC0) != 0x80;
+            int32_t code = offsets_partial(starts, n && (s[0] & 0xC0) == 0x80);
+            m->second[id] = m->second[id] == 0 || m->second[id] == code ? code : -1;
+        }
         return;
     }
     size_t chars = 0;
@@ -130,6 +137,17 @@ int offsets_lengths_init(OffsetLengths *L, const int32_t *chars) {
                    : full[t][i] >= 255                                                  ? 255
                                                                                         : (uint8_t)full[t][i];
         *compact[t] = v;
+    }
+    if (!chars || !L->tiles)
+        return 0;
+    if (!(L->steps8 = malloc(L->n ? L->n : 1)))
+        return -1;
+    for (size_t i = 0; i < L->n; i++) {
+        int32_t c = chars[i];
+        size_t starts = c >= 0 ? (size_t)c : (size_t)(-c - 2) >> 1;
+        L->steps8[i] = L->first[i] <= 0 || c == 0 || c == -1 || starts > OFF_STEP_STARTS ? 0
+                       : c > 0 ? (uint8_t)c
+                               : (uint8_t)(starts | ((size_t)(-c - 2) & 1) << 7);
     }
     return 0;
 }
@@ -164,6 +182,7 @@ void offsets_lengths_free(OffsetLengths *L) {
     free(L->first8);
     free(L->cont8);
     free(L->chars8);
+    free(L->steps8);
     *L = (OffsetLengths){0};
 }
 
@@ -435,6 +454,76 @@ static inline __attribute__((always_inline)) int spans_body(const OffsetLengths 
     return k != nids ? -2 : 0;
 }
 
+/* spans_body for untrimmed spans counted from base, the pieces the stream leaves */
+static __attribute__((noinline)) int spans_apart(const OffsetLengths *L, const uint32_t *buf, const Word *words,
+                                                 size_t nwords, int64_t base, const int32_t *ids, size_t nids,
+                                                 int32_t *o) {
+    return spans_body(L, buf, words, nwords, base, NULL, ids, nids, OFF_NO_TRIM, o, 0);
+}
+
+/* The tokens a stream runs through before the pieces it passed are checked: a piece it placed
+ * wrong (after a gap, one of a token of unknown step) costs at most this many again */
+#define STREAM_RUN 128
+
+/* Untrimmed spans counted from base by the tokens' steps (OffsetLengths.steps8): a cursor through
+ * the segment's characters, each token starting where the one before ended (a character back
+ * for one that continues it) and moving it by the characters it starts, with no look at the
+ * pieces as it goes: their tokens' count varies, and a loop over each piece's tokens
+ * mispredicts its end at most pieces. After each run the pieces' ends are checked, which checks
+ * their tokens too: the cursor enters a piece at its start or before it (after a gap), and no
+ * token's step is more than its characters, so it leaves the piece at its end only where each
+ * step was the token's (not a byte token spelled by its own characters, nor a character the
+ * model dropped) and no gap came before. A piece that fails, or holds a token of unknown step,
+ * is placed by spans_body, and the cursor starts again after it while it has redone fewer
+ * tokens than the segment has; the rest then go to spans_body too. */
+static int spans_stream(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t base,
+                        const int32_t *ids, size_t nids, int32_t *o) {
+    const uint8_t *steps = L->steps8;
+    size_t n = L->n, w = 0, k = 0, i = 0, redone = 0;
+    int64_t c = nwords ? base + (int64_t)words[0].c : base;
+    while (w < nwords) {
+        size_t limit = nids - i > STREAM_RUN ? i + STREAM_RUN : nids;
+        for (; i < limit; i++) {
+            uint32_t id = (uint32_t)ids[i];
+            uint32_t step = id < n ? steps[id] : 0;
+            if (!step)
+                break;
+            o[2 * i] = (int32_t)(c - (step >> 7));
+            c += step & OFF_STEP_STARTS;
+            o[2 * i + 1] = (int32_t)c;
+        }
+        int failed = 0;
+        for (; w < nwords; w++) {
+            size_t m = words[w].nids;
+            if (m > i - k)
+                break;
+            if (!m || o[2 * (k + m) - 1] != base + (int64_t)(words[w].c + words[w].nc)) {
+                failed = 1;
+                break;
+            }
+            k += m;
+        }
+        if (w == nwords)
+            break;
+        if (!failed && i == limit && limit < nids)
+            continue; /* the run ended inside piece w */
+        if (redone > nids)
+            return spans_apart(L, buf, words + w, nwords - w, base, ids + k, nids - k, o + 2 * k);
+        redone += i - k;
+        size_t m = words[w].nids;
+        if (!m || m > nids - k)
+            return -2;
+        int err = spans_apart(L, buf, words + w, 1, base, ids + k, m, o + 2 * k);
+        if (err)
+            return err;
+        k += m;
+        i = k;
+        if (++w < nwords)
+            c = base + (int64_t)words[w].c;
+    }
+    return k != nids ? -2 : 0;
+}
+
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs) {
     if (offs->cap - offs->n < 2 * nids && ids_grow(offs, 2 * nids) < 0)
@@ -442,6 +531,17 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
     int32_t *o = offs->v + offs->n;
     size_t index = offs->n / 2;
     int err;
+    if (L->steps8 && trim == OFF_NO_TRIM) {
+        err = spans_stream(L, buf, words, nwords, align ? 0 : origin, ids, nids, o);
+        if (!err && align)
+            for (size_t i = 0; i < nids; i++) {
+                o[2 * i] = (int32_t)(origin + (int64_t)align[o[2 * i]]);
+                o[2 * i + 1] = (int32_t)(origin + (int64_t)align[o[2 * i + 1] - 1] + 1);
+            }
+        if (!err)
+            offs->n += 2 * nids;
+        return err;
+    }
 #define SPANS_BODY(ALIGN, TRIM) spans_body(L, buf, words, nwords, origin, ALIGN, ids, nids, TRIM, o, index)
     if (align)
         err = trim == OFF_NO_TRIM ? SPANS_BODY(align, OFF_NO_TRIM)
