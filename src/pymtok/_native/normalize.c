@@ -170,7 +170,10 @@ static pthread_once_t bert_ascii_once = PTHREAD_ONCE_INIT;
 static void bert_ascii_build(void) {
     for (uint32_t c = 0; c < 0x80; c++) {
         uint32_t p = nprops(c);
-        bert_ascii_kind[c] = (p & N_BERT_CONTROL) ? BERT_DROP : (p & N_BERT_SPACE) ? BERT_SPACE_OUT : BERT_KEEP;
+        /* a space written as a space is kept */
+        bert_ascii_kind[c] = (p & N_BERT_CONTROL)            ? BERT_DROP
+                             : (p & N_BERT_SPACE) && c != ' ' ? BERT_SPACE_OUT
+                                                              : BERT_KEEP;
     }
 }
 
@@ -213,12 +216,31 @@ static int bert_ascii(int flags, const uint32_t *in, size_t n, CpBuf *out, CpBuf
  * With align (two buffers), align[1] gets each output character's input character, as HF's
  * NormalizedString aligns them; -2 when canonical ordering moved characters that stay (the
  * pure path follows that alignment). */
+/* The end of the run of ASCII characters from in[i] that pass 1 keeps as they are */
+static inline size_t bert_kept_ascii(const uint32_t *in, size_t i, size_t n) {
+    while (i < n && in[i] < 0x80 && bert_ascii_kind[in[i]] == BERT_KEEP)
+        i++;
+    return i;
+}
+
+/* Appends the alignment from..to - 1 */
+static int align_run(CpBuf *align, size_t from, size_t to) {
+    if (!align || from == to)
+        return 0;
+    if (cps_grow(align, to - from) < 0)
+        return -1;
+    for (size_t i = from; i < to; i++)
+        align->v[align->n++] = (uint32_t)i;
+    return 0;
+}
+
 int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align) {
     uint32_t any = 0;
     for (size_t i = 0; i < n; i++)
         any |= in[i];
     if (any < 0x80)
         return bert_ascii(flags, in, n, out, align);
+    pthread_once(&bert_ascii_once, bert_ascii_build);
     const uint32_t *src = in;
     size_t len = n;
     int strip = flags & BERT_STRIP, lower = flags & BERT_LOWER;
@@ -230,7 +252,7 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
     if (strip)
         touch |= N_NFD | N_NONSTARTER;
     size_t first = 0;
-    while (first < n && !(nprops(in[first]) & touch))
+    while (first < n && ((first = bert_kept_ascii(in, first, n)) < n) && !(nprops(in[first]) & touch))
         first++;
     CpBuf *a1 = align, *a2 = align ? align + 1 : NULL;
     if (a1)
@@ -244,7 +266,17 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
             if (cps_push(a1, (uint32_t)i) < 0)
                 return -1;
         for (size_t i = first; i < n; i++) {
-            uint32_t c = in[i], p = nprops(c);
+            uint32_t c = in[i];
+            if (c < 0x80 && bert_ascii_kind[c] == BERT_KEEP) {
+                /* the text's ASCII (most of many scripts' text too: spaces, digits,
+                 * punctuation), a run at a time */
+                size_t end = bert_kept_ascii(in, i + 1, n);
+                if (cps_extend(tmp, in + i, end - i) < 0 || align_run(a1, i, end) < 0)
+                    return -1;
+                i = end - 1;
+                continue;
+            }
+            uint32_t p = nprops(c);
             size_t mark = tmp->n;
             if (!(p & touch)) {
                 if (cps_push(tmp, c) < 0 || align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
@@ -294,10 +326,20 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
     for (size_t i = 0; i < len; i++) {
         uint32_t c = src[i];
         size_t mark = out->n;
-        if (c < 0x80) { /* no ASCII character is a mark; only A-Z change case */
-            if (cps_push(out, lower && c - 'A' < 26 ? c + 32 : c) < 0 ||
-                (a2 && cps_push(a2, a1->v[i]) < 0))
+        if (c < 0x80) {
+            /* no ASCII character is a mark; only A-Z change case: a run at a time */
+            size_t end = i + 1;
+            while (end < len && src[end] < 0x80)
+                end++;
+            if (cps_grow(out, end - i) < 0 || (a2 && cps_grow(a2, end - i) < 0))
                 return -1;
+            for (size_t k = i; k < end; k++)
+                out->v[out->n++] = lower && src[k] - 'A' < 26 ? src[k] + 32 : src[k];
+            if (a2) {
+                memcpy(a2->v + a2->n, a1->v + i, (end - i) * sizeof *a2->v);
+                a2->n += end - i;
+            }
+            i = end - 1;
             continue;
         }
         uint32_t p = nprops(c);
