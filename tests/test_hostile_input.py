@@ -155,6 +155,21 @@ def test_lone_surrogate_in_text_is_named_where_it_is(base: str) -> None:
     assert tok.encode("\ud7ff\ue000" * 40)
 
 
+@pytest.mark.parametrize("base", ["ab \u65e5 ", "ab \U0001f600 "], ids=["2-byte str", "4-byte str"])
+def test_lone_surrogate_in_a_long_text_is_named_where_it_is(base: str) -> None:
+    """A text long enough to be encoded a part at a time, each part looked at for surrogates as
+    it is read: the first surrogate is the one named, in whichever part it is, after parts
+    encoded with none, as the pure path names it; the same text without it encodes."""
+    tok = pymtok.Tokenizer.from_config(bpe(normalizer={"type": "NFC"}))
+    text = base * 20_000
+    assert tok.encode(text)
+    for at in (0, 5, 8191, 8192, 8193, 50_000, len(text) - 1):
+        for second in (at + 1, at + 30_000):
+            spoilt = text[:at] + "\udc00" + text[at + 1:second] + "\ud800" + text[second + 1:]
+            with pytest.raises(ValueError, match=f"lone surrogate '\\\\udc00' at index {at};"):
+                tok.encode(spoilt)
+
+
 def test_not_utf8(tmp_path: Path) -> None:
     data = json.dumps(wordpiece()).encode("utf-8").replace(b'"##b"', b'"\xff"')
     with pytest.raises(FormatError, match="tokenizer.json.*not UTF-8"):

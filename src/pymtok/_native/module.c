@@ -700,6 +700,15 @@ static int read_text_at(Work *w, int kind, const void *data, size_t from, size_t
 
 static int read_text(Work *w, int kind, const void *data, size_t n) { return read_text_at(w, kind, data, 0, n); }
 
+/* The str's code points [from, from + n): its own where it holds them as such (a 4-byte str,
+ * which the caller's reference keeps unchanged with or without the GIL), else read_text_at's;
+ * NULL on out of memory. */
+static const uint32_t *text_cps(Work *w, int kind, const void *data, size_t from, size_t n) {
+    if (kind == PyUnicode_4BYTE_KIND)
+        return (const uint32_t *)data + from;
+    return read_text_at(w, kind, data, from, n) < 0 ? NULL : w->text;
+}
+
 /* The code points of UTF-8 s[0, nb) into w->text, *n of them: 0, -1 on out of memory, or 1 when
  * s is not UTF-8 (Python's strict decoding), *bad the first byte of the sequence at fault. */
 static int read_utf8(Work *w, const uint8_t *s, size_t nb, size_t *n, size_t *bad) {
@@ -1021,12 +1030,26 @@ static int list_extend(Ints t, PyObject *list, const IdBuf *ids) {
     return set_ids(t, list, (Py_ssize_t)at, ids);
 }
 
-/* A list grown by list_room given back the room it did not use, past an eighth of its items
- * (what CPython's own growth leaves) */
+/* Room in a list that a long text's parts fill, before `more` ids of a part ending at
+ * character b of n are added: where it is short, as many ids as the characters so far gave,
+ * for all n and a thirty-second more, rather than half again (each growth a copy of the list) */
+static int list_project(PyObject *list, size_t more, size_t b, size_t n) {
+    size_t have = (size_t)Py_SIZE(list) + more;
+    if (have <= (size_t)((PyListObject *)list)->allocated)
+        return 0;
+    double projected = b && b < n ? (double)have * ((double)n / (double)b) * (33.0 / 32.0) : (double)have;
+    return list_room(list, projected < (double)(PY_SSIZE_T_MAX / sizeof(PyObject *)) ? (size_t)projected : have);
+}
+
+/* A list grown by list_room given back the room it did not use, past half its items (room
+ * never written, which takes no memory but its addresses). Not less: glibc maps a block as
+ * large as the largest it freed afresh (its dynamic mmap threshold follows the size freed), so
+ * a list shrunk below the size it was asked for makes the next such list's growth map new
+ * pages and fault each in (a 3 MB text encoded again: a fifteenth of its time, every call). */
 static void list_fit(PyObject *list) {
     PyListObject *l = (PyListObject *)list;
     size_t n = (size_t)Py_SIZE(list);
-    if ((size_t)l->allocated <= n + n / 8 || !n)
+    if ((size_t)l->allocated <= n + n / 2 || !n)
         return;
     PyObject **items = PyMem_Realloc(l->ob_item, n * sizeof *items);
     if (items) {
@@ -1060,7 +1083,8 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
     IdBuf out = {0};
     Work own, *w = work_take(&own);
     PyThreadState *released = gil_release(n);
-    int err = read_text(w, kind, data, n) < 0 ? -1 : encode_segment(self, w->text, n, offset, w, &out);
+    const uint32_t *cps = text_cps(w, kind, data, 0, n);
+    int err = !cps ? -1 : encode_segment(self, cps, n, offset, w, &out);
     gil_take(released);
     work_give(w, &own);
     PyObject *list = err ? PyErr_NoMemory() : id_list(self, &out, 0);
@@ -1256,7 +1280,8 @@ static int encode_text_into(Encoder *self, PyObject *text, PyObject *normalizer,
     int err = 0;
     if (native_ops(normalizer, &ops, &nops)) {
         PyThreadState *released = gil_release(n);
-        err = read_text(w, kind, data, n) < 0 ? -1 : encode_text_core(self, ops, nops, w->text, n, w, out);
+        const uint32_t *cps = text_cps(w, kind, data, 0, n);
+        err = !cps ? -1 : encode_text_core(self, ops, nops, cps, n, w, out);
         gil_take(released);
         if (err == -1) {
             PyErr_NoMemory();
@@ -1339,6 +1364,9 @@ static size_t part_end(const Encoder *self, const NormOp *ops, size_t nops, size
     return n;
 }
 
+static size_t find_surrogate(int kind, const void *data, size_t n);
+static void raise_surrogate(PyObject *text, size_t at);
+
 /* encode_text's list for a long text with native normalizer steps, a part at a time (each part's
  * ids added to the list as they come, the list growing as CPython's lists do, by an eighth);
  * NULL with an error, or with none and *redo set when a step needs the pure path. */
@@ -1362,8 +1390,16 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
         out.n = 0;
         PyThreadState *released = gil_release(n - a);
         b = m ? part_end(self, ops, nops, m, kind, data, a, n) : n;
-        err = read_text_at(w, kind, data, a, b - a) < 0 ? -1 : encode_part(self, &po, w->text, b - a, a, &open, w, &out);
+        /* the part's lone surrogate looked for as it is read: the text's characters fetched
+         * once, not ahead of all the parts (a 4-byte text twice the second-level cache) */
+        size_t bad = find_surrogate(kind, (const char *)data + a * (size_t)kind, b - a);
+        const uint32_t *cps = bad < b - a ? NULL : text_cps(w, kind, data, a, b - a);
+        err = bad < b - a ? -3 : !cps ? -1 : encode_part(self, &po, cps, b - a, a, &open, w, &out);
         gil_take(released);
+        if (err == -3) {
+            raise_surrogate(text, a + bad);
+            goto fail;
+        }
         if (err == -2) {
             *redo = 1;
             goto fail;
@@ -1372,7 +1408,7 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
             PyErr_NoMemory();
             goto fail;
         }
-        if (list_extend(self->ints, list, &out) < 0)
+        if (list_project(list, out.n, b, n) < 0 || list_extend(self->ints, list, &out) < 0)
             goto fail;
     }
     if (special && list_extend(self->ints, list, &self->suffix) < 0)
@@ -1458,12 +1494,11 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
         return NULL;
     }
     PyObject *text = args[1];
-    size_t n;
-    if (encodable_length(text, &n) < 0)
-        return NULL;
+    size_t n = (size_t)PyUnicode_GET_LENGTH(text);
     Work own, *w = work_take(&own);
     const NormOp *ops;
     size_t nops;
+    /* encode_parts finds a lone surrogate in the part it reads, the others before they read */
     if (n >= PARTS_MIN && native_ops(args[0], &ops, &nops)) {
         int redo = 0;
         PyObject *list = encode_parts(self, text, ops, nops, special, w, &redo);
@@ -1471,6 +1506,10 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
             work_give(w, &own);
             return list;
         }
+    }
+    if (encodable_length(text, &n) < 0) {
+        work_give(w, &own);
+        return NULL;
     }
     /* the ids into the Work's buffer: the list is made before the Work is given back */
     IdBuf *out = &w->out;
@@ -2095,7 +2134,8 @@ static PyObject *Encoder_encode_offsets(Encoder *self, PyObject *const *args, Py
                   : 0;
     if (!err) {
         PyThreadState *released = gil_release(n);
-        err = read_text(w, kind, data, n) < 0 ? -1 : offsets_text_core(self, ops, nops, w->text, n, (int)trim, w, ids, offs);
+        const uint32_t *cps = text_cps(w, kind, data, 0, n);
+        err = !cps ? -1 : offsets_text_core(self, ops, nops, cps, n, (int)trim, w, ids, offs);
         gil_take(released);
     }
     PyObject *result = NULL;
@@ -3815,7 +3855,7 @@ static PyObject *SentencePieceModel_encode_text(SentencePieceModel *self, PyObje
             PyErr_NoMemory();
             goto fail;
         }
-        if (list_extend(self->ints, list, &ids) < 0)
+        if (list_project(list, ids.n, b, n) < 0 || list_extend(self->ints, list, &ids) < 0)
             goto fail;
         if (last)
             break;
