@@ -1368,7 +1368,7 @@ static size_t find_surrogate(int kind, const void *data, size_t n);
 static void raise_surrogate(PyObject *text, size_t at);
 
 /* encode_text's list for a long text with native normalizer steps, a part at a time (each part's
- * ids added to the list as they come, the list growing as CPython's lists do, by an eighth);
+ * ids added to the list as they come, the list grown to what the parts so far project);
  * NULL with an error, or with none and *redo set when a step needs the pure path. */
 static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, size_t nops, int special, Work *w,
                               int *redo) {
@@ -1498,7 +1498,8 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
     Work own, *w = work_take(&own);
     const NormOp *ops;
     size_t nops;
-    /* encode_parts finds a lone surrogate in the part it reads, the others before they read */
+    /* encode_parts looks for a lone surrogate in each part as it reads it; the other paths look
+     * for one first */
     if (n >= PARTS_MIN && native_ops(args[0], &ops, &nops)) {
         int redo = 0;
         PyObject *list = encode_parts(self, text, ops, nops, special, w, &redo);
