@@ -1074,7 +1074,8 @@ static inline int32_t token_length(const OffsetLengths *L, int cont, int32_t id)
 int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words, size_t nwords, int64_t origin,
                   const uint32_t *align, const int32_t *ids, size_t nids, int trim, IdBuf *offs);
 /* The spans rel[0..2 nids) of a segment's characters, each character i the caller's origin +
- * align[i] (origin + i without align), onto offs. */
+ * align[i] (origin + i without align), onto offs; rel may be where they go (offs's room past
+ * its end, which it then need not grow): each value is read before it is written. */
 int spans_map(const int32_t *rel, size_t nids, int64_t origin, const uint32_t *align, IdBuf *offs);
 /* The tokens of a piece lengths_spans places; a piece of more takes piece_offsets */
 #define LENGTHS_TOKENS_MAX 32

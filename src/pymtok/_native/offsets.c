@@ -532,12 +532,10 @@ int spans_offsets(const OffsetLengths *L, const uint32_t *buf, const Word *words
     size_t index = offs->n / 2;
     int err;
     if (L->steps8 && trim == OFF_NO_TRIM) {
+        /* with an alignment, the segment's characters, which spans_map maps in place */
         err = spans_stream(L, buf, words, nwords, align ? 0 : origin, ids, nids, o);
         if (!err && align)
-            for (size_t i = 0; i < nids; i++) {
-                o[2 * i] = (int32_t)(origin + (int64_t)align[o[2 * i]]);
-                o[2 * i + 1] = (int32_t)(origin + (int64_t)align[o[2 * i + 1] - 1] + 1);
-            }
+            return spans_map(o, nids, origin, align, offs);
         if (!err)
             offs->n += 2 * nids;
         return err;
