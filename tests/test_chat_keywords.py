@@ -224,9 +224,6 @@ def plain(result: tuple[str, Any]) -> tuple[str, Any]:
 @pytest.mark.parametrize("name", TEMPLATED)
 def test_tokenizer_keywords_match_transformers(name: str, case: str) -> None:
     kwargs = TOKENIZER_CASES[case]
-    if name == "gemma-v1" and "padding" in kwargs:
-        pytest.xfail("GemmaTokenizer pads on the left by its class default, which the folder does not say "
-                     "and __call__ does not know")
     for conversation in (ASSISTANT_LAST, [ASSISTANT_LAST, NO_SYSTEM[:3]]):
         assert_same_outcome(plain(run(fast(name), conversation, kwargs)), plain(run(ours(name), conversation, kwargs)))
 
