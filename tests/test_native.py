@@ -209,6 +209,84 @@ def test_native_pre_tokenizer_steps_generated(name: str, text: str) -> None:
     assert_pipeline_as_hf(name, text)
 
 
+def _split_of(name: str, behavior: str = "Isolated", invert: bool = False) -> dict[str, Any]:
+    """The named fixture's own split pattern, with the behavior given."""
+    config = json.loads(Path(fixture_path("tokenizers", name, "tokenizer.json")).read_text(encoding="utf-8"))
+    split = config["pre_tokenizer"]["pretokenizers"][0]
+    return {"type": "Split", "pattern": split["pattern"], "behavior": behavior, "invert": invert}
+
+
+# Pre-tokenizers whose ASCII text the native core cuts as bytes (ascii_split: a GPT-family split
+# keeping its matches, ByteLevel adding nothing), and beside them ones it must cut otherwise:
+# a prefix space, a second split, behaviors that join or drop pieces, GPT-2 characters split.
+ASCII_PIPELINES = {
+    "cl100k": lambda: [_split_of("llama3"), _MAPPING],
+    "qwen2": lambda: [_split_of("qwen3"), _MAPPING],
+    "o200k_removed_inverted": lambda: [_split_of("gpt-4o", "Removed", True), _MAPPING],
+    "o200k_isolated_inverted": lambda: [_split_of("gpt-4o", "Isolated", True), _MAPPING],
+    "gpt2_byte_level": lambda: [_BYTE_LEVEL],
+    "gpt2_split": lambda: [{"type": "Split", "pattern": {"Regex": native._GPT2}, "behavior": "Isolated",
+                            "invert": False}],
+    "byte_level_prefix_space": lambda: [{**_BYTE_LEVEL, "add_prefix_space": True}],
+    "cl100k_prefix_space": lambda: [_split_of("llama3"), {**_MAPPING, "add_prefix_space": True}],
+    "cl100k_then_gpt2": lambda: [_split_of("llama3"), _BYTE_LEVEL],
+    "o200k_then_cl100k": lambda: [_split_of("gpt-4o", "Removed", True), _split_of("llama3"), _MAPPING],
+    "cl100k_contiguous": lambda: [_split_of("llama3", "Contiguous"), _MAPPING],
+    "cl100k_merged_with_next": lambda: [_split_of("llama3", "MergedWithNext"), _MAPPING],
+    "cl100k_removed": lambda: [_split_of("llama3", "Removed"), _MAPPING],
+    "mapped_then_cl100k": lambda: [_MAPPING, _split_of("llama3")],
+}
+
+_ASCII_PIECES = [*"abcXYZ", "Hello", "WORLD", "camelCase", "iPhone", "'s", "'S", "'ll", "'Re", "'ve", "'d", "'m",
+                 "'t", "'x", "'", *"0123456789", "12345", " ", "  ", "   ", "\t", "\n", "\r\n", "\r", "\x0b", "\x0c",
+                 "\x1c", "\x00", "\x7f", *".,;:!?-_/\\()[]{}<>\"`~@#$%^&*+=|", "...", "//", "->", " \n ", "\n\n"]
+
+ascii_texts = st.one_of(
+    st.lists(st.sampled_from(_ASCII_PIECES), max_size=60).map("".join),
+    st.text(st.characters(max_codepoint=0x7F), max_size=80),
+    # a text that is ASCII but for its last character takes the other path
+    st.tuples(st.lists(st.sampled_from(_ASCII_PIECES), max_size=30).map("".join),
+              st.sampled_from(["é", "\u2028", "中", "😀"])).map("".join),
+)
+
+
+@functools.lru_cache(maxsize=None)
+def ascii_pipeline(name: str) -> tuple[pymtok.Tokenizer, Any]:
+    """Llama 3's byte-level BPE (ignore_merges) behind the named pre-tokenizer."""
+    tokenizers = pytest.importorskip("tokenizers")
+    config = json.loads(Path(fixture_path("tokenizers", "llama3", "tokenizer.json")).read_text(encoding="utf-8"))
+    config["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": ASCII_PIPELINES[name]()}
+    tok = pymtok.Tokenizer.from_config(config)
+    assert tok._native_text is not None, "the native core does not run this pipeline"
+    return tok, tokenizers.Tokenizer.from_str(json.dumps(config))
+
+
+def assert_ascii_pipeline_as_hf(name: str, text: str) -> None:
+    tok, hf = ascii_pipeline(name)
+    encoding = hf.encode(text, add_special_tokens=False)
+    assert tok.encode(text, add_special_tokens=False) == encoding.ids, f"{name}: {text!r}"
+    offsets = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    assert offsets == encoding.offsets, f"{name}: {text!r}"
+
+
+@pytest.mark.parametrize("name", ASCII_PIPELINES)
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=ascii_texts)
+def test_ascii_text_cut_as_bytes(name: str, text: str) -> None:
+    assert_ascii_pipeline_as_hf(name, text)
+
+
+@pytest.mark.parametrize("name", ASCII_PIPELINES)
+def test_ascii_corpus_cut_as_bytes(name: str) -> None:
+    """ASCII corpus text, in chunks and joined into one text of many windows (the core encodes a
+    long segment a window of about 8K characters at a time)."""
+    chunks = [text for text in corpus_chunks(400, seed=11) if text.isascii()]
+    assert len(chunks) >= 20
+    for text in chunks[:60]:
+        assert_ascii_pipeline_as_hf(name, text)
+    assert_ascii_pipeline_as_hf(name, "\n".join(chunks))
+
+
 @pytest.mark.parametrize("pre, separator", [
     ({"type": "Whitespace"}, " "), ({"type": "Whitespace"}, "!"), ({"type": "Whitespace"}, "a"),
     ({"type": "Punctuation", "behavior": "Isolated"}, "a"), ({"type": "Digits", "individual_digits": False}, "a"),

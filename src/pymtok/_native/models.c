@@ -636,6 +636,28 @@ static int spans_unknown(IdBuf *spans_out, size_t n) {
     return 0;
 }
 
+/* The words[0..nw) of bpe_spans and bpe_ascii, their UTF-8 in sc->bytes: their hashes, then the
+ * pieces in order, each one's cache lookup started a few pieces earlier. */
+static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw, Scratch *sc, IdBuf *out) {
+    Word *w = sc->words;
+    words_hash(cache, w, nw, sc->bytes);
+    for (size_t k = 0; k < nw; k++) {
+        if (k + LOOKAHEAD < nw)
+            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
+        /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
+         * whichever way bpe_word would have found them, and a miss is bpe_word's to fill */
+        const uint8_t *b = sc->bytes + w[k].b;
+        const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
+        size_t before = out->n;
+        if (e ? ids_extend(out, cache_ids(e), e->nids) < 0
+              : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
+            return -1;
+        w[k].nids = out->n - before;
+    }
+    sc->nwords = nw;
+    return 0;
+}
+
 /* First the UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), then
  * their hashes, then the pieces in order, each one's cache lookup started a few pieces
  * earlier: a lookup is two dependent misses (slot, entry), which then overlap the work on
@@ -689,23 +711,19 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
             piece_push(m, sc, &nw, buf, start, spans[k].end - start, bstart, pos - bstart) < 0)
             return -1;
     }
-    Word *w = sc->words;
-    words_hash(cache, w, nw, sc->bytes);
-    for (size_t k = 0; k < nw; k++) {
-        if (k + LOOKAHEAD < nw)
-            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
-        /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
-         * whichever way bpe_word would have found them, and a miss is bpe_word's to fill */
-        const uint8_t *b = sc->bytes + w[k].b;
-        const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
-        size_t before = out->n;
-        if (e ? ids_extend(out, cache_ids(e), e->nids) < 0
-              : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
+    return bpe_words(m, cache, buf, nw, sc, out);
+}
+
+int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *ends, size_t nends, Scratch *sc,
+              IdBuf *out) {
+    size_t nw = 0;
+    sc->nwords = 0;
+    for (size_t k = 0, start = 0; k < nends; start = (size_t)ends[k++]) {
+        size_t len = (size_t)ends[k] - start;
+        if (piece_push(m, sc, &nw, buf, start, len, start, len) < 0)
             return -1;
-        w[k].nids = out->n - before;
     }
-    sc->nwords = nw;
-    return 0;
+    return bpe_words(m, cache, buf, nw, sc, out);
 }
 
 int bpe_chars_init(BPE *m) {

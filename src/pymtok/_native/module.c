@@ -76,6 +76,7 @@ typedef struct {
     Unigram ug;
     Step steps[MAX_STEPS];
     size_t nsteps;
+    int ascii_scanner;   /* the steps' ascii_scanner, for a BPE model; else -1 */
     Cache cache;
     Ints ints;
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
@@ -517,6 +518,7 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         return -1;
     if (parse_steps(self->steps, &self->nsteps, steps) < 0)
         return -1;
+    self->ascii_scanner = strcmp(model, "BPE") == 0 ? ascii_scanner(self->steps, self->nsteps) : -1;
     int32_t max_id = unk_id;
     if (strcmp(model, "BPE") == 0) {
         self->model = MODEL_BPE;
@@ -582,6 +584,7 @@ typedef struct {
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
     IdBuf rel;        /* encode_offsets: a WordPiece or Unigram segment's spans of its characters */
+    IdBuf ends;       /* ascii_split's piece ends */
     AddedCuts cuts, sub;
 } Work;
 
@@ -602,6 +605,7 @@ static void work_free(Work *w) {
     for (int i = 0; i < 2; i++)
         free(w->align[i].v);
     free(w->rel.v);
+    free(w->ends.v);
     free(w->cuts.v);
     free(w->sub.v);
 }
@@ -633,7 +637,7 @@ static void thread_work_free(void *p) {
 
 static size_t work_bytes(const Work *w) {
     size_t n = (w->text_cap + w->buf_cap + w->spare_cap) * sizeof(uint32_t) + (w->spans.cap + w->tmp.cap) * sizeof(Span) +
-               (w->out.cap + w->offs.cap + w->rel.cap) * sizeof(int32_t) +
+               (w->out.cap + w->offs.cap + w->rel.cap + w->ends.cap) * sizeof(int32_t) +
                (w->sc.pairs ? sizeof(PairMemo) << PAIR_MEMO_BITS : 0) + w->sc.bytes_cap + w->sc.work_cap + w->sc.words_cap * sizeof(Word) +
                (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
     for (int i = 0; i < 3; i++)
@@ -743,8 +747,28 @@ static void work_keep(Work *w, const Pieces *p) {
     w->tmp = p->tmp;
 }
 
+/* The BPE model on s[0..n) where the pre-tokenizer has an ascii_scanner and s is ASCII: the text
+ * is cut as its bytes, which are the pieces' UTF-8 too, so the scan reads a quarter of the
+ * memory and the pieces go to the model as they are cut (without their spans, a copy of the
+ * text and the model's own pass to UTF-8). 1 when done, its words left in w->sc as bpe_spans
+ * leaves them; 0 when not taken; -1 out of memory. */
+static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, Work *w, IdBuf *out) {
+    if (self->ascii_scanner < 0 || n > INT32_MAX)
+        return 0;
+    int ascii = ascii_bytes(&w->sc, s, n);
+    if (ascii <= 0)
+        return ascii;
+    if (ascii_split(self->ascii_scanner, w->sc.bytes, n, &w->ends) < 0 ||
+        bpe_ascii(&self->bpe, cache, s, w->ends.v, w->ends.n, &w->sc, out) < 0)
+        return -1;
+    return 1;
+}
+
 /* Needs no GIL: pre-tokenizes a stretch of a normalized segment and runs the model. */
 static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+    int done = ascii_ids(self, cache, s, n, w, out);
+    if (done)
+        return done < 0 ? -1 : 0;
     if (cps_room(&w->buf, &w->buf_cap, n) < 0)
         return -1;
     memcpy(w->buf, s, n * sizeof *s);
@@ -1585,6 +1609,12 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     size_t nspans = 1;
     Pieces p = {0};
     int err = -1;
+    size_t mark = ids->n;
+    int done = ascii_ids(self, cache, s, n, w, ids);
+    if (done)
+        return done < 0 ? -1
+                        : spans_offsets(&self->offl, s, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
+                                        ids->n - mark, trim, offs);
     if (self->nsteps) {
         if (cps_room(&w->buf, &w->buf_cap, n) < 0)
             return -1;
@@ -1612,7 +1642,6 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     }
     /* the model on all pieces at once, as segment_ids: each piece's tokens are those whose
      * lengths add up to it */
-    size_t mark = ids->n;
     if (self->model == MODEL_BPE) {
         err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
         if (!err)

@@ -427,6 +427,11 @@ typedef struct {
 } Pieces;
 
 int pretokenize(const Step *steps, size_t nsteps, Pieces *p);
+/* ascii_split's scanner for a pre-tokenizer of these steps, or -1 */
+int ascii_scanner(const Step *steps, size_t nsteps);
+/* The pre-tokenizer of ascii_scanner's steps on ASCII text s[0..n), n at most INT32_MAX: the end
+ * of each piece, in order, into ends; -1 out of memory. */
+int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *ends);
 
 /* Its class bits (unicode_data.h), for code outside pretok.c. */
 uint32_t unicode_class(uint32_t c);
@@ -687,6 +692,13 @@ int scratch_work(Scratch *s, size_t n);
 /* BPE on each piece of a segment, the pieces cut before U+2581 with split_metaspace; they are
  * left in sc->words[0..sc->nwords), each with the count of its ids. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
+              IdBuf *out);
+/* Text s[0..n) (pretok.c) as sc->bytes when it is ASCII: 1, else 0 (sc->bytes then undefined), -1 out of
+ * memory. */
+int ascii_bytes(Scratch *sc, const uint32_t *s, size_t n);
+/* bpe_spans on the pieces of ASCII text buf[0..) that end at ends[0..nends) (ascii_split), its
+ * bytes in sc->bytes (ascii_bytes) */
+int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *ends, size_t nends, Scratch *sc,
               IdBuf *out);
 /* WordPiece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, so that the
  * vocabulary lookups overlap; the pieces are left in sc->words[0..sc->nwords), each with the

@@ -36,232 +36,38 @@ int rust_white_space(uint32_t c) { return IS(c, U_RUST_WS); }
 
 int regex_white_space(uint32_t c) { return IS(c, WS_); }
 
-static inline size_t run(const uint32_t *s, size_t n, size_t i, uint32_t mask) {
-    while (i < n && IS(s[i], mask))
-        i++;
-    return i;
-}
-
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
-/* run(s, n, i, mask) for a mask whose ASCII members are the 26 letters from `first` once ORed
- * with `fold` (0x20 folds case): ASCII members counted 16 at a time where SSE2 has them, as one
- * comparison and the count of the leading members, with no branch on where the run ends (which
- * a loop mispredicts about once a piece); the scalar run finishes it (a member beyond ASCII,
- * the last characters of s). */
-static inline size_t run_ascii(const uint32_t *s, size_t n, size_t i, uint32_t mask, char first, char fold) {
+/* ASCII members of a character class, 16 characters at a time, as bytes: a byte of 0x80 or more
+ * stands for any other character */
 #ifdef __SSE2__
-    const __m128i f = _mm_set1_epi8(fold), a = _mm_set1_epi8(first), flip = _mm_set1_epi8((char)0x80),
-                  below = _mm_set1_epi8((char)(26 ^ 0x80));
-    while (i + 16 <= n) {
-        const __m128i *p = (const __m128i *)(const void *)(s + i);
-        /* saturating packs keep ASCII and turn every other code point into a byte of 0x80 or more */
-        __m128i lo = _mm_packs_epi32(_mm_loadu_si128(p), _mm_loadu_si128(p + 1));
-        __m128i hi = _mm_packs_epi32(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3));
-        __m128i b = _mm_packus_epi16(lo, hi);
-        /* (b | fold) - first < 26 unsigned, which a byte of 0x80 or more never is */
-        __m128i t = _mm_xor_si128(_mm_sub_epi8(_mm_or_si128(b, f), a), flip);
-        unsigned members = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(t, below));
-        size_t k = (size_t)__builtin_ctz(~members);
-        i += k;
-        if (k < 16)
-            break;
-    }
-#else
-    (void)first;
-    (void)fold;
+static inline __m128i ascii16(const uint32_t *s) {
+    const __m128i *p = (const __m128i *)(const void *)s;
+    /* saturating packs keep ASCII and turn every other code point into a byte of 0x80 or more */
+    __m128i lo = _mm_packs_epi32(_mm_loadu_si128(p), _mm_loadu_si128(p + 1));
+    __m128i hi = _mm_packs_epi32(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3));
+    return _mm_packus_epi16(lo, hi);
+}
+
+static inline __m128i ascii16_bytes(const uint8_t *s) { return _mm_loadu_si128((const __m128i *)(const void *)s); }
 #endif
-    return run(s, n, i, mask);
-}
 
-static inline size_t run_letters(const uint32_t *s, size_t n, size_t i) { return run_ascii(s, n, i, L_, 'a', 0x20); }
-
-static inline size_t run_other(const uint32_t *s, size_t n, size_t i) {
-    while (i < n && IS_OTHER(s[i]))
-        i++;
-    return i;
-}
-
-static inline size_t run_crlf(const uint32_t *s, size_t n, size_t i) {
-    while (i < n && IS_CRLF(s[i]))
-        i++;
-    return i;
-}
-
-/* `(?i:'s|'t|'re|'ve|'m|'ll|'d)` after the apostrophe at i-1; returns the end or 0.
- * Oniguruma's case folding adds U+017F (long s) to s/S; no other code point folds onto these
- * letters (checked against HF on every code point). */
-static inline size_t contraction_ci(const uint32_t *s, size_t n, size_t i) {
-    if (i >= n)
-        return 0;
-    uint32_t a = s[i] | 0x20; /* ASCII lower case; the result is only compared to ASCII */
-    if (s[i] > 0x7F && s[i] != 0x17F)
-        return 0;
-    if (a == 's' || a == 't' || a == 'm' || a == 'd' || s[i] == 0x17F)
-        return i + 1;
-    if (i + 1 >= n || s[i + 1] > 0x7F)
-        return 0;
-    uint32_t b = s[i + 1] | 0x20;
-    if (((a == 'r' || a == 'v') && b == 'e') || (a == 'l' && b == 'l'))
-        return i + 2;
-    return 0;
-}
-
-/* `'s|'t|'re|'ve|'m|'ll|'d` after the apostrophe at i-1 (case-sensitive); returns the end or 0. */
-static inline size_t contraction(const uint32_t *s, size_t n, size_t i) {
-    if (i >= n)
-        return 0;
-    uint32_t a = s[i];
-    if (a == 's' || a == 't' || a == 'm' || a == 'd')
-        return i + 1;
-    if (i + 1 < n && (((a == 'r' || a == 'v') && s[i + 1] == 'e') || (a == 'l' && s[i + 1] == 'l')))
-        return i + 2;
-    return 0;
-}
-
-/* The whitespace alternatives shared by the GPT-style patterns, at a whitespace character:
- * `\s*[\r\n]+|\s+(?!\S)|\s+` (with_crlf) or `\s+(?!\S)|\s+` (GPT-2). */
-static inline size_t whitespace_tail(const uint32_t *s, size_t n, size_t i, int with_crlf) {
-    size_t e = run(s, n, i, WS_);
-    if (with_crlf) {
-        /* \s* gives back characters until [\r\n]+ can match: up to the last \r or \n */
-        for (size_t k = e; k > i; k--)
-            if (IS_CRLF(s[k - 1]))
-                return k;
-    }
-    if (e == n || e - 1 == i)
-        return e; /* (?!\S) holds at the end; a single space before \S falls to \s+ */
-    return e - 1;
-}
-
-/* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
-static size_t m_gpt2(const uint32_t *s, size_t n, size_t i) {
-    uint32_t c = s[i];
-    size_t e;
-    if (c == '\'' && (e = contraction(s, n, i + 1)))
-        return e;
-    size_t j = (c == ' ' && i + 1 < n) ? i + 1 : i;
-    uint32_t d = s[j];
-    if (IS(d, L_))
-        return run_letters(s, n, j);
-    if (IS(d, N_))
-        return run(s, n, j, N_);
-    if (IS_OTHER(d))
-        return run_other(s, n, j);
-    if (IS(c, WS_))
-        return whitespace_tail(s, n, i, 0);
-    return i;
-}
-
-/* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}|
- *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
- * with D = 3 (cl100k, Llama 3) or 1 (Qwen2/3). */
-static inline size_t m_cl100k_like(const uint32_t *s, size_t n, size_t i, size_t max_digits) {
-    uint32_t c = s[i];
-    if (c == '\'') {
-        size_t e = contraction_ci(s, n, i + 1);
-        if (e)
-            return e;
-    }
-    uint32_t cls = ucls(c);
-    if (cls & L_)
-        return run_letters(s, n, i);
-    if (!(cls & N_) && !IS_CRLF(c) && i + 1 < n && IS(s[i + 1], L_))
-        return run_letters(s, n, i + 1);
-    if (cls & N_) {
-        size_t e = i;
-        while (e < n && e - i < max_digits && IS(s[e], N_))
-            e++;
-        return e;
-    }
-    size_t j = (c == ' ' && i + 1 < n && IS_OTHER(s[i + 1])) ? i + 1 : i;
-    if (IS_OTHER(s[j]))
-        return run_crlf(s, n, run_other(s, n, j));
-    if (cls & WS_)
-        return whitespace_tail(s, n, i, 1);
-    return i;
-}
-
-static size_t m_cl100k(const uint32_t *s, size_t n, size_t i) { return m_cl100k_like(s, n, i, 3); }
-static size_t m_qwen2(const uint32_t *s, size_t n, size_t i) { return m_cl100k_like(s, n, i, 1); }
-
-/* o200k (GPT-4o):
- * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|...)?|
- * [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|...)?|
- * \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+/* o200k's letter classes */
 #define UPPERISH (U_LU | U_LT | U_LM | U_LO | U_M)
 #define LOWERISH (U_LL | U_LM | U_LO | U_M)
 
-/* The ASCII members of UPPERISH and LOWERISH are A-Z and a-z. The alternatives of o200k often
- * try a run that is empty, which an ASCII character says at once. */
-static inline size_t run_upperish(const uint32_t *s, size_t n, size_t i) {
-    return i < n && s[i] < 0x80 && s[i] - 'A' >= 26 ? i : run_ascii(s, n, i, UPPERISH, 'A', 0);
-}
-
-static inline size_t run_lowerish(const uint32_t *s, size_t n, size_t i) {
-    return i < n && s[i] < 0x80 && s[i] - 'a' >= 26 ? i : run_ascii(s, n, i, LOWERISH, 'a', 0);
-}
-
-/* [Upper]*[lower]+ from i: the greedy star gives back characters until a lower-ish one can
- * start the plus; returns the end or 0. */
-static inline size_t upper_star_lower_plus(const uint32_t *s, size_t n, size_t i) {
-    size_t u = run_upperish(s, n, i);
-    if (u < n && IS(s[u], LOWERISH))
-        return run_lowerish(s, n, u);
-    /* the plus starts inside the upper-ish run; the character after it is not lower-ish */
-    for (size_t m = u; m > i; m--)
-        if (IS(s[m - 1], LOWERISH))
-            return m;
-    return 0;
-}
-
-static inline size_t upper_plus_lower_star(const uint32_t *s, size_t n, size_t i) {
-    size_t u = run_upperish(s, n, i);
-    return u > i ? run_lowerish(s, n, u) : 0;
-}
-
-static inline size_t with_contraction(const uint32_t *s, size_t n, size_t e) {
-    if (e < n && s[e] == '\'') {
-        size_t c = contraction_ci(s, n, e + 1);
-        if (c)
-            return c;
-    }
-    return e;
-}
-
-static size_t m_o200k(const uint32_t *s, size_t n, size_t i) {
-    uint32_t c = s[i];
-    uint32_t cls = ucls(c);
-    int lead = !(cls & (L_ | N_)) && !IS_CRLF(c) && i + 1 < n; /* [^\r\n\p{L}\p{N}]? can take c */
-    size_t e;
-    if (lead && (e = upper_star_lower_plus(s, n, i + 1)))
-        return with_contraction(s, n, e);
-    if ((e = upper_star_lower_plus(s, n, i)))
-        return with_contraction(s, n, e);
-    if (lead && (e = upper_plus_lower_star(s, n, i + 1)))
-        return with_contraction(s, n, e);
-    if ((e = upper_plus_lower_star(s, n, i)))
-        return with_contraction(s, n, e);
-    if (cls & N_) {
-        e = i;
-        while (e < n && e - i < 3 && IS(s[e], N_))
-            e++;
-        return e;
-    }
-    size_t j = (c == ' ' && i + 1 < n && IS_OTHER(s[i + 1])) ? i + 1 : i;
-    if (IS_OTHER(s[j])) {
-        e = run_other(s, n, j);
-        while (e < n && (IS_CRLF(s[e]) || s[e] == '/'))
-            e++;
-        return e;
-    }
-    if (cls & WS_)
-        return whitespace_tail(s, n, i, 1);
-    return i;
-}
-
+#define CH uint32_t
+#define M(name) name
+#include "pretok_gpt.h"
+#undef CH
+#undef M
+#define CH uint8_t
+#define M(name) name##_bytes
+#include "pretok_gpt.h"
+#undef CH
+#undef M
 /* DeepSeek-V3's three Splits. */
 
 /* \p{N}{1,3} */
@@ -361,6 +167,82 @@ static const Matcher MATCHERS[] = {
     [SC_DS_DIGITS] = m_ds_digits, [SC_DS_CJK] = m_ds_cjk, [SC_DS_MAIN] = m_ds_main, [SC_CLIP] = m_clip,
     [SC_WORDS] = m_words,
 };
+
+/* The scanner of a pre-tokenizer that only cuts the text at a GPT-family split's matches,
+ * keeping them and the gaps between (Isolated, as ByteLevel's own regex does) or the matches
+ * alone (Removed and inverted, as GPT-4o's: the same pieces, as these patterns match at every
+ * character), and changes no piece: ascii_split then cuts ASCII text as pretokenize does. -1
+ * for any other. */
+int ascii_scanner(const Step *steps, size_t nsteps) {
+    int scanner = -1;
+    for (size_t k = 0; k < nsteps; k++) {
+        const Step *st = &steps[k];
+        if (st->kind == ST_BYTE_LEVEL && !st->add_prefix_space && !st->to_chars && !(st->use_regex && scanner >= 0)) {
+            scanner = st->use_regex ? SC_GPT2 : scanner;
+            continue;
+        }
+        if (st->kind != ST_SPLIT || scanner >= 0 ||
+            (st->behavior != BH_ISOLATED && !(st->behavior == BH_REMOVED && st->invert)) ||
+            (st->scanner != SC_GPT2 && st->scanner != SC_CL100K && st->scanner != SC_QWEN2 && st->scanner != SC_O200K))
+            return -1;
+        scanner = st->scanner;
+    }
+    return scanner;
+}
+
+int ascii_bytes(Scratch *sc, const uint32_t *s, size_t n) {
+    if (scratch_bytes(sc, n) < 0)
+        return -1;
+    /* a store through uint8_t may alias sc->bytes itself, which would be read again each time */
+    uint8_t *restrict to = sc->bytes;
+    size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 16 <= n; i += 16) {
+        __m128i b = ascii16(s + i);
+        if (_mm_movemask_epi8(b))
+            return 0;
+        _mm_storeu_si128((__m128i *)(void *)(to + i), b);
+    }
+#endif
+    for (; i < n; i++) {
+        if (s[i] >= 0x80)
+            return 0;
+        to[i] = (uint8_t)s[i];
+    }
+    return 1;
+}
+
+/* split_step's Isolated cut, each piece's end into ends (room for n of them, a piece being a
+ * character at least); inlined for each matcher, which it then calls directly */
+static inline size_t ascii_cut(size_t (*match)(const uint8_t *, size_t, size_t), const uint8_t *s, size_t n,
+                               int32_t *ends) {
+    size_t i = 0, gap = 0, k = 0;
+    while (i < n) {
+        size_t e = match(s, n, i);
+        if (e == i) {
+            i++;
+            continue;
+        }
+        if (gap < i)
+            ends[k++] = (int32_t)i;
+        ends[k++] = (int32_t)e;
+        i = gap = e;
+    }
+    if (gap < n)
+        ends[k++] = (int32_t)n;
+    return k;
+}
+
+int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *ends) {
+    ends->n = 0;
+    if (ends->cap < n && ids_grow(ends, n) < 0)
+        return -1;
+    ends->n = scanner == SC_CL100K ? ascii_cut(m_cl100k_bytes, s, n, ends->v)
+              : scanner == SC_QWEN2 ? ascii_cut(m_qwen2_bytes, s, n, ends->v)
+              : scanner == SC_O200K ? ascii_cut(m_o200k_bytes, s, n, ends->v)
+                                    : ascii_cut(m_gpt2_bytes, s, n, ends->v);
+    return 0;
+}
 
 /* The scanners whose every match is one character of a class: HF's char predicates, which
  * yield each such character as a match of its own (a run of them is several matches). */
