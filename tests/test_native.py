@@ -216,30 +216,40 @@ def _split_of(name: str, behavior: str = "Isolated", invert: bool = False) -> di
     return {"type": "Split", "pattern": split["pattern"], "behavior": behavior, "invert": invert}
 
 
-# Pre-tokenizers whose ASCII text the native core cuts as bytes (ascii_split: a GPT-family split
-# keeping its matches, ByteLevel adding nothing), and beside them ones it must cut otherwise:
-# a prefix space, a second split, behaviors that join or drop pieces, GPT-2 characters split.
+# Pre-tokenizers whose ASCII text the native core cuts as bytes (ascii_split: one step that cuts,
+# a GPT-family split keeping its matches or BERT's or WhitespaceSplit's character split, and
+# ByteLevel steps that add nothing), behind a BPE or a WordPiece model, and beside them ones it
+# must cut otherwise: a prefix space, a second cut, behaviors that join or drop pieces, GPT-2
+# characters cut, another character split.
+_BERT = {"type": "BertPreTokenizer"}
 ASCII_PIPELINES = {
-    "cl100k": lambda: [_split_of("llama3"), _MAPPING],
-    "qwen2": lambda: [_split_of("qwen3"), _MAPPING],
-    "o200k_removed_inverted": lambda: [_split_of("gpt-4o", "Removed", True), _MAPPING],
-    "o200k_isolated_inverted": lambda: [_split_of("gpt-4o", "Isolated", True), _MAPPING],
-    "gpt2_byte_level": lambda: [_BYTE_LEVEL],
-    "gpt2_split": lambda: [{"type": "Split", "pattern": {"Regex": native._GPT2}, "behavior": "Isolated",
-                            "invert": False}],
-    "byte_level_prefix_space": lambda: [{**_BYTE_LEVEL, "add_prefix_space": True}],
-    "cl100k_prefix_space": lambda: [_split_of("llama3"), {**_MAPPING, "add_prefix_space": True}],
-    "cl100k_then_gpt2": lambda: [_split_of("llama3"), _BYTE_LEVEL],
-    "o200k_then_cl100k": lambda: [_split_of("gpt-4o", "Removed", True), _split_of("llama3"), _MAPPING],
-    "cl100k_contiguous": lambda: [_split_of("llama3", "Contiguous"), _MAPPING],
-    "cl100k_merged_with_next": lambda: [_split_of("llama3", "MergedWithNext"), _MAPPING],
-    "cl100k_removed": lambda: [_split_of("llama3", "Removed"), _MAPPING],
-    "mapped_then_cl100k": lambda: [_MAPPING, _split_of("llama3")],
+    "cl100k": ("llama3", lambda: [_split_of("llama3"), _MAPPING]),
+    "qwen2": ("llama3", lambda: [_split_of("qwen3"), _MAPPING]),
+    "o200k_removed_inverted": ("llama3", lambda: [_split_of("gpt-4o", "Removed", True), _MAPPING]),
+    "o200k_isolated_inverted": ("llama3", lambda: [_split_of("gpt-4o", "Isolated", True), _MAPPING]),
+    "gpt2_byte_level": ("llama3", lambda: [_BYTE_LEVEL]),
+    "gpt2_split": ("llama3", lambda: [{"type": "Split", "pattern": {"Regex": native._GPT2}, "behavior": "Isolated",
+                                       "invert": False}]),
+    "bert_then_mapping": ("llama3", lambda: [_BERT, _MAPPING]),
+    "wordpiece_bert": ("all-minilm-l6-v2", lambda: [_BERT]),
+    "wordpiece_whitespace_split": ("all-minilm-l6-v2", lambda: [{"type": "WhitespaceSplit"}]),
+    "byte_level_prefix_space": ("llama3", lambda: [{**_BYTE_LEVEL, "add_prefix_space": True}]),
+    "cl100k_prefix_space": ("llama3", lambda: [_split_of("llama3"), {**_MAPPING, "add_prefix_space": True}]),
+    "cl100k_then_gpt2": ("llama3", lambda: [_split_of("llama3"), _BYTE_LEVEL]),
+    "o200k_then_cl100k": ("llama3", lambda: [_split_of("gpt-4o", "Removed", True), _split_of("llama3"), _MAPPING]),
+    "cl100k_contiguous": ("llama3", lambda: [_split_of("llama3", "Contiguous"), _MAPPING]),
+    "cl100k_merged_with_next": ("llama3", lambda: [_split_of("llama3", "MergedWithNext"), _MAPPING]),
+    "cl100k_removed": ("llama3", lambda: [_split_of("llama3", "Removed"), _MAPPING]),
+    "mapped_then_cl100k": ("llama3", lambda: [_MAPPING, _split_of("llama3")]),
+    "wordpiece_bert_then_digits": ("all-minilm-l6-v2", lambda: [_BERT, {"type": "Digits", "individual_digits": True}]),
+    "wordpiece_whitespace": ("all-minilm-l6-v2", lambda: [{"type": "Whitespace"}]),
+    "wordpiece_whitespace_split_then_bert": ("all-minilm-l6-v2", lambda: [{"type": "WhitespaceSplit"}, _BERT]),
 }
 
 _ASCII_PIECES = [*"abcXYZ", "Hello", "WORLD", "camelCase", "iPhone", "'s", "'S", "'ll", "'Re", "'ve", "'d", "'m",
                  "'t", "'x", "'", *"0123456789", "12345", " ", "  ", "   ", "\t", "\n", "\r\n", "\r", "\x0b", "\x0c",
-                 "\x1c", "\x00", "\x7f", *".,;:!?-_/\\()[]{}<>\"`~@#$%^&*+=|", "...", "//", "->", " \n ", "\n\n"]
+                 "\x1c", "\x00", "\x7f", *".,;:!?-_/\\()[]{}<>\"`~@#$%^&*+=|", "...", "//", "->", " \n ", "\n\n",
+                 "b" * 101, " " + "z" * 150]
 
 ascii_texts = st.one_of(
     st.lists(st.sampled_from(_ASCII_PIECES), max_size=60).map("".join),
@@ -252,10 +262,13 @@ ascii_texts = st.one_of(
 
 @functools.lru_cache(maxsize=None)
 def ascii_pipeline(name: str) -> tuple[pymtok.Tokenizer, Any]:
-    """Llama 3's byte-level BPE (ignore_merges) behind the named pre-tokenizer."""
+    """The named pre-tokenizer in front of Llama 3's byte-level BPE (ignore_merges) or MiniLM's
+    WordPiece (behind BertNormalizer)."""
     tokenizers = pytest.importorskip("tokenizers")
-    config = json.loads(Path(fixture_path("tokenizers", "llama3", "tokenizer.json")).read_text(encoding="utf-8"))
-    config["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": ASCII_PIPELINES[name]()}
+    model, steps = ASCII_PIPELINES[name]
+    config = json.loads(Path(fixture_path("tokenizers", model, "tokenizer.json")).read_text(encoding="utf-8"))
+    config["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": steps()}
+    config["padding"] = config["truncation"] = None
     tok = pymtok.Tokenizer.from_config(config)
     assert tok._native_text is not None, "the native core does not run this pipeline"
     return tok, tokenizers.Tokenizer.from_str(json.dumps(config))

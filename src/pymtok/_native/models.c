@@ -714,12 +714,12 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
     return bpe_words(m, cache, buf, nw, sc, out);
 }
 
-int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *ends, size_t nends, Scratch *sc,
+int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *pieces, size_t npieces, Scratch *sc,
               IdBuf *out) {
     size_t nw = 0;
     sc->nwords = 0;
-    for (size_t k = 0, start = 0; k < nends; start = (size_t)ends[k++]) {
-        size_t len = (size_t)ends[k] - start;
+    for (size_t k = 0; k < npieces; k++) {
+        size_t start = (size_t)pieces[2 * k], len = (size_t)pieces[2 * k + 1] - start;
         if (piece_push(m, sc, &nw, buf, start, len, start, len) < 0)
             return -1;
     }
@@ -845,6 +845,32 @@ static int wordpiece_spanned(const WordPiece *m, Cache *cache, Word *w, const ui
     return spans_unknown(spans_out, w->nids);
 }
 
+/* The words[0..nw) of wordpiece_spans and wordpiece_ascii, their UTF-8 in sc->bytes, each
+ * followed by a byte that continues no character: hashed in a pass of their own (the bytes
+ * just stored one at a time, read back at once as words, would each wait for the store
+ * buffer), each one's vocabulary slot fetched there, some pieces before its lookup */
+static int wordpiece_words(const WordPiece *m, Cache *cache, size_t nw, Scratch *sc, IdBuf *out, IdBuf *spans_out) {
+    Word *w = sc->words;
+    const StrMap *vocab = &m->vocab;
+    for (size_t k = 0; k < nw; k++) {
+        w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
+        __builtin_prefetch(&vocab->slots[(size_t)(w[k].h >> 32) & vocab->mask]);
+    }
+    for (size_t k = 0; k < nw; k++) {
+        if (spans_out) {
+            if (wordpiece_spanned(m, cache, &w[k], sc->bytes + w[k].b, out, spans_out) < 0)
+                return -1;
+            continue;
+        }
+        size_t before = out->n;
+        if (wordpiece_bytes(m, cache, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, out) < 0)
+            return -1;
+        w[k].nids = out->n - before;
+    }
+    sc->nwords = nw;
+    return 0;
+}
+
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out, IdBuf *spans_out) {
     size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);
@@ -876,29 +902,21 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
         pos += nb;
         sc->bytes[pos++] = 0;
     }
-    /* hashed in a pass of their own (the bytes just stored one at a time, read back at once as
-     * words, would each wait for the store buffer), each one's vocabulary slot fetched there,
-     * some pieces before its lookup */
-    Word *w = sc->words;
-    const StrMap *vocab = &m->vocab;
-    for (size_t k = 0; k < nw; k++) {
-        w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
-        __builtin_prefetch(&vocab->slots[(size_t)(w[k].h >> 32) & vocab->mask]);
-    }
-    for (size_t k = 0; k < nw; k++) {
-        if (spans_out) {
-            if (wordpiece_spanned(m, cache, &w[k], sc->bytes + w[k].b, out, spans_out) < 0)
-                return -1;
-            continue;
-        }
-        size_t before = out->n;
-        if (wordpiece_bytes(m, cache, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, out) < 0)
-            return -1;
-        w[k].nids = out->n - before;
-    }
-    sc->nwords = nw;
-    return 0;
+    return wordpiece_words(m, cache, nw, sc, out, spans_out);
 }
+
+int wordpiece_ascii(const WordPiece *m, Cache *cache, const int32_t *pieces, size_t npieces, Scratch *sc,
+                    IdBuf *out, IdBuf *spans_out) {
+    size_t nw = 0;
+    sc->nwords = 0;
+    for (size_t k = 0; k < npieces; k++) {
+        size_t start = (size_t)pieces[2 * k], n = (size_t)pieces[2 * k + 1] - start;
+        if (words_push(sc, &nw, start, n, start, n) < 0)
+            return -1;
+    }
+    return wordpiece_words(m, cache, nw, sc, out, spans_out);
+}
+
 
 void wordpiece_free(WordPiece *m) {
     strmap_free(&m->vocab);

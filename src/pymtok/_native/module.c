@@ -76,7 +76,7 @@ typedef struct {
     Unigram ug;
     Step steps[MAX_STEPS];
     size_t nsteps;
-    int ascii_scanner;   /* the steps' ascii_scanner, for a BPE model; else -1 */
+    int ascii_scanner;   /* the steps' ascii_scanner, for a BPE or WordPiece model; else -1 */
     Cache cache;
     Ints ints;
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
@@ -518,7 +518,8 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         return -1;
     if (parse_steps(self->steps, &self->nsteps, steps) < 0)
         return -1;
-    self->ascii_scanner = strcmp(model, "BPE") == 0 ? ascii_scanner(self->steps, self->nsteps) : -1;
+    self->ascii_scanner =
+        strcmp(model, "BPE") == 0 || strcmp(model, "WordPiece") == 0 ? ascii_scanner(self->steps, self->nsteps) : -1;
     int32_t max_id = unk_id;
     if (strcmp(model, "BPE") == 0) {
         self->model = MODEL_BPE;
@@ -584,7 +585,7 @@ typedef struct {
     CpBuf norm[3];    /* normalize_ops */
     CpBuf align[2];   /* encode_offsets: a normalizer's alignment */
     IdBuf rel;        /* encode_offsets: a WordPiece or Unigram segment's spans of its characters */
-    IdBuf ends;       /* ascii_split's piece ends */
+    IdBuf pieces;     /* ascii_split's pieces */
     AddedCuts cuts, sub;
 } Work;
 
@@ -605,7 +606,7 @@ static void work_free(Work *w) {
     for (int i = 0; i < 2; i++)
         free(w->align[i].v);
     free(w->rel.v);
-    free(w->ends.v);
+    free(w->pieces.v);
     free(w->cuts.v);
     free(w->sub.v);
 }
@@ -637,7 +638,7 @@ static void thread_work_free(void *p) {
 
 static size_t work_bytes(const Work *w) {
     size_t n = (w->text_cap + w->buf_cap + w->spare_cap) * sizeof(uint32_t) + (w->spans.cap + w->tmp.cap) * sizeof(Span) +
-               (w->out.cap + w->offs.cap + w->rel.cap + w->ends.cap) * sizeof(int32_t) +
+               (w->out.cap + w->offs.cap + w->rel.cap + w->pieces.cap) * sizeof(int32_t) +
                (w->sc.pairs ? sizeof(PairMemo) << PAIR_MEMO_BITS : 0) + w->sc.bytes_cap + w->sc.work_cap + w->sc.words_cap * sizeof(Word) +
                (w->cuts.cap + w->sub.cap) * sizeof(AddedCut);
     for (int i = 0; i < 3; i++)
@@ -747,26 +748,30 @@ static void work_keep(Work *w, const Pieces *p) {
     w->tmp = p->tmp;
 }
 
-/* The BPE model on s[0..n) where the pre-tokenizer has an ascii_scanner and s is ASCII: the text
- * is cut as its bytes, which are the pieces' UTF-8 too, so the scan reads a quarter of the
+/* The model on s[0..n) where the pre-tokenizer has an ascii_scanner and s is ASCII: the text
+ * is cut as its bytes, which are the pieces' UTF-8 too, so the cut reads a quarter of the
  * memory and the pieces go to the model as they are cut (without their spans, a copy of the
  * text and the model's own pass to UTF-8). 1 when done, its words left in w->sc as bpe_spans
- * leaves them; 0 when not taken; -1 out of memory. */
-static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, Work *w, IdBuf *out) {
+ * and wordpiece_spans leave them (spans_out: WordPiece's, as wordpiece_spans'); 0 when not
+ * taken; -1 out of memory. */
+static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, Work *w, IdBuf *out,
+                     IdBuf *spans_out) {
     if (self->ascii_scanner < 0 || n > INT32_MAX)
         return 0;
     int ascii = ascii_bytes(&w->sc, s, n);
     if (ascii <= 0)
         return ascii;
-    if (ascii_split(self->ascii_scanner, w->sc.bytes, n, &w->ends) < 0 ||
-        bpe_ascii(&self->bpe, cache, s, w->ends.v, w->ends.n, &w->sc, out) < 0)
+    if (ascii_split(self->ascii_scanner, w->sc.bytes, n, &w->pieces) < 0)
         return -1;
-    return 1;
+    size_t npieces = w->pieces.n / 2;
+    int err = self->model == MODEL_BPE ? bpe_ascii(&self->bpe, cache, s, w->pieces.v, npieces, &w->sc, out)
+                                       : wordpiece_ascii(&self->wp, cache, w->pieces.v, npieces, &w->sc, out, spans_out);
+    return err < 0 ? -1 : 1;
 }
 
 /* Needs no GIL: pre-tokenizes a stretch of a normalized segment and runs the model. */
 static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
-    int done = ascii_ids(self, cache, s, n, w, out);
+    int done = ascii_ids(self, cache, s, n, w, out, NULL);
     if (done)
         return done < 0 ? -1 : 0;
     if (cps_room(&w->buf, &w->buf_cap, n) < 0)
@@ -1594,6 +1599,27 @@ static int piece_spans(Encoder *self, Cache *cache, const uint32_t *buf, const W
     return err;
 }
 
+/* The spans of a segment's ids[mark..) in the caller's text, from the model's words in w->sc over
+ * buf (and, for WordPiece and Unigram, their spans of buf in w->rel): segment_offsets' */
+static int segment_spans(Encoder *self, Cache *cache, const uint32_t *buf, int64_t origin, const uint32_t *align,
+                         int trim, Work *w, IdBuf *ids, size_t mark, IdBuf *offs) {
+    if (self->model == MODEL_BPE)
+        return spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark, ids->n - mark,
+                             trim, offs);
+    IdBuf *rel = &w->rel;
+    int err = 0;
+    size_t first = 0, nids = ids->n - mark; /* a piece's first id, of the segment's */
+    for (size_t k = 0; !err && k < w->sc.nwords; first += w->sc.words[k++].nids) {
+        const Word *piece = &w->sc.words[k];
+        if (piece->spanned)
+            continue;
+        err = !piece->nids || piece->nids > nids - first
+                  ? -2
+                  : piece_spans(self, cache, buf, piece, ids->v + mark + first, w, rel->v + 2 * first);
+    }
+    return err ? err : first == nids ? spans_map(rel->v, nids, origin, align, offs) : -2;
+}
+
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
  * origin + align[i] (origin + i without align), a character a step added (Metaspace's) that of
  * the one it stands before. `at` is segment_ids' offset of s[0]. */
@@ -1606,16 +1632,17 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     Span whole = {0, n, at};
     const uint32_t *buf = s;
     const Span *spans = &whole;
-    size_t nspans = 1;
+    size_t nspans = 1, mark = ids->n;
+    /* a WordPiece or Unigram piece's spans of buf (a piece of one WordPiece token's given with
+     * its ids), then those of the caller's text */
+    IdBuf *rel = &w->rel;
+    rel->n = 0;
+    int err = ascii_ids(self, cache, s, n, w, ids, rel);
+    if (err)
+        return err < 0 ? -1 : segment_spans(self, cache, s, origin, align, trim, w, ids, mark, offs);
     Pieces p = {0};
-    int err = -1;
-    size_t mark = ids->n;
-    int done = ascii_ids(self, cache, s, n, w, ids);
-    if (done)
-        return done < 0 ? -1
-                        : spans_offsets(&self->offl, s, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
-                                        ids->n - mark, trim, offs);
     if (self->nsteps) {
+        err = -1;
         if (cps_room(&w->buf, &w->buf_cap, n) < 0)
             return -1;
         memcpy(w->buf, s, n * sizeof *s);
@@ -1642,30 +1669,11 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     }
     /* the model on all pieces at once, as segment_ids: each piece's tokens are those whose
      * lengths add up to it */
-    if (self->model == MODEL_BPE) {
-        err = bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids);
-        if (!err)
-            err = spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark,
-                                ids->n - mark, trim, offs);
-        goto done;
-    }
-    /* each piece's spans of buf (a piece of one WordPiece token's given with its ids), then those
-     * of the caller's text */
-    IdBuf *rel = &w->rel;
-    rel->n = 0;
-    err = self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids, rel)
-                                         : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids, rel);
-    size_t first = 0, nids = ids->n - mark; /* a piece's first id, of the segment's */
-    for (size_t k = 0; !err && k < w->sc.nwords; first += w->sc.words[k++].nids) {
-        const Word *piece = &w->sc.words[k];
-        if (piece->spanned)
-            continue;
-        err = !piece->nids || piece->nids > nids - first
-                  ? -2
-                  : piece_spans(self, cache, buf, piece, ids->v + mark + first, w, rel->v + 2 * first);
-    }
+    err = self->model == MODEL_BPE         ? bpe_spans(&self->bpe, cache, buf, spans, nspans, &w->sc, ids)
+          : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids, rel)
+                                           : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids, rel);
     if (!err)
-        err = first == nids ? spans_map(rel->v, nids, origin, align, offs) : -2;
+        err = segment_spans(self, cache, buf, origin, align, trim, w, ids, mark, offs);
 done:
     if (self->nsteps) {
         free(p.at);

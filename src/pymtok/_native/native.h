@@ -427,11 +427,12 @@ typedef struct {
 } Pieces;
 
 int pretokenize(const Step *steps, size_t nsteps, Pieces *p);
-/* ascii_split's scanner for a pre-tokenizer of these steps, or -1 */
+/* ascii_split's cut for a pre-tokenizer of these steps (a Scanner or one of these), or -1 */
+enum { ASCII_BERT = SC_DELIMITER + 1, ASCII_WHITESPACE };
 int ascii_scanner(const Step *steps, size_t nsteps);
-/* The pre-tokenizer of ascii_scanner's steps on ASCII text s[0..n), n at most INT32_MAX: the end
- * of each piece, in order, into ends; -1 out of memory. */
-int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *ends);
+/* The pre-tokenizer of ascii_scanner's steps on ASCII text s[0..n), n at most INT32_MAX: each
+ * piece's start and end, in order, into pieces (pieces->n / 2 of them); -1 out of memory. */
+int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *pieces);
 
 /* Its class bits (unicode_data.h), for code outside pretok.c. */
 uint32_t unicode_class(uint32_t c);
@@ -693,12 +694,12 @@ int scratch_work(Scratch *s, size_t n);
  * left in sc->words[0..sc->nwords), each with the count of its ids. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out);
-/* Text s[0..n) (pretok.c) as sc->bytes when it is ASCII: 1, else 0 (sc->bytes then undefined), -1 out of
- * memory. */
+/* Text s[0..n) (pretok.c) as sc->bytes, followed by a 0, when it is ASCII: 1, else 0 (sc->bytes
+ * then undefined), -1 out of memory. */
 int ascii_bytes(Scratch *sc, const uint32_t *s, size_t n);
-/* bpe_spans on the pieces of ASCII text buf[0..) that end at ends[0..nends) (ascii_split), its
- * bytes in sc->bytes (ascii_bytes) */
-int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *ends, size_t nends, Scratch *sc,
+/* bpe_spans on the pieces of ASCII text buf[0..) that ascii_split gave (a start and an end each
+ * in pieces[0..2 * npieces)), its bytes in sc->bytes (ascii_bytes) */
+int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *pieces, size_t npieces, Scratch *sc,
               IdBuf *out);
 /* WordPiece on each piece of a segment, as bpe_spans: their UTF-8 and hashes first, so that the
  * vocabulary lookups overlap; the pieces are left in sc->words[0..sc->nwords), each with the
@@ -708,6 +709,10 @@ int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *en
  * -1, -1. */
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out, IdBuf *spans_out);
+/* wordpiece_spans on the pieces of ASCII text that ascii_split gave, its bytes in sc->bytes
+ * (ascii_bytes) */
+int wordpiece_ascii(const WordPiece *m, Cache *cache, const int32_t *pieces, size_t npieces, Scratch *sc,
+                    IdBuf *out, IdBuf *spans_out);
 /* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap;
  * spans_out as wordpiece_spans' (those kept beside a piece's cache entry). */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,

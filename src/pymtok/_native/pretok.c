@@ -168,24 +168,29 @@ static const Matcher MATCHERS[] = {
     [SC_WORDS] = m_words,
 };
 
-/* The scanner of a pre-tokenizer that only cuts the text at a GPT-family split's matches,
- * keeping them and the gaps between (Isolated, as ByteLevel's own regex does) or the matches
- * alone (Removed and inverted, as GPT-4o's: the same pieces, as these patterns match at every
- * character), and changes no piece: ascii_split then cuts ASCII text as pretokenize does. -1
- * for any other. */
+/* The cut of a pre-tokenizer whose one step that changes pieces is a GPT-family split keeping
+ * its matches and the gaps between (Isolated, as ByteLevel's own regex does) or the matches alone
+ * (Removed and inverted, as GPT-4o's: the same pieces, as these patterns match at every
+ * character), or BERT's or WhitespaceSplit's character split (ASCII_BERT, ASCII_WHITESPACE):
+ * ascii_split then cuts ASCII text as pretokenize does. A ByteLevel step that adds no space and
+ * maps nothing changes no piece. -1 for any other. */
 int ascii_scanner(const Step *steps, size_t nsteps) {
     int scanner = -1;
     for (size_t k = 0; k < nsteps; k++) {
         const Step *st = &steps[k];
-        if (st->kind == ST_BYTE_LEVEL && !st->add_prefix_space && !st->to_chars && !(st->use_regex && scanner >= 0)) {
-            scanner = st->use_regex ? SC_GPT2 : scanner;
-            continue;
-        }
-        if (st->kind != ST_SPLIT || scanner >= 0 ||
-            (st->behavior != BH_ISOLATED && !(st->behavior == BH_REMOVED && st->invert)) ||
-            (st->scanner != SC_GPT2 && st->scanner != SC_CL100K && st->scanner != SC_QWEN2 && st->scanner != SC_O200K))
+        int cut;
+        if (st->kind == ST_BYTE_LEVEL && !st->add_prefix_space && !st->to_chars)
+            cut = st->use_regex ? SC_GPT2 : -1;
+        else if (st->kind == ST_SPLIT && (st->behavior == BH_ISOLATED || (st->behavior == BH_REMOVED && st->invert)) &&
+                 (st->scanner == SC_GPT2 || st->scanner == SC_CL100K || st->scanner == SC_QWEN2 || st->scanner == SC_O200K))
+            cut = st->scanner;
+        else if (st->kind == ST_BERT || st->kind == ST_WHITESPACE_SPLIT)
+            cut = st->kind == ST_BERT ? ASCII_BERT : ASCII_WHITESPACE;
+        else
             return -1;
-        scanner = st->scanner;
+        if (cut >= 0 && scanner >= 0)
+            return -1;
+        scanner = cut >= 0 ? cut : scanner;
     }
     return scanner;
 }
@@ -209,13 +214,14 @@ int ascii_bytes(Scratch *sc, const uint32_t *s, size_t n) {
             return 0;
         to[i] = (uint8_t)s[i];
     }
+    to[n] = 0;
     return 1;
 }
 
-/* split_step's Isolated cut, each piece's end into ends (room for n of them, a piece being a
- * character at least); inlined for each matcher, which it then calls directly */
+/* split_step's Isolated cut, each piece as its start and end into pieces (room for n of them, a
+ * piece being a character at least); inlined for each matcher, which it then calls directly */
 static inline size_t ascii_cut(size_t (*match)(const uint8_t *, size_t, size_t), const uint8_t *s, size_t n,
-                               int32_t *ends) {
+                               int32_t *pieces) {
     size_t i = 0, gap = 0, k = 0;
     while (i < n) {
         size_t e = match(s, n, i);
@@ -223,24 +229,81 @@ static inline size_t ascii_cut(size_t (*match)(const uint8_t *, size_t, size_t),
             i++;
             continue;
         }
-        if (gap < i)
-            ends[k++] = (int32_t)i;
-        ends[k++] = (int32_t)e;
+        if (gap < i) {
+            pieces[k++] = (int32_t)gap;
+            pieces[k++] = (int32_t)i;
+        }
+        pieces[k++] = (int32_t)i;
+        pieces[k++] = (int32_t)e;
         i = gap = e;
     }
-    if (gap < n)
-        ends[k++] = (int32_t)n;
-    return k;
+    if (gap < n) {
+        pieces[k++] = (int32_t)gap;
+        pieces[k++] = (int32_t)n;
+    }
+    return k / 2;
 }
 
-int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *ends) {
-    ends->n = 0;
-    if (ends->cap < n && ids_grow(ends, n) < 0)
+/* The end of the run of ASCII letters and digits from i of s[0..n), 16 at a time where SSE2
+ * has them */
+static inline size_t alnum_run(const uint8_t *s, size_t n, size_t i) {
+#ifdef __SSE2__
+    const __m128i flip = _mm_set1_epi8((char)0x80), fold = _mm_set1_epi8(0x20), a = _mm_set1_epi8('a'),
+                  zero = _mm_set1_epi8('0'), letters = _mm_set1_epi8((char)(26 ^ 0x80)),
+                  digits = _mm_set1_epi8((char)(10 ^ 0x80));
+    while (i + 16 <= n) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+        /* x - first < count unsigned, as signed bytes with the top bit flipped */
+        __m128i letter = _mm_cmplt_epi8(_mm_xor_si128(_mm_sub_epi8(_mm_or_si128(b, fold), a), flip), letters);
+        __m128i digit = _mm_cmplt_epi8(_mm_xor_si128(_mm_sub_epi8(b, zero), flip), digits);
+        unsigned members = (unsigned)_mm_movemask_epi8(_mm_or_si128(letter, digit));
+        size_t k = (size_t)__builtin_ctz(~members);
+        i += k;
+        if (k < 16)
+            return i;
+    }
+#endif
+    while (i < n && ((uint32_t)(s[i] | 0x20) - 'a' < 26 || (uint32_t)s[i] - '0' < 10))
+        i++;
+    return i;
+}
+
+/* char_split on ASCII text: letters and digits, which are in neither class, skipped a run at a
+ * time */
+static size_t ascii_chars_cut(const uint8_t *s, size_t n, uint32_t drop, uint32_t isolate, int32_t *pieces) {
+    size_t start = 0, k = 0;
+    for (size_t i = alnum_run(s, n, 0); i < n; i = alnum_run(s, n, i + 1)) {
+        uint32_t cls = ucls(s[i]);
+        if (!(cls & (drop | isolate)))
+            continue;
+        if (start < i) {
+            pieces[k++] = (int32_t)start;
+            pieces[k++] = (int32_t)i;
+        }
+        if (!(cls & drop)) { /* isolate's */
+            pieces[k++] = (int32_t)i;
+            pieces[k++] = (int32_t)i + 1;
+        }
+        start = i + 1;
+    }
+    if (start < n) {
+        pieces[k++] = (int32_t)start;
+        pieces[k++] = (int32_t)n;
+    }
+    return k / 2;
+}
+
+int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *pieces) {
+    pieces->n = 0;
+    if (pieces->cap < 2 * n && ids_grow(pieces, 2 * n) < 0)
         return -1;
-    ends->n = scanner == SC_CL100K ? ascii_cut(m_cl100k_bytes, s, n, ends->v)
-              : scanner == SC_QWEN2 ? ascii_cut(m_qwen2_bytes, s, n, ends->v)
-              : scanner == SC_O200K ? ascii_cut(m_o200k_bytes, s, n, ends->v)
-                                    : ascii_cut(m_gpt2_bytes, s, n, ends->v);
+    int32_t *v = pieces->v;
+    pieces->n = 2 * (scanner == SC_CL100K      ? ascii_cut(m_cl100k_bytes, s, n, v)
+                     : scanner == SC_QWEN2     ? ascii_cut(m_qwen2_bytes, s, n, v)
+                     : scanner == SC_O200K     ? ascii_cut(m_o200k_bytes, s, n, v)
+                     : scanner == SC_GPT2      ? ascii_cut(m_gpt2_bytes, s, n, v)
+                     : scanner == ASCII_BERT   ? ascii_chars_cut(s, n, U_RUST_WS, U_BERT_PUNCT, v)
+                                               : ascii_chars_cut(s, n, U_RUST_WS, 0, v));
     return 0;
 }
 
