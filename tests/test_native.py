@@ -752,6 +752,15 @@ def test_native_normalizer_long_texts(index: int) -> None:
         assert fast(text) == pure(text) == hf(text)
 
 
+@pytest.mark.parametrize("index", range(len(TRIO_IDS)), ids=TRIO_IDS)
+def test_native_normalizer_orders_kept_non_starters(index: int) -> None:
+    """Non-starters out of canonical order that strip_accents keeps (spacing marks, not Mn), alone,
+    after an ideograph that gains spaces and after a character that decomposes."""
+    fast, pure, hf = trio(index)
+    for text in ["a\U0001d16d\U0001d165", "中\U0001d16d\U0001d165x", "é\U0001d16d\U0001d165", "\U0001d16d\U0001d165"]:
+        assert fast(text) == pure(text) == hf(text)
+
+
 def test_native_normalizer_inside_sequence() -> None:
     seq = normalizers.Sequence([normalizers.NFD(), normalizers.BertNormalizer(lowercase=False)])
     fast = native.accelerate_normalizer(seq)

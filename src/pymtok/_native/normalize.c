@@ -72,7 +72,18 @@ static int push_mapped(CpBuf *b, const uint32_t *keys, size_t count, const uint3
     return cps_extend(b, pool + offsets[k], offsets[k + 1] - offsets[k]);
 }
 
-#define PUSH_NFD(b, c) push_mapped((b), n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, (c))
+/* c's NFD, c having one: a Hangul syllable's by formula (most of the table's keys, and a search
+ * of it for every syllable of Korean text), the others' from the table */
+static int push_nfd(CpBuf *b, uint32_t c) {
+    uint32_t s = c - 0xAC00;
+    if (s < 11172) {
+        uint32_t jamo[3] = {0x1100 + s / 588, 0x1161 + s % 588 / 28, 0x11A7 + s % 28};
+        return cps_extend(b, jamo, s % 28 ? 3 : 2);
+    }
+    return push_mapped(b, n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, c);
+}
+
+#define PUSH_NFD(b, c) push_nfd((b), (c))
 #define PUSH_LOWER(b, c) push_mapped((b), n_lower_keys, N_LOWER_COUNT, n_lower_offsets, n_lower_pool, (c))
 #define PUSH_NFKD(b, c) push_mapped((b), n_nfkd_keys, N_NFKD_COUNT, n_nfkd_offsets, n_nfkd_pool, (c))
 
@@ -299,7 +310,9 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
                 return -1;
             if (align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
                 return -1;
-            reorder |= strip;
+            /* only a decomposition or a non-starter puts non-starters in the text (a character
+             * left as it is is none: N_NONSTARTER is one of touch's) */
+            reorder |= strip && (p & (N_NFD | N_NONSTARTER));
         }
         /* ordering moves non-starters only: when all of them are marks strip_accents drops, each
          * remaining character keeps its place and its alignment */
