@@ -641,9 +641,19 @@ static int spans_unknown(IdBuf *spans_out, size_t n) {
 static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw, Scratch *sc, IdBuf *out) {
     Word *w = sc->words;
     words_hash(cache, w, nw, sc->bytes);
+    int chars = !m->byte_level && !m->suffix_len; /* bpe_word's one character of a token */
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
+        /* a character with a token (most parts of CJK text, cut between characters no token
+         * joins) is that token, which bpe_word does not cache: a lookup would miss */
+        int32_t tok = chars && w[k].nc == 1 ? char_token(m, buf[w[k].c]) : -1;
+        if (tok >= 0) {
+            if (ids_push(out, tok) < 0)
+                return -1;
+            w[k].nids = 1;
+            continue;
+        }
         /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
          * whichever way bpe_word would have found them, and a miss is bpe_word's to fill */
         const uint8_t *b = sc->bytes + w[k].b;
