@@ -303,17 +303,23 @@ static int bpe_symbols(const BPE *m, const uint32_t *cps, size_t n, const uint8_
     return 0;
 }
 
-/* The end of the first part of cps[0..n): the first cut between two characters that have
- * tokens of their own but stand side by side in no token (BPE.joins). HF merges the whole
- * piece; no merge crosses such a cut and each side's merges keep their (rank, position) order,
- * so merging the parts alone gives the same ids. A character without a token (byte fallback,
- * unk) is never cut from its neighbours, whose symbols it may join. */
+/* Whether a piece's parts are cut between characters a and b (a_has, b_has: whether each has a
+ * token of its own): two characters that have tokens of their own but stand side by side in no
+ * token (BPE.joins). HF merges the whole piece; no merge crosses such a cut and each side's
+ * merges keep their (rank, position) order, so merging the parts alone gives the same ids. A
+ * character without a token (byte fallback, unk) is never cut from its neighbours, whose
+ * symbols it may join. */
+static inline int part_cut(const BPE *m, uint32_t a, int a_has, uint32_t b, int b_has) {
+    size_t bit = join_bit(a, b);
+    return a_has && b_has && !(m->joins[bit / 64] >> (bit % 64) & 1);
+}
+
+/* The end of the first part of cps[0..n) */
 static size_t part_end(const BPE *m, const uint32_t *cps, size_t n) {
     int had = char_token(m, cps[0]) >= 0;
     for (size_t i = 1; i < n; i++) {
         int has = char_token(m, cps[i]) >= 0;
-        size_t bit = join_bit(cps[i - 1], cps[i]);
-        if (had && has && !(m->joins[bit / 64] >> (bit % 64) & 1))
+        if (part_cut(m, cps[i - 1], had, cps[i], has))
             return i;
         had = has;
     }
@@ -538,19 +544,27 @@ static inline int words_push(Scratch *sc, size_t *nw, size_t c, size_t nc, size_
 }
 
 /* The piece buf[c..c+nc) (UTF-8 at b): a piece too long for the cache goes in as its parts
- * (bpe_merged), which it may hold. */
+ * (bpe_merged), which it may hold, cut in one pass over its characters (each one's token looked
+ * at once, its UTF-8 counted there). */
 static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32_t *buf, size_t c, size_t nc,
                       size_t b, size_t nb) {
     if (nb <= CACHE_MAX_PIECE || !m->joins || m->ignore_merges)
         return words_push(sc, nw, c, nc, b, nb);
-    for (size_t end = c + nc; c < end;) {
-        size_t part = part_end(m, buf + c, end - c), pb = utf8_size(buf + c, part);
-        if (words_push(sc, nw, c, part, b, pb) < 0)
-            return -1;
-        c += part;
-        b += pb;
+    size_t part = c, bytes = utf8_size(buf + c, 1);
+    int had = char_token(m, buf[c]) >= 0;
+    for (size_t i = c + 1; i < c + nc; i++) {
+        int has = char_token(m, buf[i]) >= 0;
+        if (part_cut(m, buf[i - 1], had, buf[i], has)) {
+            if (words_push(sc, nw, part, i - part, b, bytes) < 0)
+                return -1;
+            part = i;
+            b += bytes;
+            bytes = 0;
+        }
+        bytes += utf8_size(buf + i, 1);
+        had = has;
     }
-    return 0;
+    return words_push(sc, nw, part, c + nc - part, b, bytes);
 }
 
 /* How many pieces ahead of its lookup a piece's cache entry is fetched (its slot was fetched
