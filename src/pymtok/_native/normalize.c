@@ -131,16 +131,18 @@ static int order_run(uint32_t *v, size_t n) {
 static int canonical_order(uint32_t *v, size_t n) {
     int moved = 0;
     for (size_t i = 0; i < n;) {
-        if (!entry_ccc(v[i])) {
+        if (!(nprops(v[i] & CP_MASK) & N_NONSTARTER)) {
             i++;
             continue;
         }
         size_t j = i + 1;
+        while (j < n && (nprops(v[j] & CP_MASK) & N_NONSTARTER))
+            j++;
+        /* a non-starter alone (a virama, a vowel sign) never moves: its class, a search of the
+         * class table, is not needed */
         int ordered = 1;
-        for (unsigned last = entry_ccc(v[i]), cc; j < n && (cc = entry_ccc(v[j])); j++) {
-            ordered &= last <= cc;
-            last = cc;
-        }
+        for (size_t k = i + 1; j - i > 1 && k < j; k++)
+            ordered &= entry_ccc(v[k - 1]) <= entry_ccc(v[k]);
         if (!ordered) {
             if (order_run(v + i, j - i) < 0)
                 return -1;
