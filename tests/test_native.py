@@ -298,6 +298,13 @@ def test_ascii_corpus_cut_as_bytes(name: str) -> None:
     for text in chunks[:60]:
         assert_ascii_pipeline_as_hf(name, text)
     assert_ascii_pipeline_as_hf(name, "\n".join(chunks))
+    # other characters here and there: the ASCII stretches between them are cut as bytes, the
+    # rest as code points, each window taken apart where the pre-tokenizer allows
+    rng = random.Random(5)
+    words = "\n".join(chunks).split(" ")
+    for k in range(0, len(words), 97):
+        words[k] += rng.choice(["é", " 中文", "\u2028", "😀x", " ſ", "'ſ"])
+    assert_ascii_pipeline_as_hf(name, " ".join(words))
 
 
 @pytest.mark.parametrize("pre, separator", [

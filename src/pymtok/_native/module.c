@@ -748,32 +748,55 @@ static void work_keep(Work *w, const Pieces *p) {
     w->tmp = p->tmp;
 }
 
-/* The model on s[0..n) where the pre-tokenizer has an ascii_scanner and s is ASCII: the text
- * is cut as its bytes, which are the pieces' UTF-8 too, so the cut reads a quarter of the
- * memory and the pieces go to the model as they are cut (without their spans, a copy of the
- * text and the model's own pass to UTF-8). 1 when done, its words left in w->sc as bpe_spans
- * and wordpiece_spans leave them (spans_out: WordPiece's, as wordpiece_spans'); 0 when not
- * taken; -1 out of memory. */
-static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, Work *w, IdBuf *out,
-                     IdBuf *spans_out) {
+static int is_alnum(uint32_t c);
+
+/* Whether the pre-tokenizer's cut may fall before s[c] of s[0..n): a space with an ASCII letter
+ * or digit on either side (windowed) */
+static inline int ascii_cut_ok(const uint32_t *s, size_t n, size_t c) {
+    return c > 0 && c + 1 < n && s[c] == ' ' && is_alnum(s[c - 1]) && is_alnum(s[c + 1]);
+}
+
+/* The least stretch of text window_ids takes apart, ASCII or not: each costs a call of either way */
+#define ASCII_STRETCH 256
+
+/* The model on the ASCII text that starts s[0..n), where the pre-tokenizer has an ascii_scanner:
+ * the text is cut as its bytes, which are the pieces' UTF-8 too, so the cut reads a quarter of
+ * the memory and the pieces go to the model as they are cut (without their spans, a copy of the
+ * text and the model's own pass to UTF-8). All of s when it is ASCII; with `whole` unset, else
+ * its ASCII characters up to the last cut windowed() allows before the first other one, when
+ * those are ASCII_STRETCH or more. *done: the characters encoded (0 when not taken), their words
+ * left in w->sc as bpe_spans and wordpiece_spans leave them (spans_out: WordPiece's, as
+ * wordpiece_spans'); *ascii: how many characters start s that are ASCII. -1 out of memory. */
+static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, Work *w, IdBuf *out, IdBuf *spans_out,
+                     int whole, size_t *done, size_t *ascii) {
+    *done = *ascii = 0;
     if (self->ascii_scanner < 0 || n > INT32_MAX)
         return 0;
-    int ascii = ascii_bytes(&w->sc, s, n);
-    if (ascii <= 0)
-        return ascii;
-    if (ascii_split(self->ascii_scanner, w->sc.bytes, n, &w->pieces) < 0)
+    ptrdiff_t q = ascii_bytes(&w->sc, s, n);
+    if (q < 0)
+        return -1;
+    size_t c = *ascii = (size_t)q;
+    if (c < n) {
+        if (whole)
+            return 0;
+        while (c > 0 && !ascii_cut_ok(s, n, c))
+            c--;
+        if (c < ASCII_STRETCH)
+            return 0;
+    }
+    if (ascii_split(self->ascii_scanner, w->sc.bytes, c, &w->pieces) < 0)
         return -1;
     size_t npieces = w->pieces.n / 2;
     int err = self->model == MODEL_BPE ? bpe_ascii(&self->bpe, cache, s, w->pieces.v, npieces, &w->sc, out)
                                        : wordpiece_ascii(&self->wp, cache, w->pieces.v, npieces, &w->sc, out, spans_out);
-    return err < 0 ? -1 : 1;
+    if (err < 0)
+        return -1;
+    *done = c;
+    return 0;
 }
 
 /* Needs no GIL: pre-tokenizes a stretch of a normalized segment and runs the model. */
-static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
-    int done = ascii_ids(self, cache, s, n, w, out, NULL);
-    if (done)
-        return done < 0 ? -1 : 0;
+static int stretch_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
     if (cps_room(&w->buf, &w->buf_cap, n) < 0)
         return -1;
     memcpy(w->buf, s, n * sizeof *s);
@@ -796,6 +819,31 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
 done:
     work_keep(w, &p);
     return err;
+}
+
+/* A window's ASCII stretches by ascii_ids, the others (from a character that is not ASCII to the
+ * first cut windowed() allows ASCII_STRETCH characters on) by stretch_ids: an English text with
+ * a few other characters keeps most of its text on the ASCII way. */
+static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
+    if (self->ascii_scanner < 0 || n > INT32_MAX)
+        return stretch_ids(self, cache, s, n, offset, w, out);
+    while (n) {
+        size_t done, ascii;
+        if (ascii_ids(self, cache, s, n, w, out, NULL, 0, &done, &ascii) < 0)
+            return -1;
+        size_t end = done;
+        if (!done) {
+            end = ascii + ASCII_STRETCH < n ? ascii + ASCII_STRETCH : n;
+            while (end < n && !ascii_cut_ok(s, n, end))
+                end++;
+            if (stretch_ids(self, cache, s, end, offset, w, out) < 0)
+                return -1;
+        }
+        s += end;
+        n -= end;
+        offset += (int64_t)end;
+    }
+    return 0;
 }
 
 /* Pre-tokenized pieces are encoded independently, so a long segment is pre-tokenized and
@@ -1637,8 +1685,9 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
      * its ids), then those of the caller's text */
     IdBuf *rel = &w->rel;
     rel->n = 0;
-    int err = ascii_ids(self, cache, s, n, w, ids, rel);
-    if (err)
+    size_t done, ascii;
+    int err = ascii_ids(self, cache, s, n, w, ids, rel, 1, &done, &ascii);
+    if (err || done)
         return err < 0 ? -1 : segment_spans(self, cache, s, origin, align, trim, w, ids, mark, offs);
     Pieces p = {0};
     if (self->nsteps) {

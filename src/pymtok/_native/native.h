@@ -694,9 +694,9 @@ int scratch_work(Scratch *s, size_t n);
  * left in sc->words[0..sc->nwords), each with the count of its ids. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out);
-/* Text s[0..n) (pretok.c) as sc->bytes, followed by a 0, when it is ASCII: 1, else 0 (sc->bytes
- * then undefined), -1 out of memory. */
-int ascii_bytes(Scratch *sc, const uint32_t *s, size_t n);
+/* The ASCII characters that start s[0..n) (pretok.c) as sc->bytes, followed by a 0: their count
+ * (n when s is all ASCII), -1 out of memory. */
+ptrdiff_t ascii_bytes(Scratch *sc, const uint32_t *s, size_t n);
 /* bpe_spans on the pieces of ASCII text buf[0..) that ascii_split gave (a start and an end each
  * in pieces[0..2 * npieces)), its bytes in sc->bytes (ascii_bytes) */
 int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *pieces, size_t npieces, Scratch *sc,

@@ -195,7 +195,7 @@ int ascii_scanner(const Step *steps, size_t nsteps) {
     return scanner;
 }
 
-int ascii_bytes(Scratch *sc, const uint32_t *s, size_t n) {
+ptrdiff_t ascii_bytes(Scratch *sc, const uint32_t *s, size_t n) {
     if (scratch_bytes(sc, n) < 0)
         return -1;
     /* a store through uint8_t may alias sc->bytes itself, which would be read again each time */
@@ -205,17 +205,14 @@ int ascii_bytes(Scratch *sc, const uint32_t *s, size_t n) {
     for (; i + 16 <= n; i += 16) {
         __m128i b = ascii16(s + i);
         if (_mm_movemask_epi8(b))
-            return 0;
+            break;
         _mm_storeu_si128((__m128i *)(void *)(to + i), b);
     }
 #endif
-    for (; i < n; i++) {
-        if (s[i] >= 0x80)
-            return 0;
+    for (; i < n && s[i] < 0x80; i++)
         to[i] = (uint8_t)s[i];
-    }
-    to[n] = 0;
-    return 1;
+    to[i] = 0;
+    return (ptrdiff_t)i;
 }
 
 /* split_step's Isolated cut, each piece as its start and end into pieces (room for n of them, a
