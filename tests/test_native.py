@@ -305,6 +305,10 @@ def test_ascii_corpus_cut_as_bytes(name: str) -> None:
     for k in range(0, len(words), 97):
         words[k] += rng.choice(["é", " 中文", "\u2028", "😀x", " ſ", "'ſ"])
     assert_ascii_pipeline_as_hf(name, " ".join(words))
+    # runs of spaces before punctuation where a stretch may be cut, at each place in the run: a
+    # space after a space is no cut
+    for k in range(4):
+        assert_ascii_pipeline_as_hf(name, "word " * 60 + "é" * (k + 1) + "   !" * 150)
 
 
 @pytest.mark.parametrize("pre, separator", [

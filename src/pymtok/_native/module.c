@@ -821,9 +821,11 @@ done:
     return err;
 }
 
-/* A window's ASCII stretches by ascii_ids, the others (from a character that is not ASCII to the
- * first cut windowed() allows ASCII_STRETCH characters on) by stretch_ids: an English text with
- * a few other characters keeps most of its text on the ASCII way. */
+/* A window's ASCII stretches by ascii_ids, the others by stretch_ids: after an ASCII stretch, the
+ * text from the character that ended it to the first cut windowed() allows ASCII_STRETCH
+ * characters on; a window that does not start with one, to its end (text of other scripts is
+ * looked at for cuts no more). An English text with a few other characters keeps most of its
+ * text on the ASCII way. */
 static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
     if (self->ascii_scanner < 0 || n > INT32_MAX)
         return stretch_ids(self, cache, s, n, offset, w, out);
@@ -831,12 +833,14 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
         size_t done, ascii;
         if (ascii_ids(self, cache, s, n, w, out, NULL, 0, &done, &ascii) < 0)
             return -1;
+        if (!done)
+            return stretch_ids(self, cache, s, n, offset, w, out);
         size_t end = done;
-        if (!done) {
+        if (done < n) {
             end = ascii + ASCII_STRETCH < n ? ascii + ASCII_STRETCH : n;
             while (end < n && !ascii_cut_ok(s, n, end))
                 end++;
-            if (stretch_ids(self, cache, s, end, offset, w, out) < 0)
+            if (stretch_ids(self, cache, s + done, end - done, offset + (int64_t)done, w, out) < 0)
                 return -1;
         }
         s += end;
