@@ -651,7 +651,8 @@ static int spans_unknown(IdBuf *spans_out, size_t n) {
 }
 
 /* The words[0..nw) of bpe_spans and bpe_ascii, their UTF-8 in sc->bytes: their hashes, then the
- * pieces in order, each one's cache lookup started a few pieces earlier. */
+ * pieces in order, each one's cache lookup started a few pieces earlier: a lookup is two
+ * dependent misses (slot, entry), which then overlap the work on earlier pieces. */
 static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw, Scratch *sc, IdBuf *out) {
     Word *w = sc->words;
     words_hash(cache, w, nw, sc->bytes);
@@ -682,11 +683,9 @@ static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw,
     return 0;
 }
 
-/* First the UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), then
- * their hashes, then the pieces in order, each one's cache lookup started a few pieces
- * earlier: a lookup is two dependent misses (slot, entry), which then overlap the work on
- * earlier pieces. A piece's UTF-8 need not follow the one before: an ASCII piece's is where a
- * first pass put every character's low byte, the others' after those. */
+/* The UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), for bpe_words.
+ * A piece's UTF-8 need not follow the one before: an ASCII piece's is where a first pass put
+ * every character's low byte, the others' after those. */
 int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
               IdBuf *out) {
     size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);

@@ -748,12 +748,10 @@ static void work_keep(Work *w, const Pieces *p) {
     w->tmp = p->tmp;
 }
 
-static int is_alnum(uint32_t c);
-
 /* Whether the pre-tokenizer's cut may fall before s[c] of s[0..n): a space with an ASCII letter
  * or digit on either side (windowed) */
 static inline int ascii_cut_ok(const uint32_t *s, size_t n, size_t c) {
-    return c > 0 && c + 1 < n && s[c] == ' ' && is_alnum(s[c - 1]) && is_alnum(s[c + 1]);
+    return c > 0 && c + 1 < n && s[c] == ' ' && is_ascii_alnum(s[c - 1]) && is_ascii_alnum(s[c + 1]);
 }
 
 /* The least stretch of text window_ids takes apart, ASCII or not: each costs a call of either way */
@@ -858,10 +856,6 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
  * with 8K 0.85x, with 2K no faster. */
 #define WINDOW ((size_t)1 << 13)
 
-static int is_alnum(uint32_t c) {
-    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-}
-
 /* Whether a window may end before any space that has an ASCII letter or digit on either side.
  * Such a space starts a piece for the first steps below, whose scanners decide each piece
  * from the text after it, looking at most to the end of the letter, digit or space run it
@@ -897,10 +891,10 @@ static int windowed(const Encoder *self) {
  * there is one there, else the first one after), or n when there is none. */
 static size_t window_end(const uint32_t *s, size_t a, size_t n) {
     for (size_t c = a + WINDOW; c > a + WINDOW / 2; c--)
-        if (s[c] == ' ' && is_alnum(s[c - 1]) && is_alnum(s[c + 1]))
+        if (s[c] == ' ' && is_ascii_alnum(s[c - 1]) && is_ascii_alnum(s[c + 1]))
             return c;
     for (size_t c = a + WINDOW + 1; c + 1 < n; c++)
-        if (s[c] == ' ' && is_alnum(s[c - 1]) && is_alnum(s[c + 1]))
+        if (s[c] == ' ' && is_ascii_alnum(s[c - 1]) && is_ascii_alnum(s[c + 1]))
             return c;
     return n;
 }
@@ -1427,7 +1421,7 @@ static int part_cut_ok(const Encoder *self, const NormOp *ops, size_t nops, size
     if (!added_cut_ok(self, 1, p, q))
         return 0;
     if (self->nsteps)
-        return windowed(self) && q == ' ' && is_alnum(p) && is_alnum(r);
+        return windowed(self) && q == ' ' && is_ascii_alnum(p) && is_ascii_alnum(r);
     return self->model == MODEL_BPE && self->bpe.split_metaspace && q == 0x2581 && p != 0x2581;
 }
 

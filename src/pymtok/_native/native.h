@@ -70,6 +70,9 @@ static inline size_t ascii_blocks(const uint32_t *s, size_t n) {
     return i;
 }
 
+/* An ASCII letter or digit */
+static inline int is_ascii_alnum(uint32_t c) { return (c | 0x20) - 'a' < 26 || c - '0' < 10; }
+
 /* ---- hashing ---------------------------------------------------------------------------- */
 
 /* A fast non-cryptographic hash of a byte string (word-at-a-time multiply/xorshift mixing).

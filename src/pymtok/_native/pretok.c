@@ -52,6 +52,13 @@ static inline __m128i ascii16(const uint32_t *s) {
 }
 
 static inline __m128i ascii16_bytes(const uint8_t *s) { return _mm_loadu_si128((const __m128i *)(const void *)s); }
+
+/* The bytes x of b with x - first < count unsigned (as signed bytes with the top bit flipped),
+ * 0xFF each; a byte of 0x80 or more is never in a range of ASCII */
+static inline __m128i in_range16(__m128i b, char first, char count) {
+    return _mm_cmplt_epi8(_mm_xor_si128(_mm_sub_epi8(b, _mm_set1_epi8(first)), _mm_set1_epi8((char)0x80)),
+                          _mm_set1_epi8((char)(count ^ 0x80)));
+}
 #endif
 
 /* o200k's letter classes */
@@ -245,22 +252,17 @@ static inline size_t ascii_cut(size_t (*match)(const uint8_t *, size_t, size_t),
  * has them */
 static inline size_t alnum_run(const uint8_t *s, size_t n, size_t i) {
 #ifdef __SSE2__
-    const __m128i flip = _mm_set1_epi8((char)0x80), fold = _mm_set1_epi8(0x20), a = _mm_set1_epi8('a'),
-                  zero = _mm_set1_epi8('0'), letters = _mm_set1_epi8((char)(26 ^ 0x80)),
-                  digits = _mm_set1_epi8((char)(10 ^ 0x80));
+    const __m128i fold = _mm_set1_epi8(0x20);
     while (i + 16 <= n) {
-        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        /* x - first < count unsigned, as signed bytes with the top bit flipped */
-        __m128i letter = _mm_cmplt_epi8(_mm_xor_si128(_mm_sub_epi8(_mm_or_si128(b, fold), a), flip), letters);
-        __m128i digit = _mm_cmplt_epi8(_mm_xor_si128(_mm_sub_epi8(b, zero), flip), digits);
-        unsigned members = (unsigned)_mm_movemask_epi8(_mm_or_si128(letter, digit));
-        size_t k = (size_t)__builtin_ctz(~members);
+        __m128i b = ascii16_bytes(s + i);
+        __m128i members = _mm_or_si128(in_range16(_mm_or_si128(b, fold), 'a', 26), in_range16(b, '0', 10));
+        size_t k = (size_t)__builtin_ctz(~(unsigned)_mm_movemask_epi8(members));
         i += k;
         if (k < 16)
             return i;
     }
 #endif
-    while (i < n && ((uint32_t)(s[i] | 0x20) - 'a' < 26 || (uint32_t)s[i] - '0' < 10))
+    while (i < n && is_ascii_alnum(s[i]))
         i++;
     return i;
 }

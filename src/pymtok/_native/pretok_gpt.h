@@ -15,13 +15,9 @@ static inline size_t M(run)(const CH *s, size_t n, size_t i, uint32_t mask) {
  * the last characters of s). */
 static inline size_t M(run_ascii)(const CH *s, size_t n, size_t i, uint32_t mask, char first, char fold) {
 #ifdef __SSE2__
-    const __m128i f = _mm_set1_epi8(fold), a = _mm_set1_epi8(first), flip = _mm_set1_epi8((char)0x80),
-                  below = _mm_set1_epi8((char)(26 ^ 0x80));
+    const __m128i f = _mm_set1_epi8(fold);
     while (i + 16 <= n) {
-        __m128i b = M(ascii16)(s + i);
-        /* (b | fold) - first < 26 unsigned, which a byte of 0x80 or more never is */
-        __m128i t = _mm_xor_si128(_mm_sub_epi8(_mm_or_si128(b, f), a), flip);
-        unsigned members = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(t, below));
+        unsigned members = (unsigned)_mm_movemask_epi8(in_range16(_mm_or_si128(M(ascii16)(s + i), f), first, 26));
         size_t k = (size_t)__builtin_ctz(~members);
         i += k;
         if (k < 16)
