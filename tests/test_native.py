@@ -311,6 +311,22 @@ def test_ascii_corpus_cut_as_bytes(name: str) -> None:
         assert_ascii_pipeline_as_hf(name, "word " * 60 + "é" * (k + 1) + "   !" * 150)
 
 
+# Pieces a rule on the few characters before them cannot tell (contractions, digits past three,
+# runs of spaces, \r and \n after punctuation, o200k's slashes after them, a letter after one
+# other character)
+_ASCII_TRICKS = ["'llama", "'dog", "'sand", "'Very", "'re'S", "don't", "it'sx", "x'dog", "x'Sand", "1234567", "  .", " \n .", ".\n/-E", ".\n//-e", "./\n-x",
+                 "\t.b", " .b", "..b", "a.b", "aBc", "ABc", "x \r\n y", "!\n\n  x"]
+
+
+@pytest.mark.parametrize("name", ["cl100k", "qwen2", "o200k_removed_inverted", "gpt2_byte_level"])
+def test_ascii_tricks_across_blocks(name: str) -> None:
+    """Each at the start of a text and around the ends of its first 64 and 128 characters, which
+    the GPT-family cut of ASCII text takes a block at a time."""
+    for trick in _ASCII_TRICKS:
+        for k in [*range(4), *range(56, 72), *range(122, 130)]:
+            assert_ascii_pipeline_as_hf(name, ("ab. " * 40)[:k] + trick + " and 12 more.")
+
+
 @pytest.mark.parametrize("pre, separator", [
     ({"type": "Whitespace"}, " "), ({"type": "Whitespace"}, "!"), ({"type": "Whitespace"}, "a"),
     ({"type": "Punctuation", "behavior": "Isolated"}, "a"), ({"type": "Digits", "individual_digits": False}, "a"),

@@ -248,6 +248,147 @@ static inline size_t ascii_cut(size_t (*match)(const uint8_t *, size_t, size_t),
     return k / 2;
 }
 
+/* ---- GPT-family cuts of ASCII text, 64 characters at a time ------------------------------- */
+
+#ifdef __SSE2__
+/* Bit j of each mask: what s[j] of 64 ASCII bytes is */
+typedef struct {
+    uint64_t l, up, n, ws, cr, sp, ap, slash;
+} Classes64;
+
+static inline uint64_t movemask64(__m128i a, __m128i b, __m128i c, __m128i d) {
+    return (uint64_t)(uint16_t)_mm_movemask_epi8(a) | (uint64_t)(uint16_t)_mm_movemask_epi8(b) << 16 |
+           (uint64_t)(uint16_t)_mm_movemask_epi8(c) << 32 | (uint64_t)(uint16_t)_mm_movemask_epi8(d) << 48;
+}
+
+/* The ASCII classes of the GPT-family patterns: \p{L} (A-Z, a-z), \p{N} (0-9), \s (\t to \r and
+ * the space), as unicode_data.h has them */
+static inline Classes64 classes64(const uint8_t *s) {
+    __m128i l[4], up[4], n[4], ws[4], cr[4], sp[4], ap[4], slash[4];
+    const __m128i fold = _mm_set1_epi8(0x20);
+    for (int k = 0; k < 4; k++) {
+        __m128i b = ascii16_bytes(s + 16 * k);
+        l[k] = in_range16(_mm_or_si128(b, fold), 'a', 26);
+        up[k] = in_range16(b, 'A', 26);
+        n[k] = in_range16(b, '0', 10);
+        sp[k] = _mm_cmpeq_epi8(b, _mm_set1_epi8(' '));
+        ws[k] = _mm_or_si128(in_range16(b, '\t', 5), sp[k]);
+        cr[k] = _mm_or_si128(_mm_cmpeq_epi8(b, _mm_set1_epi8('\n')), _mm_cmpeq_epi8(b, _mm_set1_epi8('\r')));
+        ap[k] = _mm_cmpeq_epi8(b, _mm_set1_epi8('\''));
+        slash[k] = _mm_cmpeq_epi8(b, _mm_set1_epi8('/'));
+    }
+#define M64(v) movemask64(v[0], v[1], v[2], v[3])
+    return (Classes64){M64(l), M64(up), M64(n), M64(ws), M64(cr), M64(sp), M64(ap), M64(slash)};
+#undef M64
+}
+
+/* The piece starts of s[j] for j in a block, given its classes x and the block before's p: where
+ * each pattern starts a piece, as a rule on s[j-3..j] alone. *complex: where that rule may be
+ * wrong (the pieces there depend on more of the text), which the matcher itself cuts:
+ * - a piece starts where the class changes (letter, digit, space, other), but for a letter after
+ *   a space other than \r and \n, or after one other character that follows no other one and
+ *   no space (the pattern's [^\r\n\p{L}\p{N}]?\p{L}+: "a.b" is "a" ".b", "..b" ".." "b"), and
+ *   for another character after a space ( ?[^\s\p{L}\p{N}]+); GPT-2's ` ?` takes a space only,
+ *   before a letter, a digit or another character;
+ * - and between digits, every one for Qwen2 (\p{N}), after the third of a run for cl100k and
+ *   o200k (complex), never for GPT-2;
+ * - o200k ([Upper]*[lower]+|[Upper]+[lower]*) starts a piece at an upper-case letter after a
+ *   lower-case one; its [\r\n/]* after other characters takes slashes after \r or \n, and
+ *   the piece after starts where a rule would not (".\n/-E" is ".\n/" "-E"): complex,
+ *   the character after any slash;
+ * - complex: a space after a space (\s*[\r\n]+, \s+(?!\S)), \r or \n after another character
+ *   (cl100k's [\r\n]* after one), and an apostrophe (a contraction may follow: "'sand" is "'s"
+ *   "and", o200k's "it's" one piece).
+ * The matcher cuts from the last start before a complex character to the first start after it,
+ * where the rules take over again. */
+static inline uint64_t starts64(int scanner, Classes64 x, Classes64 p, uint64_t *complex) {
+#define BEFORE(field, k) ((x.field << (k)) | (p.field >> (64 - (k))))
+    uint64_t o = ~(x.l | x.n | x.ws), po = ~(BEFORE(l, 1) | BEFORE(n, 1) | BEFORE(ws, 1)),
+             ppo = ~(BEFORE(l, 2) | BEFORE(n, 2) | BEFORE(ws, 2));
+    uint64_t starts = (x.l ^ BEFORE(l, 1)) | (x.n ^ BEFORE(n, 1)) | (x.ws ^ BEFORE(ws, 1));
+    uint64_t c = (x.ws & BEFORE(ws, 1)) | x.ap;
+    if (scanner == SC_GPT2) {
+        starts &= ~(BEFORE(sp, 1) & ~x.ws);
+    } else {
+        starts &= ~(x.l & BEFORE(ws, 1) & ~BEFORE(cr, 1)) & ~(x.l & po & ~ppo & ~BEFORE(sp, 2)) & ~(o & BEFORE(sp, 1));
+        c |= x.cr & po;
+        if (scanner == SC_QWEN2)
+            starts |= x.n & BEFORE(n, 1);
+        else
+            c |= x.n & BEFORE(n, 1) & BEFORE(n, 2) & BEFORE(n, 3);
+        if (scanner == SC_O200K) {
+            starts |= x.up & BEFORE(l, 1) & ~BEFORE(up, 1);
+            c |= BEFORE(slash, 1);
+        }
+    }
+#undef BEFORE
+    *complex = c;
+    return starts;
+}
+
+/* The bits of m for the block's characters from `first` on */
+static inline uint64_t from(uint64_t m, size_t lo, size_t first) {
+    if (first <= lo)
+        return m;
+    return first - lo >= 64 ? 0 : m & (~0ull << (first - lo));
+}
+
+/* ascii_cut of a GPT-family scanner, whose pattern matches at every ASCII character (no gaps):
+ * the piece starts come from starts64 a block at a time, the matcher cutting the text from the
+ * last start before a complex character to the first start after it. English runs about one
+ * complex character a line or so. */
+static size_t gpt_blocks_cut(int scanner, size_t (*match)(const uint8_t *, size_t, size_t), const uint8_t *s,
+                             size_t n, int32_t *pieces) {
+    size_t k = 0, start = 0;
+    /* before the text, a space: no other character for a letter's rule to join */
+    Classes64 prev = {.ws = 1ull << 63};
+    for (size_t lo = 0; lo < n; lo += 64) {
+        Classes64 x;
+        uint64_t valid = ~0ull;
+        if (n - lo >= 64) {
+            x = classes64(s + lo);
+        } else {
+            uint8_t tail[64] = {0};
+            memcpy(tail, s + lo, n - lo);
+            x = classes64(tail);
+            valid = (1ull << (n - lo)) - 1;
+        }
+        /* a complex character where a piece starts: the matcher cuts that piece */
+        uint64_t complex, at = from(starts64(scanner, x, prev, &complex) & valid, lo, start + 1);
+        complex = from(complex & valid, lo, start);
+        prev = x;
+        while (complex) {
+            size_t c = lo + (size_t)__builtin_ctzll(complex);
+            for (uint64_t before = at & ((1ull << (c - lo)) - 1); before; before &= before - 1) {
+                size_t j = lo + (size_t)__builtin_ctzll(before);
+                pieces[k++] = (int32_t)start;
+                pieces[k++] = (int32_t)j;
+                start = j;
+            }
+            while (start <= c) {
+                size_t e = match(s, n, start);
+                pieces[k++] = (int32_t)start;
+                pieces[k++] = (int32_t)e;
+                start = e;
+            }
+            at = from(at, lo, start + 1);
+            complex = from(complex, lo, start);
+        }
+        for (; at; at &= at - 1) {
+            size_t j = lo + (size_t)__builtin_ctzll(at);
+            pieces[k++] = (int32_t)start;
+            pieces[k++] = (int32_t)j;
+            start = j;
+        }
+    }
+    if (start < n) {
+        pieces[k++] = (int32_t)start;
+        pieces[k++] = (int32_t)n;
+    }
+    return k / 2;
+}
+#endif
+
 /* The end of the run of ASCII letters and digits from i of s[0..n), 16 at a time where SSE2
  * has them */
 static inline size_t alnum_run(const uint8_t *s, size_t n, size_t i) {
@@ -297,6 +438,15 @@ int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *pieces) {
     if (pieces->cap < 2 * n && ids_grow(pieces, 2 * n) < 0)
         return -1;
     int32_t *v = pieces->v;
+#ifdef __SSE2__
+    if (scanner == SC_CL100K || scanner == SC_QWEN2 || scanner == SC_O200K || scanner == SC_GPT2) {
+        pieces->n = 2 * (scanner == SC_CL100K    ? gpt_blocks_cut(SC_CL100K, m_cl100k_bytes, s, n, v)
+                         : scanner == SC_QWEN2 ? gpt_blocks_cut(SC_QWEN2, m_qwen2_bytes, s, n, v)
+                         : scanner == SC_O200K ? gpt_blocks_cut(SC_O200K, m_o200k_bytes, s, n, v)
+                                               : gpt_blocks_cut(SC_GPT2, m_gpt2_bytes, s, n, v));
+        return 0;
+    }
+#endif
     pieces->n = 2 * (scanner == SC_CL100K      ? ascii_cut(m_cl100k_bytes, s, n, v)
                      : scanner == SC_QWEN2     ? ascii_cut(m_qwen2_bytes, s, n, v)
                      : scanner == SC_O200K     ? ascii_cut(m_o200k_bytes, s, n, v)
