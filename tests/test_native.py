@@ -315,16 +315,39 @@ def test_ascii_corpus_cut_as_bytes(name: str) -> None:
 # runs of spaces, \r and \n after punctuation, o200k's slashes after them, a letter after one
 # other character)
 _ASCII_TRICKS = ["'llama", "'dog", "'sand", "'Very", "'re'S", "don't", "it'sx", "x'dog", "x'Sand", "1234567", "  .", " \n .", ".\n/-E", ".\n//-e", "./\n-x",
-                 "\t.b", " .b", "..b", "a.b", "aBc", "ABc", "x \r\n y", "!\n\n  x"]
+                 "\t.b", " .b", "..b", "a.b", "aBc", "ABc", "x \r\n y", "!\n\n  x", "\n    def", ".\n \n x",
+                 "\t \t.", "x  ", " \n", "\r\n\r\n", " " * 70 + "x", "." + "\n" * 70 + " x", "\n" + " " * 70 + "\n x"]
 
 
 @pytest.mark.parametrize("name", ["cl100k", "qwen2", "o200k_removed_inverted", "gpt2_byte_level"])
 def test_ascii_tricks_across_blocks(name: str) -> None:
     """Each at the start of a text and around the ends of its first 64 and 128 characters, which
-    the GPT-family cut of ASCII text takes a block at a time."""
+    the GPT-family cut of ASCII text takes a block at a time, and at its end."""
     for trick in _ASCII_TRICKS:
         for k in [*range(4), *range(56, 72), *range(122, 130)]:
             assert_ascii_pipeline_as_hf(name, ("ab. " * 40)[:k] + trick + " and 12 more.")
+            assert_ascii_pipeline_as_hf(name, ("ab. " * 40)[:k] + trick)
+
+
+@pytest.mark.parametrize("name", ["llama3", "qwen3", "gpt-4o", "gpt2"])
+def test_ascii_pieces_across_blocks(name: str) -> None:
+    """The pieces themselves (a WordPiece model's unknown token each, their offsets): where a BPE
+    model would join two pieces into the tokens it gives them apart ("\n   " as "\n" "   "), the
+    ids do not show a missing cut."""
+    tokenizers = pytest.importorskip("tokenizers")
+    split = ({"type": "Split", "pattern": {"Regex": native._GPT2}, "behavior": "Isolated", "invert": False}
+             if name == "gpt2" else _split_of(name, "Removed", True) if name == "gpt-4o" else _split_of(name))
+    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+              "pre_tokenizer": split, "post_processor": None, "decoder": None,
+              "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                        "max_input_chars_per_word": 1, "vocab": {"[UNK]": 0}}}
+    tok = pymtok.Tokenizer.from_config(config)
+    hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    for trick in _ASCII_TRICKS:
+        for k in [*range(4), *range(56, 72), *range(122, 130)]:
+            for text in [("ab. " * 40)[:k] + trick + " and 12 more.", ("ab. " * 40)[:k] + trick]:
+                ours = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+                assert ours == hf.encode(text, add_special_tokens=False).offsets, f"{name}: {text!r}"
 
 
 @pytest.mark.parametrize("pre, separator", [

@@ -282,43 +282,65 @@ static inline Classes64 classes64(const uint8_t *s) {
 #undef M64
 }
 
-/* The piece starts of s[j] for j in a block, given its classes x and the block before's p: where
- * each pattern starts a piece, as a rule on s[j-3..j] alone. *complex: where that rule may be
- * wrong (the pieces there depend on more of the text), which the matcher itself cuts:
+/* The bits of run from which its ones reach a bit of seeds (a subset of run), at or after them */
+static inline uint64_t reaching(uint64_t seeds, uint64_t run) {
+    for (int k = 1; k < 64; k <<= 1) {
+        seeds |= (seeds >> k) & run;
+        run &= run >> k;
+    }
+    return seeds;
+}
+
+/* The piece starts of s[j] for j in a block, given its classes x, the block before's p and the
+ * next one's: where each pattern starts a piece, as a rule on the characters around each one
+ * (the three before it, the rest of its run of spaces). *complex: where that rule may be wrong
+ * (the pieces there depend on more of the text), which the matcher itself cuts:
  * - a piece starts where the class changes (letter, digit, space, other), but for a letter after
  *   a space other than \r and \n, or after one other character that follows no other one and
  *   no space (the pattern's [^\r\n\p{L}\p{N}]?\p{L}+: "a.b" is "a" ".b", "..b" ".." "b"), and
  *   for another character after a space ( ?[^\s\p{L}\p{N}]+); GPT-2's ` ?` takes a space only,
  *   before a letter, a digit or another character;
- * - and between digits, every one for Qwen2 (\p{N}), after the third of a run for cl100k and
- *   o200k (complex), never for GPT-2;
+ * - in a run of spaces, at its last one when two or more come before a character that is not a
+ *   space (\s+(?!\S)); with \r and \n (not GPT-2's), those right after other characters are
+ *   theirs ([\r\n]*), and a run's last \r or \n ends a piece (\s*[\r\n]+);
+ * - between digits, every one for Qwen2 (\p{N}), after the third of a run for cl100k and o200k
+ *   (complex), never for GPT-2;
  * - o200k ([Upper]*[lower]+|[Upper]+[lower]*) starts a piece at an upper-case letter after a
  *   lower-case one; its [\r\n/]* after other characters takes slashes after \r or \n, and
- *   the piece after starts where a rule would not (".\n/-E" is ".\n/" "-E"): complex,
- *   the character after any slash;
- * - complex: a space after a space (\s*[\r\n]+, \s+(?!\S)), \r or \n after another character
- *   (cl100k's [\r\n]* after one), and an apostrophe (a contraction may follow: "'sand" is "'s"
- *   "and", o200k's "it's" one piece).
+ *   the piece after starts where a rule would not (".\n/-E" is ".\n/" "-E"): complex, any slash
+ *   and the character after it;
+ * - complex: an apostrophe (a contraction may follow: "'sand" is "'s" "and", o200k's "it's"
+ *   one piece), and the spaces of a run that goes on into the block before or after.
  * The matcher cuts from the last start before a complex character to the first start after it,
  * where the rules take over again. */
-static inline uint64_t starts64(int scanner, Classes64 x, Classes64 p, uint64_t *complex) {
+static inline uint64_t starts64(int scanner, Classes64 x, Classes64 p, Classes64 next, uint64_t *complex) {
 #define BEFORE(field, k) ((x.field << (k)) | (p.field >> (64 - (k))))
     uint64_t o = ~(x.l | x.n | x.ws), po = ~(BEFORE(l, 1) | BEFORE(n, 1) | BEFORE(ws, 1)),
              ppo = ~(BEFORE(l, 2) | BEFORE(n, 2) | BEFORE(ws, 2));
     uint64_t starts = (x.l ^ BEFORE(l, 1)) | (x.n ^ BEFORE(n, 1)) | (x.ws ^ BEFORE(ws, 1));
-    uint64_t c = (x.ws & BEFORE(ws, 1)) | x.ap;
+    uint64_t ws2 = x.ws & BEFORE(ws, 1), c = x.ap;
+    /* (a run that goes on into the next block is complex, its last space in this one too) */
+    uint64_t last = ws2 & ~(x.ws >> 1);
+    if (x.ws & p.ws >> 63)
+        c |= x.ws & ~(x.ws + 1) & ws2;
+    if (x.ws >> 63 & next.ws)
+        c |= reaching(1ull << 63, x.ws) & ws2;
     if (scanner == SC_GPT2) {
         starts &= ~(BEFORE(sp, 1) & ~x.ws);
+        starts |= last;
     } else {
         starts &= ~(x.l & BEFORE(ws, 1) & ~BEFORE(cr, 1)) & ~(x.l & po & ~ppo & ~BEFORE(sp, 2)) & ~(o & BEFORE(sp, 1));
-        c |= x.cr & po;
+        /* the \r and \n after other characters (a run of them that starts a block goes on from
+         * the block before: complex) */
+        uint64_t taken = ((x.cr + (x.cr & po)) ^ x.cr) & x.cr, later = reaching(x.cr, x.ws);
+        starts = (starts & ~taken) | (x.ws & ~taken & taken << 1) | (ws2 & later << 1 & ~later) | (last & ~(later << 1));
         if (scanner == SC_QWEN2)
             starts |= x.n & BEFORE(n, 1);
         else
             c |= x.n & BEFORE(n, 1) & BEFORE(n, 2) & BEFORE(n, 3);
         if (scanner == SC_O200K) {
             starts |= x.up & BEFORE(l, 1) & ~BEFORE(up, 1);
-            c |= BEFORE(slash, 1);
+            c |= x.slash | BEFORE(slash, 1);
         }
     }
 #undef BEFORE
@@ -340,23 +362,23 @@ static inline uint64_t from(uint64_t m, size_t lo, size_t first) {
 static size_t gpt_blocks_cut(int scanner, size_t (*match)(const uint8_t *, size_t, size_t), const uint8_t *s,
                              size_t n, int32_t *pieces) {
     size_t k = 0, start = 0;
-    /* before the text, a space: no other character for a letter's rule to join */
-    Classes64 prev = {.ws = 1ull << 63};
-    for (size_t lo = 0; lo < n; lo += 64) {
-        Classes64 x;
-        uint64_t valid = ~0ull;
-        if (n - lo >= 64) {
-            x = classes64(s + lo);
-        } else {
-            uint8_t tail[64] = {0};
-            memcpy(tail, s + lo, n - lo);
-            x = classes64(tail);
-            valid = (1ull << (n - lo)) - 1;
-        }
+    /* before the text and after it, spaces: no other character for a letter's rule to join, and
+     * \s+(?!\S) holds at the end */
+    Classes64 prev = {.ws = 1ull << 63}, x, next, spaces = {.ws = ~0ull, .sp = ~0ull};
+    uint8_t tail[64];
+    x = n >= 64 ? classes64(s) : (memset(tail, ' ', 64), memcpy(tail, s, n), classes64(tail));
+    for (size_t lo = 0; lo < n; lo += 64, prev = x, x = next) {
+        size_t hi = lo + 64;
+        if (hi >= n)
+            next = spaces;
+        else if (n - hi >= 64)
+            next = classes64(s + hi);
+        else
+            next = (memset(tail, ' ', 64), memcpy(tail, s + hi, n - hi), classes64(tail));
+        uint64_t valid = n - lo >= 64 ? ~0ull : (1ull << (n - lo)) - 1;
         /* a complex character where a piece starts: the matcher cuts that piece */
-        uint64_t complex, at = from(starts64(scanner, x, prev, &complex) & valid, lo, start + 1);
+        uint64_t complex, at = from(starts64(scanner, x, prev, next, &complex) & valid, lo, start + 1);
         complex = from(complex & valid, lo, start);
-        prev = x;
         while (complex) {
             size_t c = lo + (size_t)__builtin_ctzll(complex);
             for (uint64_t before = at & ((1ull << (c - lo)) - 1); before; before &= before - 1) {
