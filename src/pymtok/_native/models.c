@@ -118,8 +118,6 @@ static inline void scan_pair(const BPE *m, PairMemo *memo, const int32_t *c, siz
 }
 
 #ifdef __SSE2__
-#include <emmintrin.h>
-
 static inline __m128i min_epi32(__m128i a, __m128i b) {
     __m128i lower = _mm_cmplt_epi32(a, b);
     return _mm_or_si128(_mm_and_si128(lower, a), _mm_andnot_si128(lower, b));
@@ -715,9 +713,21 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
                 return -1;
             continue;
         }
-        for (size_t i = start; i < spans[k].end; i++) {
+        for (size_t i = start, end = spans[k].end; i < end; i++) {
             uint32_t c = buf[i];
             if (c < 0x80) {
+#ifdef __SSE2__
+                /* a run of them (a word between U+2581s) 16 at a time: a block's bytes past the
+                 * run are written over after it */
+                if (i + 16 <= end) {
+                    __m128i v = ascii16(buf + i);
+                    _mm_storeu_si128((__m128i *)(void *)(sc->bytes + pos), v);
+                    size_t run = (size_t)__builtin_ctz((unsigned)_mm_movemask_epi8(v) | 0x10000u);
+                    pos += run;
+                    i += run - 1;
+                    continue;
+                }
+#endif
                 sc->bytes[pos++] = (uint8_t)c;
                 continue;
             }

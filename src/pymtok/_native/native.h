@@ -70,6 +70,19 @@ static inline size_t ascii_blocks(const uint32_t *s, size_t n) {
     return i;
 }
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+
+/* 16 code points as bytes: saturating packs keep ASCII and turn every other code point into a
+ * byte of 0x80 or more */
+static inline __m128i ascii16(const uint32_t *s) {
+    const __m128i *p = (const __m128i *)(const void *)s;
+    __m128i lo = _mm_packs_epi32(_mm_loadu_si128(p), _mm_loadu_si128(p + 1));
+    __m128i hi = _mm_packs_epi32(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3));
+    return _mm_packus_epi16(lo, hi);
+}
+#endif
+
 /* An ASCII letter or digit */
 static inline int is_ascii_alnum(uint32_t c) { return (c | 0x20) - 'a' < 26 || c - '0' < 10; }
 

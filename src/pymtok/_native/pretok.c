@@ -36,21 +36,9 @@ int rust_white_space(uint32_t c) { return IS(c, U_RUST_WS); }
 
 int regex_white_space(uint32_t c) { return IS(c, WS_); }
 
+/* ASCII members of a character class, 16 characters at a time, as bytes (ascii16 for code
+ * points): a byte of 0x80 or more stands for any other character */
 #ifdef __SSE2__
-#include <emmintrin.h>
-#endif
-
-/* ASCII members of a character class, 16 characters at a time, as bytes: a byte of 0x80 or more
- * stands for any other character */
-#ifdef __SSE2__
-static inline __m128i ascii16(const uint32_t *s) {
-    const __m128i *p = (const __m128i *)(const void *)s;
-    /* saturating packs keep ASCII and turn every other code point into a byte of 0x80 or more */
-    __m128i lo = _mm_packs_epi32(_mm_loadu_si128(p), _mm_loadu_si128(p + 1));
-    __m128i hi = _mm_packs_epi32(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3));
-    return _mm_packus_epi16(lo, hi);
-}
-
 static inline __m128i ascii16_bytes(const uint8_t *s) { return _mm_loadu_si128((const __m128i *)(const void *)s); }
 
 /* The bytes x of b with x - first < count unsigned (as signed bytes with the top bit flipped),
