@@ -311,10 +311,11 @@ def test_ascii_corpus_cut_as_bytes(name: str) -> None:
         assert_ascii_pipeline_as_hf(name, "word " * 60 + "é" * (k + 1) + "   !" * 150)
 
 
-# Pieces a rule on the few characters before them cannot tell (contractions, digits past three,
-# runs of spaces, \r and \n after punctuation, o200k's slashes after them, a letter after one
-# other character)
-_ASCII_TRICKS = ["'llama", "'dog", "'sand", "'Very", "'re'S", "don't", "it'sx", "x'dog", "x'Sand", "1234567", "  .", " \n .", ".\n/-E", ".\n//-e", "./\n-x",
+# Where the pieces of a GPT-family pattern depend on more than the characters next to them, or
+# a rule of the block cut is subtle: contractions, digits past three, runs of spaces with \r and
+# \n, \r and \n after punctuation, o200k's slashes after them, a letter after one other character
+_ASCII_TRICKS = ["'llama", "'dog", "'sand", "'Very", "'re'S", "don't", "it'sx", "x'dog", "x'Sand", "1234567", "  .",
+                 " \n .", ".\n/-E", ".\n//-e", "./\n-x",
                  "\t.b", " .b", "..b", "a.b", "aBc", "ABc", "x \r\n y", "!\n\n  x", "\n    def", ".\n \n x",
                  "\t \t.", "x  ", " \n", "\r\n\r\n", " " * 70 + "x", "." + "\n" * 70 + " x", "\n" + " " * 70 + "\n x"]
 

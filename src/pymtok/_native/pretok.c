@@ -270,6 +270,14 @@ static inline Classes64 classes64(const uint8_t *s) {
 #undef M64
 }
 
+/* classes64 of the last len (< 64) bytes of a text, spaces after them */
+static inline Classes64 classes64_tail(const uint8_t *s, size_t len) {
+    uint8_t tail[64];
+    memset(tail, ' ', sizeof tail);
+    memcpy(tail, s, len);
+    return classes64(tail);
+}
+
 /* The bits of run from which its ones reach a bit of seeds (a subset of run), at or after them */
 static inline uint64_t reaching(uint64_t seeds, uint64_t run) {
     for (int k = 1; k < 64; k <<= 1) {
@@ -345,24 +353,18 @@ static inline uint64_t from(uint64_t m, size_t lo, size_t first) {
 
 /* ascii_cut of a GPT-family scanner, whose pattern matches at every ASCII character (no gaps):
  * the piece starts come from starts64 a block at a time, the matcher cutting the text from the
- * last start before a complex character to the first start after it. English runs about one
- * complex character a line or so. */
+ * last start before a complex character to the first start after it (in English, mostly an
+ * apostrophe's piece). */
 static size_t gpt_blocks_cut(int scanner, size_t (*match)(const uint8_t *, size_t, size_t), const uint8_t *s,
                              size_t n, int32_t *pieces) {
     size_t k = 0, start = 0;
     /* before the text and after it, spaces: no other character for a letter's rule to join, and
      * \s+(?!\S) holds at the end */
-    Classes64 prev = {.ws = 1ull << 63}, x, next, spaces = {.ws = ~0ull, .sp = ~0ull};
-    uint8_t tail[64];
-    x = n >= 64 ? classes64(s) : (memset(tail, ' ', 64), memcpy(tail, s, n), classes64(tail));
+    Classes64 prev = {.ws = 1ull << 63}, next, spaces = {.ws = ~0ull, .sp = ~0ull};
+    Classes64 x = n >= 64 ? classes64(s) : classes64_tail(s, n);
     for (size_t lo = 0; lo < n; lo += 64, prev = x, x = next) {
         size_t hi = lo + 64;
-        if (hi >= n)
-            next = spaces;
-        else if (n - hi >= 64)
-            next = classes64(s + hi);
-        else
-            next = (memset(tail, ' ', 64), memcpy(tail, s + hi, n - hi), classes64(tail));
+        next = hi >= n ? spaces : n - hi >= 64 ? classes64(s + hi) : classes64_tail(s + hi, n - hi);
         uint64_t valid = n - lo >= 64 ? ~0ull : (1ull << (n - lo)) - 1;
         /* a complex character where a piece starts: the matcher cuts that piece */
         uint64_t complex, at = from(starts64(scanner, x, prev, next, &complex) & valid, lo, start + 1);
