@@ -309,6 +309,11 @@ def test_ascii_corpus_cut_as_bytes(name: str) -> None:
     # space after a space is no cut
     for k in range(4):
         assert_ascii_pipeline_as_hf(name, "word " * 60 + "é" * (k + 1) + "   !" * 150)
+    # text of another script first: the ASCII text after it from the first cut where 256 ASCII
+    # characters in a row begin (looked for 16 at a time), at each place against those 16
+    text = " ".join(chunks)[:1500]
+    for k in range(17):
+        assert_ascii_pipeline_as_hf(name, "中文，" * 40 + "é" * k + text)
 
 
 # Where the pieces of a GPT-family pattern depend on more than the characters next to them, or

@@ -819,22 +819,39 @@ done:
     return err;
 }
 
+/* Where s[0..n) may be cut before its first ASCII_STRETCH ASCII characters in a row (counted in
+ * blocks of 16, the vector compare of each a fraction of what encoding its characters costs):
+ * the first cut windowed() allows from there, else n. */
+static size_t ascii_stretch_ahead(const uint32_t *s, size_t n) {
+    for (size_t i = 0, run = 0; i + 16 <= n; i += 16) {
+        run = ascii_blocks(s + i, 16) ? run + 16 : 0;
+        if (run < ASCII_STRETCH)
+            continue;
+        size_t c = i + 16 - run;
+        while (c < n && !ascii_cut_ok(s, n, c))
+            c++;
+        return c;
+    }
+    return n;
+}
+
 /* A window's ASCII stretches by ascii_ids, the others by stretch_ids: after an ASCII stretch, the
  * text from the character that ended it to the first cut windowed() allows ASCII_STRETCH
- * characters on; a window that does not start with one, to its end (text of other scripts is
- * looked at for cuts no more). An English text with a few other characters keeps most of its
- * text on the ASCII way. */
+ * characters on; where other characters come first, the text to the first cut before the next
+ * ASCII stretch. English with a few other characters, or after text of another script, keeps
+ * most of its text on the ASCII way. */
 static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {
     if (self->ascii_scanner < 0 || n > INT32_MAX)
         return stretch_ids(self, cache, s, n, offset, w, out);
     while (n) {
-        size_t done, ascii;
+        size_t done, ascii, end;
         if (ascii_ids(self, cache, s, n, w, out, NULL, 0, &done, &ascii) < 0)
             return -1;
-        if (!done)
-            return stretch_ids(self, cache, s, n, offset, w, out);
-        size_t end = done;
-        if (done < n) {
+        if (!done) {
+            end = ascii_stretch_ahead(s, n);
+            if (stretch_ids(self, cache, s, end, offset, w, out) < 0)
+                return -1;
+        } else if ((end = done) < n) {
             end = ascii + ASCII_STRETCH < n ? ascii + ASCII_STRETCH : n;
             while (end < n && !ascii_cut_ok(s, n, end))
                 end++;
