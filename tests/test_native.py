@@ -316,6 +316,15 @@ def test_ascii_corpus_cut_as_bytes(name: str) -> None:
         assert_ascii_pipeline_as_hf(name, "中文，" * 40 + "é" * k + text)
 
 
+def _pieces_config(pre_tokenizer: dict[str, Any]) -> dict[str, Any]:
+    """A tokenizer whose ids show the pre-tokenizer's pieces: a WordPiece model of the unknown token
+    alone, one for each piece, with the piece's offsets."""
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": pre_tokenizer, "post_processor": None, "decoder": None,
+            "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                      "max_input_chars_per_word": 1, "vocab": {"[UNK]": 0}}}
+
+
 # Where the pieces of a GPT-family pattern depend on more than the characters next to them, or
 # a rule of the block cut is subtle: contractions, digits past three, runs of spaces with \r and
 # \n, \r and \n after punctuation, o200k's slashes after them, a letter after one other character
@@ -343,10 +352,7 @@ def test_ascii_pieces_across_blocks(name: str) -> None:
     tokenizers = pytest.importorskip("tokenizers")
     split = ({"type": "Split", "pattern": {"Regex": native._GPT2}, "behavior": "Isolated", "invert": False}
              if name == "gpt2" else _split_of(name, "Removed", True) if name == "gpt-4o" else _split_of(name))
-    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-              "pre_tokenizer": split, "post_processor": None, "decoder": None,
-              "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
-                        "max_input_chars_per_word": 1, "vocab": {"[UNK]": 0}}}
+    config = _pieces_config(split)
     tok = pymtok.Tokenizer.from_config(config)
     hf = tokenizers.Tokenizer.from_str(json.dumps(config))
     for trick in _ASCII_TRICKS:
@@ -366,10 +372,7 @@ def test_native_splitter_classes_every_code_point(pre: dict[str, Any], separator
     their offsets) show which class the splitter puts it in (with a separator of each class,
     Whitespace's three), as HF's Rust predicates, regex crate and script table say."""
     tokenizers = pytest.importorskip("tokenizers")
-    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-              "pre_tokenizer": pre, "post_processor": None, "decoder": None,
-              "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
-                        "max_input_chars_per_word": 1, "vocab": {"[UNK]": 0}}}
+    config = _pieces_config(pre)
     tok = pymtok.Tokenizer.from_config(config)
     assert tok._native_text is not None
     text = separator.join(map(chr, ALL_CODE_POINTS))

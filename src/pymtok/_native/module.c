@@ -754,6 +754,13 @@ static inline int ascii_cut_ok(const uint32_t *s, size_t n, size_t c) {
     return c > 0 && c + 1 < n && s[c] == ' ' && is_ascii_alnum(s[c - 1]) && is_ascii_alnum(s[c + 1]);
 }
 
+/* The first cut ascii_cut_ok allows from s[c] on, else n */
+static inline size_t next_cut(const uint32_t *s, size_t n, size_t c) {
+    while (c < n && !ascii_cut_ok(s, n, c))
+        c++;
+    return c;
+}
+
 /* The least stretch of text window_ids takes apart, ASCII or not: each costs a call of either way */
 #define ASCII_STRETCH 256
 
@@ -827,10 +834,7 @@ static size_t ascii_stretch_ahead(const uint32_t *s, size_t n) {
         run = ascii_blocks(s + i, 16) ? run + 16 : 0;
         if (run < ASCII_STRETCH)
             continue;
-        size_t c = i + 16 - run;
-        while (c < n && !ascii_cut_ok(s, n, c))
-            c++;
-        return c;
+        return next_cut(s, n, i + 16 - run);
     }
     return n;
 }
@@ -852,9 +856,7 @@ static int window_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, 
             if (stretch_ids(self, cache, s, end, offset, w, out) < 0)
                 return -1;
         } else if ((end = done) < n) {
-            end = ascii + ASCII_STRETCH < n ? ascii + ASCII_STRETCH : n;
-            while (end < n && !ascii_cut_ok(s, n, end))
-                end++;
+            end = next_cut(s, n, ascii + ASCII_STRETCH < n ? ascii + ASCII_STRETCH : n);
             if (stretch_ids(self, cache, s + done, end - done, offset + (int64_t)done, w, out) < 0)
                 return -1;
         }
@@ -908,12 +910,9 @@ static int windowed(const Encoder *self) {
  * there is one there, else the first one after), or n when there is none. */
 static size_t window_end(const uint32_t *s, size_t a, size_t n) {
     for (size_t c = a + WINDOW; c > a + WINDOW / 2; c--)
-        if (s[c] == ' ' && is_ascii_alnum(s[c - 1]) && is_ascii_alnum(s[c + 1]))
+        if (ascii_cut_ok(s, n, c))
             return c;
-    for (size_t c = a + WINDOW + 1; c + 1 < n; c++)
-        if (s[c] == ' ' && is_ascii_alnum(s[c - 1]) && is_ascii_alnum(s[c + 1]))
-            return c;
-    return n;
+    return next_cut(s, n, a + WINDOW + 1);
 }
 
 static int segment_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, int64_t offset, Work *w, IdBuf *out) {

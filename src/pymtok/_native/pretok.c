@@ -351,6 +351,18 @@ static inline uint64_t from(uint64_t m, size_t lo, size_t first) {
     return first - lo >= 64 ? 0 : m & (~0ull << (first - lo));
 }
 
+/* Pieces from start to each piece start among the bits of `at` (the block's from lo), in order;
+ * returns the last start */
+static inline size_t cut_at(uint64_t at, size_t lo, size_t start, int32_t *pieces, size_t *k) {
+    for (; at; at &= at - 1) {
+        size_t j = lo + (size_t)__builtin_ctzll(at);
+        pieces[(*k)++] = (int32_t)start;
+        pieces[(*k)++] = (int32_t)j;
+        start = j;
+    }
+    return start;
+}
+
 /* ascii_cut of a GPT-family scanner, whose pattern matches at every ASCII character (no gaps):
  * the piece starts come from starts64 a block at a time, the matcher cutting the text from the
  * last start before a complex character to the first start after it (in English, mostly an
@@ -371,12 +383,7 @@ static size_t gpt_blocks_cut(int scanner, size_t (*match)(const uint8_t *, size_
         complex = from(complex & valid, lo, start);
         while (complex) {
             size_t c = lo + (size_t)__builtin_ctzll(complex);
-            for (uint64_t before = at & ((1ull << (c - lo)) - 1); before; before &= before - 1) {
-                size_t j = lo + (size_t)__builtin_ctzll(before);
-                pieces[k++] = (int32_t)start;
-                pieces[k++] = (int32_t)j;
-                start = j;
-            }
+            start = cut_at(at & ((1ull << (c - lo)) - 1), lo, start, pieces, &k);
             while (start <= c) {
                 size_t e = match(s, n, start);
                 pieces[k++] = (int32_t)start;
@@ -386,12 +393,7 @@ static size_t gpt_blocks_cut(int scanner, size_t (*match)(const uint8_t *, size_
             at = from(at, lo, start + 1);
             complex = from(complex, lo, start);
         }
-        for (; at; at &= at - 1) {
-            size_t j = lo + (size_t)__builtin_ctzll(at);
-            pieces[k++] = (int32_t)start;
-            pieces[k++] = (int32_t)j;
-            start = j;
-        }
+        start = cut_at(at, lo, start, pieces, &k);
     }
     if (start < n) {
         pieces[k++] = (int32_t)start;
