@@ -218,10 +218,19 @@ def _split_of(name: str, behavior: str = "Isolated", invert: bool = False) -> di
 
 # Pre-tokenizers whose ASCII text the native core cuts as bytes (ascii_split: one step that cuts,
 # a GPT-family split keeping its matches or BERT's or WhitespaceSplit's character split, and
-# ByteLevel steps that add nothing), behind a BPE or a WordPiece model, and beside them ones it
-# must cut otherwise: a prefix space, a second cut, behaviors that join or drop pieces, GPT-2
-# characters cut, another character split.
+# ByteLevel steps that add nothing), behind a BPE or a WordPiece model, and behind T5's Unigram
+# with a Metaspace after the character split that prefixes every piece or none; beside them ones
+# it must cut otherwise: a prefix space, a second cut, behaviors that join or drop pieces, GPT-2
+# characters cut, another character split, a Metaspace that prefixes the first piece alone or
+# whose replacement is ASCII, or in front of a BPE.
 _BERT = {"type": "BertPreTokenizer"}
+_WHITESPACE_SPLIT = {"type": "WhitespaceSplit"}
+
+
+def _metaspace(prepend: str, replacement: str = "\u2581", split: bool = True) -> dict[str, Any]:
+    return {"type": "Metaspace", "replacement": replacement, "prepend_scheme": prepend, "split": split}
+
+
 ASCII_PIPELINES = {
     "cl100k": ("llama3", lambda: [_split_of("llama3"), _MAPPING]),
     "qwen2": ("llama3", lambda: [_split_of("qwen3"), _MAPPING]),
@@ -244,6 +253,16 @@ ASCII_PIPELINES = {
     "wordpiece_bert_then_digits": ("all-minilm-l6-v2", lambda: [_BERT, {"type": "Digits", "individual_digits": True}]),
     "wordpiece_whitespace": ("all-minilm-l6-v2", lambda: [{"type": "Whitespace"}]),
     "wordpiece_whitespace_split_then_bert": ("all-minilm-l6-v2", lambda: [{"type": "WhitespaceSplit"}, _BERT]),
+    "unigram_whitespace_split_metaspace": ("t5-small", lambda: [_WHITESPACE_SPLIT, _metaspace("always")]),
+    "unigram_bert_metaspace_unsplit": ("t5-small", lambda: [_BERT, _metaspace("always", split=False)]),
+    "unigram_bert_metaspace_never": ("t5-small", lambda: [_BERT, _metaspace("never")]),
+    "unigram_whitespace_split": ("t5-small", lambda: [_WHITESPACE_SPLIT]),
+    "unigram_cl100k": ("t5-small", lambda: [_split_of("llama3")]),
+    "unigram_metaspace_first": ("t5-small", lambda: [_WHITESPACE_SPLIT, _metaspace("first")]),
+    "unigram_metaspace_ascii_replacement": ("t5-small", lambda: [_WHITESPACE_SPLIT, _metaspace("always", "e")]),
+    "unigram_metaspace_twice": ("t5-small", lambda: [_WHITESPACE_SPLIT, _metaspace("always"), _metaspace("always")]),
+    # without its normalizer, which would put U+2581 for every space before the pre-tokenizer
+    "bpe_whitespace_split_metaspace": ("mistral-7b-v0.1", lambda: [_WHITESPACE_SPLIT, _metaspace("always")], None),
 }
 
 _ASCII_PIECES = [*"abcXYZ", "Hello", "WORLD", "camelCase", "iPhone", "'s", "'S", "'ll", "'Re", "'ve", "'d", "'m",
@@ -262,12 +281,15 @@ ascii_texts = st.one_of(
 
 @functools.lru_cache(maxsize=None)
 def ascii_pipeline(name: str) -> tuple[pymtok.Tokenizer, Any]:
-    """The named pre-tokenizer in front of Llama 3's byte-level BPE (ignore_merges) or MiniLM's
-    WordPiece (behind BertNormalizer)."""
+    """The named pre-tokenizer in front of Llama 3's byte-level BPE (ignore_merges), MiniLM's
+    WordPiece (behind BertNormalizer), T5's Unigram or Mistral's BPE, behind the model's
+    normalizer or the one given."""
     tokenizers = pytest.importorskip("tokenizers")
-    model, steps = ASCII_PIPELINES[name]
+    model, steps, *normalizer = ASCII_PIPELINES[name]
     config = json.loads(Path(fixture_path("tokenizers", model, "tokenizer.json")).read_text(encoding="utf-8"))
     config["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": steps()}
+    if normalizer:
+        config["normalizer"] = normalizer[0]
     config["padding"] = config["truncation"] = None
     tok = pymtok.Tokenizer.from_config(config)
     assert tok._native_text is not None, "the native core does not run this pipeline"

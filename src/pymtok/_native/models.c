@@ -1145,23 +1145,10 @@ static int unigram_bytes(const Unigram *m, Cache *cache, const uint8_t *b, size_
     return 0;
 }
 
-int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
-                  IdBuf *out, IdBuf *spans_out) {
-    size_t chars = 0, nw = 0, pos = 0;
-    sc->nwords = 0;
-    for (size_t k = 0; k < nspans; k++)
-        chars += spans[k].end - spans[k].start;
-    if (scratch_bytes(sc, 4 * chars) < 0)
-        return -1;
-    for (size_t k = 0; k < nspans; k++) {
-        size_t start = spans[k].start, n = spans[k].end - start;
-        if (!n)
-            continue;
-        size_t nb = utf8_encode(buf + start, n, sc->bytes + pos);
-        if (words_push(sc, &nw, start, n, pos, nb) < 0)
-            return -1;
-        pos += nb;
-    }
+/* The words[0..nw) of unigram_spans and unigram_ascii, their UTF-8 in sc->bytes: hashed, then
+ * each one's ids from the cache or unigram_bytes, the lookups started a few pieces ahead as
+ * bpe_words' */
+static int unigram_words(const Unigram *m, Cache *cache, size_t nw, Scratch *sc, IdBuf *out, IdBuf *spans_out) {
     Word *w = sc->words;
     words_hash(cache, w, nw, sc->bytes);
     for (size_t k = 0; k < nw; k++) {
@@ -1185,6 +1172,56 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
     }
     sc->nwords = nw;
     return 0;
+}
+
+int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
+                  IdBuf *out, IdBuf *spans_out) {
+    size_t chars = 0, nw = 0, pos = 0;
+    sc->nwords = 0;
+    for (size_t k = 0; k < nspans; k++)
+        chars += spans[k].end - spans[k].start;
+    if (scratch_bytes(sc, 4 * chars) < 0)
+        return -1;
+    for (size_t k = 0; k < nspans; k++) {
+        size_t start = spans[k].start, n = spans[k].end - start;
+        if (!n)
+            continue;
+        size_t nb = utf8_encode(buf + start, n, sc->bytes + pos);
+        if (words_push(sc, &nw, start, n, pos, nb) < 0)
+            return -1;
+        pos += nb;
+    }
+    return unigram_words(m, cache, nw, sc, out, spans_out);
+}
+
+int unigram_ascii(const Unigram *m, Cache *cache, size_t n, const int32_t *pieces, size_t npieces, int64_t prefix,
+                  Scratch *sc, IdBuf *out) {
+    size_t nw = 0;
+    sc->nwords = 0;
+    if (prefix < 0) {
+        for (size_t k = 0; k < npieces; k++) {
+            size_t start = (size_t)pieces[2 * k], len = (size_t)pieces[2 * k + 1] - start;
+            if (words_push(sc, &nw, start, len, start, len) < 0)
+                return -1;
+        }
+        return unigram_words(m, cache, nw, sc, out, NULL);
+    }
+    /* each piece's key is the prefix's UTF-8 and the piece, written after the text */
+    uint8_t pre[4];
+    size_t npre = utf8_put((uint32_t)prefix, pre);
+    if (scratch_bytes(sc, 2 * n + npre * npieces) < 0)
+        return -1;
+    uint8_t *text = sc->bytes;
+    size_t pos = n;
+    for (size_t k = 0; k < npieces; k++) {
+        size_t start = (size_t)pieces[2 * k], len = (size_t)pieces[2 * k + 1] - start;
+        if (words_push(sc, &nw, start, len, pos, npre + len) < 0)
+            return -1;
+        memcpy(text + pos, pre, npre);
+        memcpy(text + pos + npre, text + start, len);
+        pos += npre + len;
+    }
+    return unigram_words(m, cache, nw, sc, out, NULL);
 }
 
 int unigram_piece_ranges(const Unigram *m, const uint8_t *b, size_t nb, Scratch *sc, IdBuf *out, IdBuf *ranges) {

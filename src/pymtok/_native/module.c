@@ -76,7 +76,8 @@ typedef struct {
     Unigram ug;
     Step steps[MAX_STEPS];
     size_t nsteps;
-    int ascii_scanner;   /* the steps' ascii_scanner, for a BPE or WordPiece model; else -1 */
+    int ascii_scanner;   /* the steps' ascii_scanner, for a model that takes its pieces; else -1 */
+    int64_t ascii_prefix; /* and the character it prepends to each piece, or -1 */
     Cache cache;
     Ints ints;
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
@@ -518,8 +519,11 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
         return -1;
     if (parse_steps(self->steps, &self->nsteps, steps) < 0)
         return -1;
-    self->ascii_scanner =
-        strcmp(model, "BPE") == 0 || strcmp(model, "WordPiece") == 0 ? ascii_scanner(self->steps, self->nsteps) : -1;
+    self->ascii_scanner = ascii_scanner(self->steps, self->nsteps, &self->ascii_prefix);
+    /* BPE and WordPiece take the pieces where they lie in the text: a prefix is Unigram's alone */
+    int unigram = strcmp(model, "Unigram") == 0;
+    if (!unigram && (self->ascii_prefix >= 0 || (strcmp(model, "BPE") && strcmp(model, "WordPiece"))))
+        self->ascii_scanner = -1;
     int32_t max_id = unk_id;
     if (strcmp(model, "BPE") == 0) {
         self->model = MODEL_BPE;
@@ -775,7 +779,8 @@ static inline size_t next_cut(const uint32_t *s, size_t n, size_t c) {
 static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, Work *w, IdBuf *out, IdBuf *spans_out,
                      int whole, size_t *done, size_t *ascii) {
     *done = *ascii = 0;
-    if (self->ascii_scanner < 0 || n > INT32_MAX)
+    /* Unigram's offsets are those of its pieces' bytes, which a prefix shifts */
+    if (self->ascii_scanner < 0 || n > INT32_MAX || (spans_out && self->model == MODEL_UNIGRAM))
         return 0;
     ptrdiff_t q = ascii_bytes(&w->sc, s, n);
     if (q < 0)
@@ -793,7 +798,9 @@ static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, W
         return -1;
     size_t npieces = w->pieces.n / 2;
     int err = self->model == MODEL_BPE ? bpe_ascii(&self->bpe, cache, s, w->pieces.v, npieces, &w->sc, out)
-                                       : wordpiece_ascii(&self->wp, cache, w->pieces.v, npieces, &w->sc, out, spans_out);
+              : self->model == MODEL_WORDPIECE
+                  ? wordpiece_ascii(&self->wp, cache, w->pieces.v, npieces, &w->sc, out, spans_out)
+                  : unigram_ascii(&self->ug, cache, c, w->pieces.v, npieces, self->ascii_prefix, &w->sc, out);
     if (err < 0)
         return -1;
     *done = c;

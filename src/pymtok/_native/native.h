@@ -443,9 +443,10 @@ typedef struct {
 } Pieces;
 
 int pretokenize(const Step *steps, size_t nsteps, Pieces *p);
-/* ascii_split's cut for a pre-tokenizer of these steps (a Scanner or one of these), or -1 */
+/* ascii_split's cut for a pre-tokenizer of these steps (a Scanner or one of these), or -1; and
+ * the character a later step prepends to each of its pieces, or -1 */
 enum { ASCII_BERT = SC_DELIMITER + 1, ASCII_WHITESPACE };
-int ascii_scanner(const Step *steps, size_t nsteps);
+int ascii_scanner(const Step *steps, size_t nsteps, int64_t *prefix);
 /* The pre-tokenizer of ascii_scanner's steps on ASCII text s[0..n), n at most INT32_MAX: each
  * piece's start and end, in order, into pieces (pieces->n / 2 of them); -1 out of memory. */
 int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *pieces);
@@ -733,6 +734,11 @@ int wordpiece_ascii(const WordPiece *m, Cache *cache, const int32_t *pieces, siz
  * spans_out as wordpiece_spans' (those kept beside a piece's cache entry). */
 int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
                   IdBuf *out, IdBuf *spans_out);
+/* unigram_spans on the pieces of ASCII text that ascii_split gave, as bpe_ascii, its n bytes in
+ * sc->bytes; each piece's key the character `prefix` (-1 none, else outside ASCII) and the
+ * piece. */
+int unigram_ascii(const Unigram *m, Cache *cache, size_t n, const int32_t *pieces, size_t npieces, int64_t prefix,
+                  Scratch *sc, IdBuf *out);
 /* Unigram on one piece's UTF-8 b[0..nb), the model run (its ids entry holds no ranges), each
  * id's byte range of it appended to ranges (start, end pairs), as HF's Unigram::tokenize gives
  * its offsets. b may be a Scratch's bytes: the run leaves them alone. */

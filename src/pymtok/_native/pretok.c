@@ -168,9 +168,14 @@ static const Matcher MATCHERS[] = {
  * (Removed and inverted, as GPT-4o's: the same pieces, as these patterns match at every
  * character), or BERT's or WhitespaceSplit's character split (ASCII_BERT, ASCII_WHITESPACE):
  * ascii_split then cuts ASCII text as pretokenize does. A ByteLevel step that adds no space and
- * maps nothing changes no piece. -1 for any other. */
-int ascii_scanner(const Step *steps, size_t nsteps) {
+ * maps nothing changes no piece. A Metaspace step after BERT's or WhitespaceSplit's cut (T5's,
+ * ALBERT's) meets pieces without a space, and with a replacement outside ASCII none starting
+ * with it: it prepends the replacement to every piece (*prefix) or to none (*prefix -1, as
+ * without it), except with prepend_scheme "first", which asks where the piece is. -1 for any
+ * other. */
+int ascii_scanner(const Step *steps, size_t nsteps, int64_t *prefix) {
     int scanner = -1;
+    *prefix = -1;
     for (size_t k = 0; k < nsteps; k++) {
         const Step *st = &steps[k];
         int cut;
@@ -181,7 +186,11 @@ int ascii_scanner(const Step *steps, size_t nsteps) {
             cut = st->scanner;
         else if (st->kind == ST_BERT || st->kind == ST_WHITESPACE_SPLIT)
             cut = st->kind == ST_BERT ? ASCII_BERT : ASCII_WHITESPACE;
-        else
+        else if (st->kind == ST_METASPACE && (scanner == ASCII_BERT || scanner == ASCII_WHITESPACE) && *prefix < 0 &&
+                 st->replacement >= 0x80 && st->prepend != PS_FIRST) {
+            *prefix = st->prepend == PS_ALWAYS ? (int64_t)st->replacement : -1;
+            cut = -1;
+        } else
             return -1;
         if (cut >= 0 && scanner >= 0)
             return -1;
