@@ -472,6 +472,35 @@ def test_wordpiece_pieces_beside_split_characters(name: str, word: str, after: s
     assert_same_ids(name, "q" * (31 - len(word)) + " " + word + after + tail)
 
 
+# A piece of one character (behind BertPreTokenizer each CJK character and punctuation mark) is
+# its token or the unknown one, read from a table of the vocabulary's one-character tokens
+# (models.c wordpiece_char): characters with a token and without, of one to four UTF-8 bytes, a
+# token of two characters and the continuing prefix's, and words of at most one or no character.
+_ONE_CHAR_VOCAB = ["a", ".", "é", "[UNK]", "中", "😀", "ab", "##b", "##中", "中文", "é."]
+
+
+@pytest.mark.parametrize("via", ["json", "mtok"])
+@pytest.mark.parametrize("max_chars", [0, 1, 100])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(alphabet="abé.,中文😀🙂 ", max_size=30))
+def test_wordpiece_one_character_pieces(via: str, max_chars: int, text: str) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    from pymtok.mtok import dumps_mtok, loads_mtok
+
+    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+              "pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": None, "decoder": None,
+              "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                        "max_input_chars_per_word": max_chars,
+                        "vocab": {token: i for i, token in enumerate(_ONE_CHAR_VOCAB)}}}
+    ours = pymtok.Tokenizer.from_config(config)
+    if via == "mtok":
+        ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
+    assert ours._native_text is not None
+    encoding = tokenizers.Tokenizer.from_str(json.dumps(config)).encode(text, add_special_tokens=False)
+    assert ours.encode(text, add_special_tokens=False) == encoding.ids
+    assert ours(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets
+
+
 # --- BPE pieces cut where no merge joins --------------------------------------------------
 
 # A char-level BPE whose merges chain (a b -> ab, ab c -> abc), join byte-fallback symbols to

@@ -878,6 +878,35 @@ static int wordpiece_spanned(const WordPiece *m, Cache *cache, Word *w, const ui
     return spans_unknown(spans_out, w->nids);
 }
 
+#define BMP_CHARS 0x10000
+
+int wordpiece_put(WordPiece *m, const uint8_t *key, size_t len, int32_t id, const uint8_t *prefix, size_t plen) {
+    if (strmap_put(&m->vocab, key, len, id) < 0 ||
+        (len >= plen && memcmp(key, prefix, plen) == 0 && strmap_put(&m->cont, key + plen, len - plen, id) < 0))
+        return -1;
+    /* the keys are UTF-8 (both readers check): one of a character is as long as its lead says */
+    uint32_t c;
+    if (len < 1 || len > 3 || utf8_get(key, len, &c) != len)
+        return 0;
+    if (!m->bmp && !(m->bmp = pages_alloc(BMP_CHARS * sizeof *m->bmp)))
+        return -1;
+    m->bmp[c] = id + 1;
+    return 0;
+}
+
+/* The token of a piece of one BMP character, b[0..nb) its UTF-8 (1 to 3 bytes): wordpiece_bytes'
+ * answer, the whole piece's token or else the unknown one */
+static inline int32_t wordpiece_char(const WordPiece *m, const uint8_t *b, size_t nb) {
+    uint32_t c;
+    utf8_get(b, nb, &c);
+    return m->bmp[c] ? m->bmp[c] - 1 : m->unk_id;
+}
+
+/* Whether a piece is one BMP character for wordpiece_char, and not too long (max_chars 0) */
+static inline int wordpiece_one_char(const WordPiece *m, const Word *w) {
+    return w->nc == 1 && w->nb && w->nb <= 3 && m->max_chars && m->bmp;
+}
+
 /* The words[0..nw) of wordpiece_spans and wordpiece_ascii, their UTF-8 in sc->bytes, each
  * followed by a byte that continues no character: hashed in a pass of their own (the bytes
  * just stored one at a time, read back at once as words, would each wait for the store
@@ -886,10 +915,20 @@ static int wordpiece_words(const WordPiece *m, Cache *cache, size_t nw, Scratch 
     Word *w = sc->words;
     const StrMap *vocab = &m->vocab;
     for (size_t k = 0; k < nw; k++) {
+        if (wordpiece_one_char(m, &w[k]))
+            continue;
         w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
         __builtin_prefetch(&vocab->slots[(size_t)(w[k].h >> 32) & vocab->mask]);
     }
     for (size_t k = 0; k < nw; k++) {
+        if (wordpiece_one_char(m, &w[k])) {
+            w[k].nids = 1;
+            w[k].spanned = 1;
+            if (ids_push(out, wordpiece_char(m, sc->bytes + w[k].b, w[k].nb)) < 0 ||
+                (spans_out && (ids_push(spans_out, (int32_t)w[k].c) < 0 || ids_push(spans_out, (int32_t)w[k].c + 1) < 0)))
+                return -1;
+            continue;
+        }
         if (spans_out) {
             if (wordpiece_spanned(m, cache, &w[k], sc->bytes + w[k].b, out, spans_out) < 0)
                 return -1;
@@ -954,6 +993,9 @@ int wordpiece_ascii(const WordPiece *m, Cache *cache, const int32_t *pieces, siz
 void wordpiece_free(WordPiece *m) {
     strmap_free(&m->vocab);
     strmap_free(&m->cont);
+    if (m->bmp)
+        pages_free(m->bmp, BMP_CHARS * sizeof *m->bmp);
+    m->bmp = NULL;
 }
 
 /* ---- Unigram ---------------------------------------------------------------------------- */

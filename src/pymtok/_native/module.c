@@ -298,10 +298,7 @@ static int build_wordpiece(Encoder *self, PyObject *vocab, PyObject *prefix, int
         }
         if (id > *max_id)
             *max_id = id;
-        if (strmap_put(&m->vocab, key.v, (size_t)len, id) < 0)
-            err = 2;
-        else if (len >= plen && memcmp(key.v, pre.v, (size_t)plen) == 0 &&
-                 strmap_put(&m->cont, key.v + plen, (size_t)(len - plen), id) < 0)
+        if (wordpiece_put(m, key.v, (size_t)len, id, pre.v, (size_t)plen) < 0)
             err = 2;
     }
     free(pre.v);

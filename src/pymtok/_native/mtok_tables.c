@@ -1619,9 +1619,7 @@ int mtok_build_wordpiece(WordPiece *m, PyObject *tables, PyObject *prefix, int32
         const uint8_t *s = r.token;
         size_t len = r.len;
         int32_t id = (int32_t)r.id;
-        if (strmap_put(&m->vocab, s, len, id) < 0 ||
-            (len >= (size_t)plen && memcmp(s, p, (size_t)plen) == 0 &&
-             strmap_put(&m->cont, s + plen, len - (size_t)plen, id) < 0)) {
+        if (wordpiece_put(m, s, len, id, (const uint8_t *)p, (size_t)plen) < 0) {
             PyErr_NoMemory();
             return -1;
         }

@@ -639,6 +639,10 @@ typedef struct {
     StrMap cont;          /* tokens starting with the continuing-subword prefix, prefix removed */
     int32_t unk_id;
     size_t max_chars;
+    /* each BMP character's token + 1 (0: none), NULL where no token is one: a piece of one
+     * character, each CJK character behind BERT's pre-tokenizer and each punctuation mark, is
+     * that token or the unknown one, without the hashing and the probe of its bytes */
+    int32_t *bmp;
 } WordPiece;
 
 /* An edge of the Unigram trie, with the id of the piece ending where it leads: Viterbi reads
@@ -728,6 +732,9 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
                     Scratch *sc, IdBuf *out, IdBuf *spans_out);
 /* wordpiece_spans on the pieces of ASCII text that ascii_split gave, its bytes in sc->bytes
  * (ascii_bytes) */
+/* A token of a WordPiece vocabulary, into vocab, cont when it starts with the prefix, and bmp
+ * when it is one character; -1 out of memory */
+int wordpiece_put(WordPiece *m, const uint8_t *key, size_t len, int32_t id, const uint8_t *prefix, size_t plen);
 int wordpiece_ascii(const WordPiece *m, Cache *cache, const int32_t *pieces, size_t npieces, Scratch *sc,
                     IdBuf *out, IdBuf *spans_out);
 /* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap;
