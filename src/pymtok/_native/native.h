@@ -730,11 +730,11 @@ int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *pi
  * -1, -1. */
 int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans,
                     Scratch *sc, IdBuf *out, IdBuf *spans_out);
-/* wordpiece_spans on the pieces of ASCII text that ascii_split gave, its bytes in sc->bytes
- * (ascii_bytes) */
 /* A token of a WordPiece vocabulary, into vocab, cont when it starts with the prefix, and bmp
  * when it is one character; -1 out of memory */
 int wordpiece_put(WordPiece *m, const uint8_t *key, size_t len, int32_t id, const uint8_t *prefix, size_t plen);
+/* wordpiece_spans on the pieces of ASCII text that ascii_split gave, its bytes in sc->bytes
+ * (ascii_bytes) */
 int wordpiece_ascii(const WordPiece *m, Cache *cache, const int32_t *pieces, size_t npieces, Scratch *sc,
                     IdBuf *out, IdBuf *spans_out);
 /* Unigram on each piece of a segment, as wordpiece_spans, so that the cache lookups overlap;
