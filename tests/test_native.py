@@ -501,6 +501,35 @@ def test_wordpiece_one_character_pieces(via: str, max_chars: int, text: str) -> 
     assert ours(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets
 
 
+# Viterbi's walks down the Unigram trie, whose edges are placed by the bytes of their paths:
+# pieces sharing long prefixes, longer than the table first made for so few (it grows while
+# the pieces go in), of one to four UTF-8 bytes a character, and characters no piece covers.
+_TRIE_PIECES = ["a", "b", "ab", "abc", "abcd" * 8, "abcd" * 8 + "x", "ba", "é", "éé", "中文", "中", "文", "😀",
+                "😀a", "a" * 40, "b" * 33, "\u2581", "\u2581a", "\u2581ab" + "c" * 20]
+
+
+@pytest.mark.parametrize("via", ["json", "mtok"])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.lists(st.sampled_from([*_TRIE_PIECES, "z", " ", "ü"]), max_size=12).map("".join))
+def test_unigram_trie_walks(via: str, text: str) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    from pymtok.mtok import dumps_mtok, loads_mtok
+
+    vocab = [["<unk>", 0.0]] + [[piece, -1.0 - (i % 7) * 0.75] for i, piece in enumerate(_TRIE_PIECES)]
+    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+              "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                                "split": True},
+              "post_processor": None, "decoder": None,
+              "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": False, "vocab": vocab}}
+    ours = pymtok.Tokenizer.from_config(config)
+    if via == "mtok":
+        ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
+    assert ours._native_text is not None
+    encoding = tokenizers.Tokenizer.from_str(json.dumps(config)).encode(text, add_special_tokens=False)
+    assert ours.encode(text, add_special_tokens=False) == encoding.ids
+    assert ours(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets
+
+
 # --- BPE pieces cut where no merge joins --------------------------------------------------
 
 # A char-level BPE whose merges chain (a b -> ab, ab c -> abc), join byte-fallback symbols to

@@ -1000,9 +1000,26 @@ void wordpiece_free(WordPiece *m) {
 
 /* ---- Unigram ---------------------------------------------------------------------------- */
 
-static inline size_t trie_home(const Unigram *m, uint64_t key) {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & m->trie_mask;
+/* An edge's place comes from the bytes of the path to it, not from its parent node: Viterbi
+ * knows the places of a walk's next steps before it has found the nodes, and fetches them
+ * ahead (a walk's steps were each a dependent miss). The key keeps the top TRIE_HASH_BITS of
+ * that hash above the node and the byte, which alone identify the edge, so that growing the
+ * table can place an edge again. */
+#define TRIE_HASH_BITS 24
+#define TRIE_HASH_SHIFT (64 - TRIE_HASH_BITS)
+/* how many steps of a walk are fetched before it starts */
+#define TRIE_AHEAD 6
+
+/* The hash of a path one byte longer (trie_path_start for its first byte) */
+static inline uint64_t trie_path(uint64_t h, uint8_t byte) { return (h + byte + 1) * 0x9E3779B97F4A7C15ull; }
+static inline uint64_t trie_path_start(uint8_t byte) { return trie_path(0x2545F4914F6CDD1Dull, byte); }
+
+static inline uint64_t trie_key(uint64_t path, uint32_t node, uint8_t byte) {
+    return (path >> TRIE_HASH_SHIFT) << TRIE_HASH_SHIFT | (uint64_t)node << 8 | byte;
 }
+
+/* A key's first slot (with a table of more than 2^TRIE_HASH_BITS slots, one of the first) */
+static inline size_t trie_home(const Unigram *m, uint64_t key) { return (size_t)(key >> TRIE_HASH_SHIFT) & m->trie_mask; }
 
 /* The first empty slot from key's home on, in a table of mask + 1 slots. */
 static size_t trie_free_slot(const TrieSlot *t, size_t mask, size_t home) {
@@ -1012,9 +1029,8 @@ static size_t trie_free_slot(const TrieSlot *t, size_t mask, size_t home) {
     return j;
 }
 
-/* The edge from node on byte, or NULL. */
-static inline const TrieSlot *trie_edge(const Unigram *m, uint32_t node, uint8_t byte) {
-    uint64_t key = (uint64_t)node << 8 | byte;
+/* The edge of that key (trie_key of the path ending with the edge's byte), or NULL. */
+static inline const TrieSlot *trie_edge(const Unigram *m, uint64_t key) {
     size_t i = trie_home(m, key);
     for (;;) {
         const TrieSlot *s = &m->trie[i];
@@ -1060,12 +1076,14 @@ int trie_insert(Unigram *m, const uint8_t *key, size_t len, int32_t id) {
         return 0;
     }
     TrieSlot *edge = NULL;
+    uint64_t path = trie_path_start(key[0]);
     for (size_t i = 1; i < len; i++) {
-        edge = (TrieSlot *)trie_edge(m, node, key[i]);
+        path = trie_path(path, key[i]);
+        uint64_t k = trie_key(path, node, key[i]);
+        edge = (TrieSlot *)trie_edge(m, k);
         if (!edge) {
             if ((m->nedges + 1) * 10 > (m->trie_mask + 1) * 7 && trie_grow(m) < 0)
                 return -1;
-            uint64_t k = (uint64_t)node << 8 | key[i];
             edge = &m->trie[trie_free_slot(m->trie, m->trie_mask, trie_home(m, k))];
             *edge = (TrieSlot){k, ++m->nnodes, -1};
             m->nedges++;
@@ -1129,6 +1147,12 @@ static int unigram_bytes(const Unigram *m, Cache *cache, const uint8_t *b, size_
         int single = 0;
         uint32_t node = m->root[b[st]];
         int32_t id = m->root_id[b[st]];
+        /* the first steps' slots fetched at once: most walks end within them */
+        uint64_t path = trie_path_start(b[st]), ahead = path;
+        for (size_t k = st + 1; node && k < nb && k <= st + TRIE_AHEAD; k++) {
+            ahead = trie_path(ahead, b[k]);
+            __builtin_prefetch(&m->trie[trie_home(m, ahead)]);
+        }
         for (size_t k = st + 1; node; k++) {
             if (id >= 0) {
                 double cand = m->scores[id] + here;
@@ -1142,7 +1166,8 @@ static int unigram_bytes(const Unigram *m, Cache *cache, const uint8_t *b, size_
             }
             if (k >= nb)
                 break;
-            const TrieSlot *edge = trie_edge(m, node, b[k]);
+            path = trie_path(path, b[k]);
+            const TrieSlot *edge = trie_edge(m, trie_key(path, node, b[k]));
             if (!edge)
                 break;
             node = edge->child;
