@@ -552,7 +552,9 @@ class Unigram(_VocabModel):
             raise FormatError(f"Unigram vocab must be a list of [piece, score], got {type(vocab).__name__}")
         for i, entry in enumerate(vocab):
             # HF reads a score as f64: a JSON number, integer or not, and no bool or string
-            if (not isinstance(entry, Sequence) or len(entry) != 2 or not isinstance(entry[0], str)
+            # lists and tuples (what the readers give) before the slower check of the ABC
+            if (not (type(entry) in (list, tuple) or isinstance(entry, Sequence)) or len(entry) != 2
+                    or type(entry[0]) is not str and not isinstance(entry[0], str)
                     or type(entry[1]) not in (int, float)):
                 raise FormatError(f"Unigram vocab entry #{i} {entry!r:.80} is not [piece, score]")
             token_ids[entry[0]] = i  # HF keeps the last id of a duplicated piece
