@@ -472,6 +472,23 @@ def test_wordpiece_pieces_beside_split_characters(name: str, word: str, after: s
     assert_same_ids(name, "q" * (31 - len(word)) + " " + word + after + tail)
 
 
+def assert_model_as_hf(model: dict[str, Any], pre_tokenizer: dict[str, Any], via: str, text: str) -> None:
+    """The model behind the pre-tokenizer alone, natively from its config or its .mtok: ids and
+    offsets against HF's."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from pymtok.mtok import dumps_mtok, loads_mtok
+
+    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+              "pre_tokenizer": pre_tokenizer, "post_processor": None, "decoder": None, "model": model}
+    ours = pymtok.Tokenizer.from_config(config)
+    if via == "mtok":
+        ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
+    assert ours._native_text is not None
+    encoding = tokenizers.Tokenizer.from_str(json.dumps(config)).encode(text, add_special_tokens=False)
+    assert ours.encode(text, add_special_tokens=False) == encoding.ids
+    assert ours(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets
+
+
 # A piece of one character (behind BertPreTokenizer each CJK character and punctuation mark) is
 # its token or the unknown one, read from a table of the vocabulary's one-character tokens
 # (models.c wordpiece_char): characters with a token and without, of one to four UTF-8 bytes, a
@@ -484,21 +501,9 @@ _ONE_CHAR_VOCAB = ["a", ".", "é", "[UNK]", "中", "😀", "ab", "##b", "##中",
 @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.text(alphabet="abé.,中文😀🙂 ", max_size=30))
 def test_wordpiece_one_character_pieces(via: str, max_chars: int, text: str) -> None:
-    tokenizers = pytest.importorskip("tokenizers")
-    from pymtok.mtok import dumps_mtok, loads_mtok
-
-    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-              "pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": None, "decoder": None,
-              "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
-                        "max_input_chars_per_word": max_chars,
-                        "vocab": {token: i for i, token in enumerate(_ONE_CHAR_VOCAB)}}}
-    ours = pymtok.Tokenizer.from_config(config)
-    if via == "mtok":
-        ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
-    assert ours._native_text is not None
-    encoding = tokenizers.Tokenizer.from_str(json.dumps(config)).encode(text, add_special_tokens=False)
-    assert ours.encode(text, add_special_tokens=False) == encoding.ids
-    assert ours(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets
+    model = {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+             "max_input_chars_per_word": max_chars, "vocab": {token: i for i, token in enumerate(_ONE_CHAR_VOCAB)}}
+    assert_model_as_hf(model, {"type": "BertPreTokenizer"}, via, text)
 
 
 # Viterbi's walks down the Unigram trie, whose edges are placed by the bytes of their paths:
@@ -512,22 +517,9 @@ _TRIE_PIECES = ["a", "b", "ab", "abc", "abcd" * 8, "abcd" * 8 + "x", "ba", "é",
 @settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.lists(st.sampled_from([*_TRIE_PIECES, "z", " ", "ü"]), max_size=12).map("".join))
 def test_unigram_trie_walks(via: str, text: str) -> None:
-    tokenizers = pytest.importorskip("tokenizers")
-    from pymtok.mtok import dumps_mtok, loads_mtok
-
     vocab = [["<unk>", 0.0]] + [[piece, -1.0 - (i % 7) * 0.75] for i, piece in enumerate(_TRIE_PIECES)]
-    config = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
-              "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
-                                "split": True},
-              "post_processor": None, "decoder": None,
-              "model": {"type": "Unigram", "unk_id": 0, "byte_fallback": False, "vocab": vocab}}
-    ours = pymtok.Tokenizer.from_config(config)
-    if via == "mtok":
-        ours = loads_mtok(dumps_mtok(ours.config, ours.meta))
-    assert ours._native_text is not None
-    encoding = tokenizers.Tokenizer.from_str(json.dumps(config)).encode(text, add_special_tokens=False)
-    assert ours.encode(text, add_special_tokens=False) == encoding.ids
-    assert ours(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets
+    model = {"type": "Unigram", "unk_id": 0, "byte_fallback": False, "vocab": vocab}
+    assert_model_as_hf(model, _metaspace("always"), via, text)
 
 
 # --- BPE pieces cut where no merge joins --------------------------------------------------
