@@ -517,9 +517,9 @@ static int Encoder_init(Encoder *self, PyObject *args, PyObject *kw) {
     if (parse_steps(self->steps, &self->nsteps, steps) < 0)
         return -1;
     self->ascii_scanner = ascii_scanner(self->steps, self->nsteps, &self->ascii_prefix);
-    /* BPE and WordPiece take the pieces where they lie in the text: a prefix is Unigram's alone */
-    int unigram = strcmp(model, "Unigram") == 0;
-    if (!unigram && (self->ascii_prefix >= 0 || (strcmp(model, "BPE") && strcmp(model, "WordPiece"))))
+    /* BPE and WordPiece take the pieces where they lie in the text: a prefix is Unigram's alone
+     * (any other model is refused below) */
+    if (self->ascii_prefix >= 0 && strcmp(model, "Unigram") != 0)
         self->ascii_scanner = -1;
     int32_t max_id = unk_id;
     if (strcmp(model, "BPE") == 0) {
