@@ -152,13 +152,17 @@ def test_unigram_pieces_of_several_unknown_tokens(name: str, monkeypatch: pytest
     """A Unigram piece holding two runs of characters the vocabulary lacks (its tokens' lengths
     cannot place two unknown tokens) takes each token's bytes from the model run again, which
     the piece cache keeps: the first call and the next ones, which read it there, give HF's
-    offsets, from the native core alone; so do pieces of more tokens than one batch of lengths."""
+    offsets, from the native core alone; so do pieces of more tokens than one batch of lengths.
+    ASCII text takes the ASCII way, where the pieces' keys start with the prepended "▁" that is
+    not in the text."""
     text = "x日y本z Ñoño日本 a語b語c 語x語y語 " * 3 + "ab" * 40 + " 日" + "x語" * 20
-    want = oracle(name).encode(text, add_special_tokens=False)
-    assert want.tokens.count("▁x") + want.tokens.count("x") >= 3  # the pieces are cut as meant
+    ascii = "a{b}c ~x~y {x}y x^y^z " * 3 + "ab" * 70 + " " + "zq" * 40
+    wants = [oracle(name).encode(t, add_special_tokens=False) for t in (text, ascii)]
+    assert wants[0].tokens.count("▁x") + wants[0].tokens.count("x") >= 3  # the pieces are cut as meant
+    assert len(wants[1].tokens) > 3 * 16 + 33
     tok = ours(name)
     for _ in range(3):
-        _assert_hf_offsets(tok, name, [text], [want], monkeypatch, native_only=not PURE)
+        _assert_hf_offsets(tok, name, [text, ascii], wants, monkeypatch, native_only=not PURE)
 
 
 # bases and marks that NFC / NFKC reorder, compose (one onto another: ẹ + ́), decompose and

@@ -1262,7 +1262,7 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
 }
 
 int unigram_ascii(const Unigram *m, Cache *cache, size_t n, const int32_t *pieces, size_t npieces, int64_t prefix,
-                  Scratch *sc, IdBuf *out) {
+                  Scratch *sc, IdBuf *out, IdBuf *spans_out) {
     size_t nw = 0;
     sc->nwords = 0;
     if (prefix < 0) {
@@ -1271,7 +1271,7 @@ int unigram_ascii(const Unigram *m, Cache *cache, size_t n, const int32_t *piece
             if (words_push(sc, &nw, start, len, start, len) < 0)
                 return -1;
         }
-        return unigram_words(m, cache, nw, sc, out, NULL);
+        return unigram_words(m, cache, nw, sc, out, spans_out);
     }
     /* each piece's key is the prefix's UTF-8 and the piece, written after the text */
     uint8_t pre[4];
@@ -1282,13 +1282,13 @@ int unigram_ascii(const Unigram *m, Cache *cache, size_t n, const int32_t *piece
     size_t pos = n;
     for (size_t k = 0; k < npieces; k++) {
         size_t start = (size_t)pieces[2 * k], len = (size_t)pieces[2 * k + 1] - start;
-        if (words_push(sc, &nw, start, len, pos, npre + len) < 0)
+        if (words_push(sc, &nw, start, len + 1, pos, npre + len) < 0)
             return -1;
         memcpy(text + pos, pre, npre);
         memcpy(text + pos + npre, text + start, len);
         pos += npre + len;
     }
-    return unigram_words(m, cache, nw, sc, out, NULL);
+    return unigram_words(m, cache, nw, sc, out, spans_out);
 }
 
 int unigram_piece_ranges(const Unigram *m, const uint8_t *b, size_t nb, Scratch *sc, IdBuf *out, IdBuf *ranges) {

@@ -771,13 +771,12 @@ static inline size_t next_cut(const uint32_t *s, size_t n, size_t c) {
  * text and the model's own pass to UTF-8). All of s when it is ASCII; with `whole` unset, else
  * its ASCII characters up to the last cut windowed() allows before the first other one, when
  * those are ASCII_STRETCH or more. *done: the characters encoded (0 when not taken), their words
- * left in w->sc as bpe_spans and wordpiece_spans leave them (spans_out: WordPiece's, as
- * wordpiece_spans'); *ascii: how many characters start s that are ASCII. -1 out of memory. */
+ * left in w->sc as bpe_spans and wordpiece_spans leave them (spans_out: WordPiece's and Unigram's,
+ * as wordpiece_spans' and unigram_ascii's); *ascii: how many characters start s that are ASCII. -1 out of memory. */
 static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, Work *w, IdBuf *out, IdBuf *spans_out,
                      int whole, size_t *done, size_t *ascii) {
     *done = *ascii = 0;
-    /* Unigram's offsets are those of its pieces' bytes, which a prefix shifts */
-    if (self->ascii_scanner < 0 || n > INT32_MAX || (spans_out && self->model == MODEL_UNIGRAM))
+    if (self->ascii_scanner < 0 || n > INT32_MAX)
         return 0;
     ptrdiff_t q = ascii_bytes(&w->sc, s, n);
     if (q < 0)
@@ -797,7 +796,8 @@ static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, W
     int err = self->model == MODEL_BPE ? bpe_ascii(&self->bpe, cache, s, w->pieces.v, npieces, &w->sc, out)
               : self->model == MODEL_WORDPIECE
                   ? wordpiece_ascii(&self->wp, cache, w->pieces.v, npieces, &w->sc, out, spans_out)
-                  : unigram_ascii(&self->ug, cache, c, w->pieces.v, npieces, self->ascii_prefix, &w->sc, out);
+                  : unigram_ascii(&self->ug, cache, c, w->pieces.v, npieces, self->ascii_prefix, &w->sc, out,
+                                  spans_out);
     if (err < 0)
         return -1;
     *done = c;
@@ -1639,18 +1639,30 @@ static int added_offsets(IdBuf *ids, IdBuf *offs, int32_t id, const uint32_t *s,
  * tile it (lengths_spans), else by their bytes, WordPiece's lengths (piece_offsets), Unigram's
  * from the model run again (two unknown or byte tokens among them, more tokens than
  * lengths_spans takes). */
-static int piece_spans(Encoder *self, Cache *cache, const uint32_t *buf, const Word *piece, const int32_t *ids,
-                       Work *w, int32_t *o) {
+static int piece_spans(Encoder *self, Cache *cache, const uint32_t *buf, int64_t prefix, const Word *piece,
+                       const int32_t *ids, Work *w, int32_t *o) {
     size_t m = piece->nids, used = 0;
     IdBuf again = {0}, ranges = {0}, spans = {0};
+    uint32_t *chars = NULL;
     int placed = lengths_spans(&self->offl, piece, ids, o) == 0, err = 0;
     if (!placed && self->model == MODEL_UNIGRAM) {
         err = !piece->nb ? -2 : unigram_piece_ranges(&self->ug, w->sc.bytes + piece->b, piece->nb, &w->sc, &again, &ranges);
         if (!err && (again.n != m || memcmp(again.v, ids, m * sizeof *ids)))
             err = -2;
     }
+    const uint32_t *cps = buf + piece->c;
+    if (!placed && !err && prefix >= 0) {
+        /* the key's characters, which buf holds but for the prefix */
+        if (!(chars = malloc(piece->nc * sizeof *chars)))
+            err = -1;
+        else {
+            chars[0] = (uint32_t)prefix;
+            memcpy(chars + 1, buf + piece->c, (piece->nc - 1) * sizeof *chars);
+            cps = chars;
+        }
+    }
     if (!placed && !err) {
-        err = piece_offsets(&self->offl, buf + piece->c, piece->nc, (int64_t)piece->c, NULL, ids, m,
+        err = piece_offsets(&self->offl, cps, piece->nc, (int64_t)piece->c, NULL, ids, m,
                             self->model == MODEL_UNIGRAM ? ranges.v : NULL, &spans, &used);
         if (!err && (used != m || spans.n != 2 * m))
             err = -2;
@@ -1659,6 +1671,7 @@ static int piece_spans(Encoder *self, Cache *cache, const uint32_t *buf, const W
     }
     if (!err && piece->entry && piece->entry->nids == m)
         cache_spans_put(cache, piece->entry, (int32_t)piece->c, o);
+    free(chars);
     free(again.v);
     free(ranges.v);
     free(spans.v);
@@ -1666,9 +1679,10 @@ static int piece_spans(Encoder *self, Cache *cache, const uint32_t *buf, const W
 }
 
 /* The spans of a segment's ids[mark..) in the caller's text, from the model's words in w->sc over
- * buf (and, for WordPiece and Unigram, their spans of buf in w->rel): segment_offsets' */
-static int segment_spans(Encoder *self, Cache *cache, const uint32_t *buf, int64_t origin, const uint32_t *align,
-                         int trim, Work *w, IdBuf *ids, size_t mark, IdBuf *offs) {
+ * buf (and, for WordPiece and Unigram, their spans of buf in w->rel): segment_offsets'. prefix:
+ * the character unigram_ascii put before each piece's key (-1 none), whose spans count it. */
+static int segment_spans(Encoder *self, Cache *cache, const uint32_t *buf, int64_t prefix, int64_t origin,
+                         const uint32_t *align, int trim, Work *w, IdBuf *ids, size_t mark, IdBuf *offs) {
     if (self->model == MODEL_BPE)
         return spans_offsets(&self->offl, buf, w->sc.words, w->sc.nwords, origin, align, ids->v + mark, ids->n - mark,
                              trim, offs);
@@ -1681,9 +1695,21 @@ static int segment_spans(Encoder *self, Cache *cache, const uint32_t *buf, int64
             continue;
         err = !piece->nids || piece->nids > nids - first
                   ? -2
-                  : piece_spans(self, cache, buf, piece, ids->v + mark + first, w, rel->v + 2 * first);
+                  : piece_spans(self, cache, buf, prefix, piece, ids->v + mark + first, w, rel->v + 2 * first);
     }
-    return err ? err : first == nids ? spans_map(rel->v, nids, origin, align, offs) : -2;
+    if (err || first != nids)
+        return err ? err : -2;
+    /* HF aligns a prepended character to the one it stands before: a token of the prefix alone
+     * spans the piece's first character, one that starts with it starts there */
+    first = 0;
+    for (size_t k = 0; prefix >= 0 && k < w->sc.nwords; first += w->sc.words[k++].nids) {
+        int32_t c = (int32_t)w->sc.words[k].c, *o = rel->v + 2 * first;
+        for (size_t j = 0; j < w->sc.words[k].nids; j++) {
+            o[2 * j] = o[2 * j] > c ? o[2 * j] - 1 : c;
+            o[2 * j + 1] = o[2 * j + 1] > c + 1 ? o[2 * j + 1] - 1 : c + 1;
+        }
+    }
+    return spans_map(rel->v, nids, origin, align, offs);
 }
 
 /* segment_ids piece by piece, each piece's tokens located in it: s[i] is the caller's character
@@ -1706,7 +1732,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     size_t done, ascii;
     int err = ascii_ids(self, cache, s, n, w, ids, rel, 1, &done, &ascii);
     if (err || done)
-        return err < 0 ? -1 : segment_spans(self, cache, s, origin, align, trim, w, ids, mark, offs);
+        return err < 0 ? -1 : segment_spans(self, cache, s, self->ascii_prefix, origin, align, trim, w, ids, mark, offs);
     Pieces p = {0};
     if (self->nsteps) {
         err = -1;
@@ -1740,7 +1766,7 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
           : self->model == MODEL_WORDPIECE ? wordpiece_spans(&self->wp, cache, buf, spans, nspans, &w->sc, ids, rel)
                                            : unigram_spans(&self->ug, cache, buf, spans, nspans, &w->sc, ids, rel);
     if (!err)
-        err = segment_spans(self, cache, buf, origin, align, trim, w, ids, mark, offs);
+        err = segment_spans(self, cache, buf, -1, origin, align, trim, w, ids, mark, offs);
 done:
     if (self->nsteps) {
         free(p.at);

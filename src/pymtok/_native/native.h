@@ -743,9 +743,11 @@ int unigram_spans(const Unigram *m, Cache *cache, const uint32_t *buf, const Spa
                   IdBuf *out, IdBuf *spans_out);
 /* unigram_spans on the pieces of ASCII text that ascii_split gave, as bpe_ascii, its n bytes in
  * sc->bytes; each piece's key the character `prefix` (-1 none, else outside ASCII) and the
- * piece. */
+ * piece. With a prefix a Word's characters c.. are the key's: c + 0 the prefix, c + i the
+ * piece's character i - 1, which spans_out's spans count in as its cache entry keeps them
+ * (the code points' way, where the prefix is a character of the buffer, keeps the same). */
 int unigram_ascii(const Unigram *m, Cache *cache, size_t n, const int32_t *pieces, size_t npieces, int64_t prefix,
-                  Scratch *sc, IdBuf *out);
+                  Scratch *sc, IdBuf *out, IdBuf *spans_out);
 /* Unigram on one piece's UTF-8 b[0..nb), the model run (its ids entry holds no ranges), each
  * id's byte range of it appended to ranges (start, end pairs), as HF's Unigram::tokenize gives
  * its offsets. b may be a Scratch's bytes: the run leaves them alone. */

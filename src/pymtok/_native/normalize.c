@@ -871,20 +871,26 @@ static int changes_push(CpBuf *chg, size_t old, size_t new) {
     return 0;
 }
 
-/* One lookup's result for in[0..old): its replacement, else the character (old is 1). */
-static int precompiled_push(const Charsmap *m, int64_t hit, const uint32_t *in, size_t old, CpBuf *out, CpBuf *chg) {
+/* One lookup's result for in[0..old): its replacement, else the character (old is 1); *same
+ * cleared where the replacement's length is not old's. */
+static int precompiled_push(const Charsmap *m, int64_t hit, const uint32_t *in, size_t old, CpBuf *out, CpBuf *chg,
+                            int *same) {
     /* a character the map leaves as it is (most text but ASCII's), a change of 0 */
     if (hit < 0 && old == 1)
         return cps_push(out, in[0]) < 0 || (chg && cps_push(chg, 0) < 0) ? -1 : 0;
     size_t mark = out->n;
     int r = hit >= 0 ? push_replacement(m, (size_t)hit, out) : cps_push(out, in[0]);
+    *same &= out->n - mark == old;
     return r ? r : changes_push(chg, old, out->n - mark);
 }
 
 /* HF's spm_precompiled: per grapheme cluster, a cluster under 6 UTF-8 bytes that starts with a
  * key becomes that key's replacement; otherwise each character is looked up alone. With chg,
- * each output character's change as int32 (changes_push). */
-static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out, CpBuf *chg) {
+ * each output character's change as int32 (changes_push). *same: whether each replacement has
+ * the length of what it replaced (every change 0: each character keeps its place, as the
+ * newlines and tabs ASCII text has become spaces). */
+static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out, CpBuf *chg, int *same) {
+    *same = 1;
     out->n = 0;
     if (chg)
         chg->n = 0;
@@ -906,7 +912,7 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
         }
         /* an ASCII character before another one is a cluster of its own, but for CR LF */
         if (c < 0x80 && (i + 1 == n || (in[i + 1] < 0x80 && !(c == '\r' && in[i + 1] == '\n')))) {
-            int r = precompiled_push(m, m->ascii[c], in + i, 1, out, chg);
+            int r = precompiled_push(m, m->ascii[c], in + i, 1, out, chg, same);
             if (r < 0)
                 return r;
             i++;
@@ -922,7 +928,7 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
                bytes = 0;
         if (e - i == 1) {
             /* a one-character cluster: its own lookup, as the cluster's below would be */
-            int r = precompiled_push(m, char_lookup(m, c), in + i, 1, out, chg);
+            int r = precompiled_push(m, char_lookup(m, c), in + i, 1, out, chg, same);
             if (r < 0)
                 return r;
             i = e;
@@ -934,7 +940,7 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
             utf8_encode(in + i, e - i, buf);
             int64_t hit = charsmap_lookup(m, buf, bytes);
             if (hit >= 0) {
-                int r = precompiled_push(m, hit, in + i, e - i, out, chg);
+                int r = precompiled_push(m, hit, in + i, e - i, out, chg, same);
                 if (r < 0)
                     return r;
                 i = e;
@@ -942,7 +948,7 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
             }
         }
         for (; i < e; i++) {
-            int r = precompiled_push(m, char_lookup(m, in[i]), in + i, 1, out, chg);
+            int r = precompiled_push(m, char_lookup(m, in[i]), in + i, 1, out, chg, same);
             if (r < 0)
                 return r;
         }
@@ -951,7 +957,8 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
 }
 
 int precompiled_normalize(const Charsmap *m, const uint32_t *in, size_t n, CpBuf *out) {
-    return precompiled_run(m, in, n, out, NULL);
+    int same;
+    return precompiled_run(m, in, n, out, NULL, &same);
 }
 
 static inline int cps_eq(const uint32_t *a, const uint32_t *b, size_t n) {
@@ -1033,7 +1040,17 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
         }
         if (op->kind == NORM_PRECOMPILED || op->kind == NORM_NFKD) {
             size_t used = n;
-            int err = op->kind == NORM_NFKD ? nfkd_run(cur, n, dst, dal) : precompiled_run(op->map, cur, n, dst, dal);
+            int same = 0, err = 0;
+            if (op->kind == NORM_PRECOMPILED) {
+                /* where each character keeps its place the alignment stays as it is */
+                if ((err = precompiled_run(op->map, cur, n, dst, NULL, &same)) < 0)
+                    return err;
+                if (same) {
+                    cur = dst->v;
+                    continue;
+                }
+            }
+            err = op->kind == NORM_NFKD ? nfkd_run(cur, n, dst, dal) : precompiled_run(op->map, cur, n, dst, dal, &same);
             if (err == 1)
                 continue; /* NFKD left the text as it is */
             if (!err)
