@@ -655,9 +655,12 @@ static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw,
     Word *w = sc->words;
     words_hash(cache, w, nw, sc->bytes);
     int chars = !m->byte_level && !m->suffix_len; /* bpe_word's one character of a token */
+    /* a piece the cache lacks is looked up whole in the vocabulary first (ignore_merges), as
+     * far ahead as the cache's entries */
+    int whole = m->ignore_merges && !m->mtok;
     for (size_t k = 0; k < nw; k++) {
-        if (k + LOOKAHEAD < nw)
-            cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
+        if (k + LOOKAHEAD < nw && !cache_prefetch_entry(cache, w[k + LOOKAHEAD].h) && whole)
+            strmap_prefetch(&m->vocab, w[k + LOOKAHEAD].h);
         /* a character with a token (most parts of CJK text, cut between characters no token
          * joins) is that token, which bpe_word does not cache: a lookup would miss */
         int32_t tok = chars && w[k].nc == 1 ? char_token(m, buf[w[k].c]) : -1;

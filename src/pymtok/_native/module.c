@@ -2363,6 +2363,9 @@ static int batch_step(Batch *b, Work *w) {
         return 0;
     Chunk *ch = &b->chunks[c];
     int state = CHUNK_DONE;
+    /* the ids go to the thread's own stack until the chunk is done: a chunk's neighbour in the
+     * array, which another thread is filling, may share its cache line */
+    IdBuf out = {0};
     for (Py_ssize_t i = ch->first; i < ch->last; i++) {
         size_t n;
         if (b->utf8) {
@@ -2399,17 +2402,18 @@ static int batch_step(Batch *b, Work *w) {
         b->ends[i] = -2;
         if (!b->native)
             continue;
-        size_t mark = ch->out.n;
-        int r = encode_text_core(b->self, b->ops, b->nops, w->text, n, w, &ch->out);
+        size_t mark = out.n;
+        int r = encode_text_core(b->self, b->ops, b->nops, w->text, n, w, &out);
         if (r == -2) {
-            ch->out.n = mark;
+            out.n = mark;
         } else if (r < 0) {
             state = CHUNK_NOMEM;
             break;
         } else {
-            b->ends[i] = (Py_ssize_t)ch->out.n;
+            b->ends[i] = (Py_ssize_t)out.n;
         }
     }
+    ch->out = out;
     atomic_store_explicit(&ch->state, state, memory_order_release);
     return 1;
 }

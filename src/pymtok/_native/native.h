@@ -214,6 +214,10 @@ static inline int32_t strmap_get_h(const StrMap *m, const uint8_t *key, size_t l
     }
 }
 
+static inline void strmap_prefetch(const StrMap *m, uint64_t h) {
+    __builtin_prefetch(&m->slots[(size_t)(h >> 32) & m->mask]);
+}
+
 static inline int32_t strmap_get(const StrMap *m, const uint8_t *key, size_t len) {
     return strmap_get_h(m, key, len, hash_bytes(key, len));
 }
@@ -327,12 +331,15 @@ static inline void cache_prefetch_slot(const Cache *c, uint64_t h) {
         __builtin_prefetch(&c->slots[h & c->mask]);
 }
 
-static inline void cache_prefetch_entry(const Cache *c, uint64_t h) {
+/* Whether the cache may hold the piece of hash h: its entry is fetched where its home slot has
+ * one, and a slot left empty (probes stop there) says it does not. */
+static inline int cache_prefetch_entry(const Cache *c, uint64_t h) {
     if (!c)
-        return;
+        return 0;
     uint32_t ref = atomic_load_explicit(&c->slots[h & c->mask], memory_order_acquire);
     if (ref)
         __builtin_prefetch(cache_at(c, ref));
+    return ref != 0;
 }
 void cache_free(Cache *c);
 
