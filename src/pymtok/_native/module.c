@@ -771,8 +771,9 @@ static inline size_t next_cut(const uint32_t *s, size_t n, size_t c) {
  * text and the model's own pass to UTF-8). All of s when it is ASCII; with `whole` unset, else
  * its ASCII characters up to the last cut windowed() allows before the first other one, when
  * those are ASCII_STRETCH or more. *done: the characters encoded (0 when not taken), their words
- * left in w->sc as bpe_spans and wordpiece_spans leave them (spans_out: WordPiece's and Unigram's,
- * as wordpiece_spans' and unigram_ascii's); *ascii: how many characters start s that are ASCII. -1 out of memory. */
+ * left in w->sc as bpe_spans and wordpiece_spans leave them (spans_out: WordPiece's and
+ * Unigram's, as wordpiece_spans' and unigram_ascii's); *ascii: how many characters start s that
+ * are ASCII. -1 out of memory. */
 static int ascii_ids(Encoder *self, Cache *cache, const uint32_t *s, size_t n, Work *w, IdBuf *out, IdBuf *spans_out,
                      int whole, size_t *done, size_t *ascii) {
     *done = *ascii = 0;
@@ -1732,7 +1733,8 @@ static int segment_offsets(Encoder *self, Cache *cache, const uint32_t *s, size_
     size_t done, ascii;
     int err = ascii_ids(self, cache, s, n, w, ids, rel, 1, &done, &ascii);
     if (err || done)
-        return err < 0 ? -1 : segment_spans(self, cache, s, self->ascii_prefix, origin, align, trim, w, ids, mark, offs);
+        return err < 0 ? -1
+                       : segment_spans(self, cache, s, self->ascii_prefix, origin, align, trim, w, ids, mark, offs);
     Pieces p = {0};
     if (self->nsteps) {
         err = -1;

@@ -1050,7 +1050,8 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
                     continue;
                 }
             }
-            err = op->kind == NORM_NFKD ? nfkd_run(cur, n, dst, dal) : precompiled_run(op->map, cur, n, dst, dal, &same);
+            err = op->kind == NORM_NFKD ? nfkd_run(cur, n, dst, dal)
+                                        : precompiled_run(op->map, cur, n, dst, dal, &same);
             if (err == 1)
                 continue; /* NFKD left the text as it is */
             if (!err)
