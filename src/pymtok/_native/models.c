@@ -653,23 +653,39 @@ static int spans_unknown(IdBuf *spans_out, size_t n) {
  * dependent misses (slot, entry), which then overlap the work on earlier pieces. */
 static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw, Scratch *sc, IdBuf *out) {
     Word *w = sc->words;
-    words_hash(cache, w, nw, sc->bytes);
     int chars = !m->byte_level && !m->suffix_len; /* bpe_word's one character of a token */
+    if (chars) {
+        /* a character with a token (most parts of CJK text, cut between characters no token
+         * joins) is that token, which bpe_word does not cache: it is neither hashed nor looked
+         * up there, its id kept in place of the hash (nids 1 marks it) */
+        for (size_t k = 0; k < nw; k++) {
+            int32_t t = w[k].nc == 1 ? char_token(m, buf[w[k].c]) : -1;
+            if (t >= 0) {
+                w[k].h = (uint64_t)t;
+                w[k].nids = 1;
+                continue;
+            }
+            w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
+            cache_prefetch_slot(cache, w[k].h);
+        }
+        for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
+            if (w[k].nids != 1)
+                cache_prefetch_entry(cache, w[k].h);
+    } else {
+        words_hash(cache, w, nw, sc->bytes);
+    }
     /* a piece the cache lacks is looked up whole in the vocabulary first (ignore_merges), as
      * far ahead as the cache's entries */
     int whole = m->ignore_merges && !m->mtok;
     for (size_t k = 0; k < nw; k++) {
-        if (k + LOOKAHEAD < nw && !cache_prefetch_entry(cache, w[k + LOOKAHEAD].h) && whole)
-            strmap_prefetch(&m->vocab, w[k + LOOKAHEAD].h);
-        /* a character with a token (most parts of CJK text, cut between characters no token
-         * joins) is that token, which bpe_word does not cache: a lookup would miss */
-        int32_t tok = chars && w[k].nc == 1 ? char_token(m, buf[w[k].c]) : -1;
-        if (tok >= 0) {
-            if (ids_push(out, tok) < 0)
+        if (chars && w[k].nids == 1) {
+            if (ids_push(out, (int32_t)w[k].h) < 0)
                 return -1;
-            w[k].nids = 1;
             continue;
         }
+        size_t a = k + LOOKAHEAD;
+        if (a < nw && !(chars && w[a].nids == 1) && !cache_prefetch_entry(cache, w[a].h) && whole)
+            strmap_prefetch(&m->vocab, w[a].h);
         /* a hit here, the common case, saves bpe_word's calls; an entry holds the piece's ids
          * whichever way bpe_word would have found them, and a miss is bpe_word's to fill */
         const uint8_t *b = sc->bytes + w[k].b;
