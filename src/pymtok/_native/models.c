@@ -612,14 +612,25 @@ static inline int ascii_piece(const uint8_t *wide, size_t at, size_t n) {
 /* The pieces' hashes, in a pass of their own: the bytes just stored one at a time, read back at
  * once as words, would each wait for the store buffer. Each one's cache slot is fetched there,
  * and the first pieces' entries: the loop over them fetches each entry LOOKAHEAD pieces before
- * its lookup. */
-static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *bytes) {
+ * its lookup. With by_char (a character-level BPE, buf its code points) a piece of one
+ * character with a token (most parts of CJK text, cut between characters no token joins) is
+ * that token, which bpe_word does not cache: neither hashed nor fetched, its id is kept in
+ * place of the hash, nids 1 marking it. */
+static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *bytes, const BPE *by_char,
+                       const uint32_t *buf) {
     for (size_t k = 0; k < nw; k++) {
+        int32_t t = by_char && w[k].nc == 1 ? char_token(by_char, buf[w[k].c]) : -1;
+        if (t >= 0) {
+            w[k].h = (uint64_t)t;
+            w[k].nids = 1;
+            continue;
+        }
         w[k].h = hash_padded(bytes + w[k].b, w[k].nb);
         cache_prefetch_slot(cache, w[k].h);
     }
     for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
-        cache_prefetch_entry(cache, w[k].h);
+        if (!(by_char && w[k].nids == 1))
+            cache_prefetch_entry(cache, w[k].h);
 }
 
 /* A piece's ids from its cache entry e onto out, and each one's span of buf's characters onto
@@ -654,26 +665,7 @@ static int spans_unknown(IdBuf *spans_out, size_t n) {
 static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw, Scratch *sc, IdBuf *out) {
     Word *w = sc->words;
     int chars = !m->byte_level && !m->suffix_len; /* bpe_word's one character of a token */
-    if (chars) {
-        /* a character with a token (most parts of CJK text, cut between characters no token
-         * joins) is that token, which bpe_word does not cache: it is neither hashed nor looked
-         * up there, its id kept in place of the hash (nids 1 marks it) */
-        for (size_t k = 0; k < nw; k++) {
-            int32_t t = w[k].nc == 1 ? char_token(m, buf[w[k].c]) : -1;
-            if (t >= 0) {
-                w[k].h = (uint64_t)t;
-                w[k].nids = 1;
-                continue;
-            }
-            w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
-            cache_prefetch_slot(cache, w[k].h);
-        }
-        for (size_t k = 0; k < nw && k < LOOKAHEAD; k++)
-            if (w[k].nids != 1)
-                cache_prefetch_entry(cache, w[k].h);
-    } else {
-        words_hash(cache, w, nw, sc->bytes);
-    }
+    words_hash(cache, w, nw, sc->bytes, chars ? m : NULL, buf);
     /* a piece the cache lacks is looked up whole in the vocabulary first (ignore_merges), as
      * far ahead as the cache's entries */
     int whole = m->ignore_merges && !m->mtok;
@@ -1236,7 +1228,7 @@ static int unigram_bytes(const Unigram *m, Cache *cache, const uint8_t *b, size_
  * bpe_words' */
 static int unigram_words(const Unigram *m, Cache *cache, size_t nw, Scratch *sc, IdBuf *out, IdBuf *spans_out) {
     Word *w = sc->words;
-    words_hash(cache, w, nw, sc->bytes);
+    words_hash(cache, w, nw, sc->bytes, NULL, NULL);
     for (size_t k = 0; k < nw; k++) {
         if (k + LOOKAHEAD < nw)
             cache_prefetch_entry(cache, w[k + LOOKAHEAD].h);
