@@ -309,7 +309,7 @@ static int bpe_symbols(const BPE *m, const uint32_t *cps, size_t n, const uint8_
  * symbols it may join. */
 static inline int part_cut(const BPE *m, uint32_t a, int a_has, uint32_t b, int b_has) {
     size_t bit = join_bit(a, b);
-    return a_has && b_has && !(m->joins[bit / 64] >> (bit % 64) & 1);
+    return a_has & b_has & !(m->joins[bit / 64] >> (bit % 64) & 1);
 }
 
 /* The end of the first part of cps[0..n) */
@@ -543,26 +543,39 @@ static inline int words_push(Scratch *sc, size_t *nw, size_t c, size_t nc, size_
 
 /* The piece buf[c..c+nc) (UTF-8 at b): a piece too long for the cache goes in as its parts
  * (bpe_merged), which it may hold, cut in one pass over its characters (each one's token looked
- * at once, its UTF-8 counted there). */
+ * at once, its UTF-8 counted there). A cut falls at random in CJK text: the pass takes no branch
+ * on it, but notes every character as the start of the next part, kept only where it is cut. */
 static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32_t *buf, size_t c, size_t nc,
-                      size_t b, size_t nb) {
+                             size_t b, size_t nb) {
     if (nb <= CACHE_MAX_PIECE || !m->joins || m->ignore_merges)
         return words_push(sc, nw, c, nc, b, nb);
-    size_t part = c, bytes = utf8_size(buf + c, 1);
+    if (sc->words_cap - *nw < nc + 1) {
+        size_t cap = 2 * (*nw + nc + 1);
+        Word *v = realloc(sc->words, cap * sizeof *v);
+        if (!v)
+            return -1;
+        sc->words = v;
+        sc->words_cap = cap;
+    }
+    Word *w = sc->words;
+    size_t k = *nw, at = b;
+    w[k].c = c;
+    w[k].b = b;
     int had = char_token(m, buf[c]) >= 0;
     for (size_t i = c + 1; i < c + nc; i++) {
         int has = char_token(m, buf[i]) >= 0;
-        if (part_cut(m, buf[i - 1], had, buf[i], has)) {
-            if (words_push(sc, nw, part, i - part, b, bytes) < 0)
-                return -1;
-            part = i;
-            b += bytes;
-            bytes = 0;
-        }
-        bytes += utf8_size(buf + i, 1);
+        at += utf8_width(buf[i - 1]);
+        w[k + 1].c = i;
+        w[k + 1].b = at;
+        k += (size_t)part_cut(m, buf[i - 1], had, buf[i], has);
         had = has;
     }
-    return words_push(sc, nw, part, c + nc - part, b, bytes);
+    w[k + 1].c = c + nc;
+    w[k + 1].b = b + nb;
+    for (size_t j = *nw; j <= k; j++)
+        w[j] = (Word){w[j].c, w[j + 1].c - w[j].c, w[j].b, w[j + 1].b - w[j].b, 0, 0};
+    *nw = k + 1;
+    return 0;
 }
 
 /* How many pieces ahead of its lookup a piece's cache entry is fetched (its slot was fetched
@@ -692,6 +705,15 @@ static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw,
     return 0;
 }
 
+#ifdef __SSE2__
+/* Whether the 4 code points at s are U+0800..U+FFFF, three UTF-8 bytes each, and not U+2581 */
+static inline int three_byte4(const uint32_t *s) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    __m128i in = _mm_and_si128(_mm_cmpgt_epi32(v, _mm_set1_epi32(0x7FF)), _mm_cmplt_epi32(v, _mm_set1_epi32(0x10000)));
+    return _mm_movemask_epi8(_mm_andnot_si128(_mm_cmpeq_epi32(v, _mm_set1_epi32(0x2581)), in)) == 0xFFFF;
+}
+#endif
+
 /* The UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), for bpe_words.
  * A piece's UTF-8 need not follow the one before: an ASCII piece's is where a first pass put
  * every character's low byte, the others' after those. */
@@ -742,6 +764,21 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
                 sc->bytes[pos++] = (uint8_t)c;
                 continue;
             }
+#ifdef __SSE2__
+            /* four characters of three bytes each (CJK text), U+2581 none of them, without a
+             * branch on each one's length: each one's bytes stored as a word of four, the fourth
+             * written over by the next (the last one's lies within the room of four bytes a
+             * character) */
+            if (c >= 0x800 && i + 4 <= end && three_byte4(buf + i)) {
+                for (size_t j = 0; j < 4; j++, pos += 3) {
+                    uint32_t d = buf[i + j];
+                    uint32_t u = (0xE0 | d >> 12) | (0x80 | (d >> 6 & 0x3F)) << 8 | (0x80 | (d & 0x3F)) << 16;
+                    memcpy(sc->bytes + pos, &u, 4);
+                }
+                i += 3;
+                continue;
+            }
+#endif
             /* no token holds U+2581 after another character (build_bpe): no merge joins there */
             if (c == 0x2581 && m->split_metaspace && i > start && buf[i - 1] != 0x2581) {
                 if (piece_push(m, sc, &nw, buf, start, i - start, bstart, pos - bstart) < 0)
