@@ -528,15 +528,22 @@ static int bpe_word(const BPE *m, Cache *cache, const uint32_t *cps, size_t n, c
     return 0;
 }
 
+/* Room in sc->words for n more words after the first nw */
+static inline int words_room(Scratch *sc, size_t nw, size_t n) {
+    if (sc->words_cap - nw >= n)
+        return 0;
+    size_t cap = 2 * (nw + n) > 64 ? 2 * (nw + n) : 64;
+    Word *v = realloc(sc->words, cap * sizeof *v);
+    if (!v)
+        return -1;
+    sc->words = v;
+    sc->words_cap = cap;
+    return 0;
+}
+
 static inline int words_push(Scratch *sc, size_t *nw, size_t c, size_t nc, size_t b, size_t nb) {
-    if (*nw == sc->words_cap) {
-        size_t cap = sc->words_cap ? 2 * sc->words_cap : 64;
-        Word *v = realloc(sc->words, cap * sizeof *v);
-        if (!v)
-            return -1;
-        sc->words = v;
-        sc->words_cap = cap;
-    }
+    if (words_room(sc, *nw, 1) < 0)
+        return -1;
     sc->words[(*nw)++] = (Word){c, nc, b, nb, 0, 0};
     return 0;
 }
@@ -549,14 +556,8 @@ static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32
                              size_t b, size_t nb) {
     if (nb <= CACHE_MAX_PIECE || !m->joins || m->ignore_merges)
         return words_push(sc, nw, c, nc, b, nb);
-    if (sc->words_cap - *nw < nc + 1) {
-        size_t cap = 2 * (*nw + nc + 1);
-        Word *v = realloc(sc->words, cap * sizeof *v);
-        if (!v)
-            return -1;
-        sc->words = v;
-        sc->words_cap = cap;
-    }
+    if (words_room(sc, *nw, nc + 1) < 0)
+        return -1;
     Word *w = sc->words;
     size_t k = *nw, at = b;
     w[k].c = c;
@@ -799,10 +800,23 @@ int bpe_ascii(const BPE *m, Cache *cache, const uint32_t *buf, const int32_t *pi
               IdBuf *out) {
     size_t nw = 0;
     sc->nwords = 0;
+    /* a word a piece but where a long one is cut into parts: the loop keeps the count and the
+     * array in registers, which a store to a word might otherwise overwrite for all it knows */
+    if (words_room(sc, 0, npieces) < 0)
+        return -1;
+    Word *w = sc->words;
     for (size_t k = 0; k < npieces; k++) {
         size_t start = (size_t)pieces[2 * k], len = (size_t)pieces[2 * k + 1] - start;
-        if (piece_push(m, sc, &nw, buf, start, len, start, len) < 0)
+        if (len <= CACHE_MAX_PIECE) {
+            /* the fields BPE reads before it writes them (not h, words_hash's) */
+            w[nw].c = w[nw].b = start;
+            w[nw].nc = w[nw].nb = len;
+            w[nw++].nids = 0;
+            continue;
+        }
+        if (piece_push(m, sc, &nw, buf, start, len, start, len) < 0 || words_room(sc, nw, npieces - k) < 0)
             return -1;
+        w = sc->words;
     }
     return bpe_words(m, cache, buf, nw, sc, out);
 }
