@@ -456,13 +456,18 @@ static size_t ascii_chars_cut(const uint8_t *s, size_t n, uint32_t drop, uint32_
     return k / 2;
 }
 
+/* Texts shorter than this are cut by the matcher: a block costs gpt_blocks_cut the same work
+ * whatever its length (a quarter of the encoding of "Hello"), the matcher a step a byte. */
+#define GPT_BLOCKS_MIN 16
+
 int ascii_split(int scanner, const uint8_t *s, size_t n, IdBuf *pieces) {
     pieces->n = 0;
     if (pieces->cap < 2 * n && ids_grow(pieces, 2 * n) < 0)
         return -1;
     int32_t *v = pieces->v;
 #ifdef __SSE2__
-    if (scanner == SC_CL100K || scanner == SC_QWEN2 || scanner == SC_O200K || scanner == SC_GPT2) {
+    if (n >= GPT_BLOCKS_MIN &&
+        (scanner == SC_CL100K || scanner == SC_QWEN2 || scanner == SC_O200K || scanner == SC_GPT2)) {
         pieces->n = 2 * (scanner == SC_CL100K    ? gpt_blocks_cut(SC_CL100K, m_cl100k_bytes, s, n, v)
                          : scanner == SC_QWEN2 ? gpt_blocks_cut(SC_QWEN2, m_qwen2_bytes, s, n, v)
                          : scanner == SC_O200K ? gpt_blocks_cut(SC_O200K, m_o200k_bytes, s, n, v)
