@@ -270,6 +270,9 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
     # this process: two workers' rates differ by more than the two paths do (by up to a tenth
     # from one run to the next)
     twin = load("pymtok", model, args.fixtures, args.mtok_dir)[0] if lib == "pymtok-mtok" else None
+    # a peer's warm rate against pymtok's (tokenizer.json) likewise taken in turns in the peer's
+    # process: the workers run minutes apart, and a shared machine's slow spells last as long
+    ours = load("pymtok", model, args.fixtures, args.mtok_dir)[0] if lib not in (*peers.PYMTOK, REFERENCE) else None
 
     def group(docs: list[str], name: str) -> dict[str, Any]:
         warm_half, new_half = docs[0::2], docs[1::2]
@@ -285,12 +288,17 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
             turns = best_in_turns({"mtok": functools.partial(each, encode, docs),
                                    "json": functools.partial(each, twin.encode, docs)}, SHORT_ROUNDS * args.rounds, cpu)
             found["json_in_turns"] = turns["json"][0] / turns["mtok"][0]
+        if ours is not None:
+            each(ours.encode, docs)
+            turns = best_in_turns({"peer": functools.partial(each, encode, docs),
+                                   "pymtok": functools.partial(each, ours.encode, docs)}, SHORT_ROUNDS * args.rounds, cpu)
+            found["pymtok_in_turns"] = turns["peer"][0] / turns["pymtok"][0]
         return found
 
     out["groups"] = {}
     for name, docs in groups.items():
         section(out["groups"], name, lambda: group(docs, name))
-    twin = None
+    twin = ours = None
 
     def big_runs() -> dict[str, Any]:
         first, ids = cpu(lambda: encode(big))
@@ -562,8 +570,22 @@ def loaded(entry: dict[str, Any] | None) -> bool:
     return bool(entry) and "error" not in entry.get("load", {"error": ""})
 
 
+def turns_vs_peers(per_lib: dict[str, Any], group: str, cells: dict[str, Cell]) -> str:
+    """pymtok's warm rate over the exact peer it is slowest against, each pair taken in turns in
+    the peer's process, and that peer."""
+    found = [(per_lib[lib]["groups"][group]["pymtok_in_turns"], lib) for lib, (speed, _) in cells.items()
+             if speed is not None and lib not in peers.PYMTOK
+             and "pymtok_in_turns" in per_lib[lib].get("groups", {}).get(group, {})]
+    if not found:
+        return "-"
+    worst, lib = min(found)
+    return f"{worst:.2f}x {lib}"
+
+
 def encode_table(results: dict[str, Any], libs: list[str], state: str) -> list[str]:
     header = ["model", "group", *libs, "fastest exact peer", "pymtok/peer", ".mtok/peer", ".mtok/json"]
+    if state == "warm":
+        header.append("pymtok/peer in turns")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model, per_lib in results.items():
         ref = per_lib.get(REFERENCE)
@@ -589,9 +611,11 @@ def encode_table(results: dict[str, Any], libs: list[str], state: str) -> list[s
             in_turns = (per_lib.get("pymtok-mtok") or {}).get("groups", {}).get(group, {}).get("json_in_turns")
             if state == "warm" and in_turns is not None and mtok_speed is not None:
                 vs_json = f"{in_turns:.2f}x"
-            lines.append("| " + " | ".join([model, group, *(cells[lib][1] for lib in libs),
-                                            f"{peer} {speed:.1f}" if peer else "-",
-                                            ratio(json_speed, speed), ratio(mtok_speed, speed), vs_json]) + " |")
+            row = [model, group, *(cells[lib][1] for lib in libs), f"{peer} {speed:.1f}" if peer else "-",
+                   ratio(json_speed, speed), ratio(mtok_speed, speed), vs_json]
+            if state == "warm":
+                row.append(turns_vs_peers(per_lib, group, cells))
+            lines.append("| " + " | ".join(row) + " |")
     return lines
 
 
@@ -779,7 +803,9 @@ def report(info: dict[str, Any], results: dict[str, Any], loads: dict[str, Any],
              "a cell is MB/s, or 'differ n/N' when the ids of n of the row's N documents differ from HF's, "
              "or '-' when the library did not load the model (listed at the end).", ""]
     titles = {"warm": "Encode, warm (the documents encoded before), single thread, MB/s "
-                      "(.mtok/json: the two taken in turns in the .mtok's process)",
+                      "(.mtok/json: the two taken in turns in the .mtok's process; pymtok/peer in turns: "
+                      "pymtok's tokenizer.json against each exact peer in turns in the peer's process, "
+                      "the lowest ratio shown)",
               "new": "Encode, new text in a warmed process (warmed on every other document, timed on the rest), MB/s",
               "first": "Encode, first pass in a fresh process, MB/s"}
     for state, title in titles.items():

@@ -63,3 +63,15 @@ def test_a_library_that_does_not_load_is_listed() -> None:
     results["n"] = {"hf": entry(["a"]), "fastokens": {"load": {"seconds": 0.1}}, "tokie": {"load": {"error": "not installed"}}}
     assert bench.not_loaded(results, ["fastokens", "tokie"]) == [
         "- fastokens on m: fails to load: ValueError: no", "- tokie: not installed"]
+
+
+def test_in_turns_column_takes_the_exact_peer_pymtok_is_slowest_against() -> None:
+    results = {"m": {"hf": entry(["a", "b"]), "pymtok": entry(["a", "b"]), "fastokens": entry(["a", "b"]),
+                     "gigatoken": entry(["a", "b"]), "tokie": entry(["a", "x"])}}
+    for lib, in_turns in (("fastokens", 1.7), ("gigatoken", 0.8), ("tokie", 0.1)):
+        for found in results["m"][lib]["groups"].values():
+            found["pymtok_in_turns"] = in_turns
+    table = bench.encode_table(results, ["pymtok", "hf", "fastokens", "gigatoken", "tokie"], "warm")
+    row = next(line for line in table if line.startswith("| m | en |"))
+    assert row.endswith("| 0.80x gigatoken |")  # tokie's ids differ: its ratio is not counted
+    assert "in turns" not in bench.encode_table(results, ["pymtok", "fastokens"], "new")[0]
