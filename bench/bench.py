@@ -274,6 +274,13 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
     # process: the workers run minutes apart, and a shared machine's slow spells last as long
     ours = load("pymtok", model, args.fixtures, args.mtok_dir)[0] if lib not in (*peers.PYMTOK, REFERENCE) else None
 
+    def in_turns(other: peers.Library, docs: list[str]) -> tuple[float, float]:
+        """This library's and other's best warm seconds on docs, the two taken in turns."""
+        each(other.encode, docs)
+        turns = best_in_turns({"this": functools.partial(each, encode, docs),
+                               "other": functools.partial(each, other.encode, docs)}, SHORT_ROUNDS * args.rounds, cpu)
+        return turns["this"][0], turns["other"][0]
+
     def group(docs: list[str], name: str) -> dict[str, Any]:
         warm_half, new_half = docs[0::2], docs[1::2]
         for doc in warm_half:
@@ -284,15 +291,11 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
         found = {"bytes": utf8_size(docs), "new_bytes": utf8_size(new_half), "warm": warm_seconds,
                  "new": new_seconds, "ids": [digest(i) for i in ids], "new_ids": [digest(i) for i in new_ids]}
         if twin is not None:
-            each(twin.encode, docs)
-            turns = best_in_turns({"mtok": functools.partial(each, encode, docs),
-                                   "json": functools.partial(each, twin.encode, docs)}, SHORT_ROUNDS * args.rounds, cpu)
-            found["json_in_turns"] = turns["json"][0] / turns["mtok"][0]
+            mtok, json = in_turns(twin, docs)
+            found["json_in_turns"] = json / mtok
         if ours is not None:
-            each(ours.encode, docs)
-            turns = best_in_turns({"peer": functools.partial(each, encode, docs),
-                                   "pymtok": functools.partial(each, ours.encode, docs)}, SHORT_ROUNDS * args.rounds, cpu)
-            found["pymtok_in_turns"] = turns["peer"][0] / turns["pymtok"][0]
+            peer, pymtok = in_turns(ours, docs)
+            found["pymtok_in_turns"] = peer / pymtok
         return found
 
     out["groups"] = {}
