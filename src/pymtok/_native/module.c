@@ -1055,6 +1055,8 @@ static PyObject *ints_get(Ints t, size_t id) {
     return o;
 }
 
+/* list[at..at+n) set to the ids' ints; on an error, every item from the one that failed to the
+ * list's end NULL, which its dealloc skips (the items need not be set before). */
 static int set_ids(Ints t, PyObject *list, Py_ssize_t at, const IdBuf *ids) {
     size_t i = 0, n = ids->n;
     /* the table slots and int objects of a large vocabulary miss the caches: fetched ahead, an id
@@ -1066,25 +1068,45 @@ static int set_ids(Ints t, PyObject *list, Py_ssize_t at, const IdBuf *ids) {
         __builtin_prefetch(t.v[obj < t.n ? obj : 0], 1);
         PyObject *o = ints_get(t, (size_t)ids->v[i]);
         if (!o)
-            return -1;
+            goto fail;
         PyList_SET_ITEM(list, at + (Py_ssize_t)i, o);
     }
     for (; i < n; i++) {
         PyObject *o = ints_get(t, (size_t)ids->v[i]);
         if (!o)
-            return -1;
+            goto fail;
         PyList_SET_ITEM(list, at + (Py_ssize_t)i, o);
     }
     return 0;
+fail:
+    memset(((PyListObject *)list)->ob_item + at + i, 0, (size_t)(Py_SIZE(list) - at - (Py_ssize_t)i) * sizeof(PyObject *));
+    return -1;
+}
+
+/* A list of n items for set_ids to set: PyList_New zeroes its items' memory, a pass over a long
+ * list before set_ids' own. */
+static PyObject *list_unset(size_t n) {
+    PyObject *list = PyList_New(0);
+    if (!list || !n)
+        return list;
+    PyObject **items = n <= PY_SSIZE_T_MAX / sizeof *items ? PyMem_Malloc(n * sizeof *items) : NULL;
+    if (!items) {
+        Py_DECREF(list);
+        return PyErr_NoMemory();
+    }
+    ((PyListObject *)list)->ob_item = items;
+    ((PyListObject *)list)->allocated = (Py_ssize_t)n;
+    Py_SET_SIZE(list, (Py_ssize_t)n);
+    return list;
 }
 
 /* The ids as a Python list within pre and suf; an empty one, as most post-processors leave at
  * one end at least, is not visited. */
 static PyObject *ids_within(Ints t, const IdBuf *pre, const IdBuf *ids, const IdBuf *suf) {
-    PyObject *list = PyList_New((Py_ssize_t)(pre->n + ids->n + suf->n));
+    PyObject *list = list_unset(pre->n + ids->n + suf->n);
     if (list && ((pre->n && set_ids(t, list, 0, pre) < 0) || set_ids(t, list, (Py_ssize_t)pre->n, ids) < 0 ||
                  (suf->n && set_ids(t, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0)))
-        Py_CLEAR(list); /* PyList_New's NULL slots are skipped by its dealloc */
+        Py_CLEAR(list);
     return list;
 }
 
@@ -1114,14 +1136,13 @@ static int list_room(PyObject *list, size_t need) {
 
 /* ids appended to list, which a long text's parts grow as they come: set in its own items
  * rather than through a list of each part spliced in (a reference taken and given back for
- * every id). The new items are NULL until set, which a list freed on an error skips. */
+ * every id). */
 static int list_extend(Ints t, PyObject *list, const IdBuf *ids) {
     size_t at = (size_t)Py_SIZE(list);
     if (!ids->n)
         return 0;
     if (list_room(list, at + ids->n) < 0)
         return -1;
-    memset(((PyListObject *)list)->ob_item + at, 0, ids->n * sizeof(PyObject *));
     Py_SET_SIZE(list, (Py_ssize_t)(at + ids->n));
     return set_ids(t, list, (Py_ssize_t)at, ids);
 }
