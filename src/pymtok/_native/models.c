@@ -589,23 +589,32 @@ static inline int piece_push(const BPE *m, Scratch *sc, size_t *nw, const uint32
 /* The characters bpe_spans and wordpiece_spans tell apart as all ASCII or not, together. */
 #define ASCII_BLOCK 16
 
-/* Every character's low byte (an ASCII one's UTF-8) into to[0..n), and whether each block of
- * ASCII_BLOCK of them holds one that is not ASCII into wide; the OR of all characters. One pass
- * the compiler vectorizes. */
-static inline uint32_t low_bytes(const uint32_t *restrict from, size_t n, uint8_t *restrict to,
-                                 uint8_t *restrict wide) {
-    uint32_t any = 0;
-    for (size_t k = 0; k * ASCII_BLOCK < n; k++) {
+/* Every ASCII character's byte (its UTF-8) into to[0..n), 0xFF for any other (no UTF-8
+ * continuation byte), and whether each block of ASCII_BLOCK of them holds one that is not ASCII
+ * into wide; whether all are ASCII. */
+static inline int low_bytes(const uint32_t *restrict from, size_t n, uint8_t *restrict to, uint8_t *restrict wide) {
+    uint8_t any = 0;
+    size_t k = 0;
+#ifdef __SSE2__
+    for (; (k + 1) * ASCII_BLOCK <= n; k++) {
+        __m128i b = ascii16(from + k * ASCII_BLOCK);
+        b = _mm_or_si128(b, _mm_cmplt_epi8(b, _mm_setzero_si128())); /* U+0080..U+00FF kept their low byte */
+        _mm_storeu_si128((__m128i *)(void *)(to + k * ASCII_BLOCK), b);
+        wide[k] = _mm_movemask_epi8(b) != 0;
+        any |= wide[k];
+    }
+#endif
+    for (; k * ASCII_BLOCK < n; k++) {
         size_t end = (k + 1) * ASCII_BLOCK < n ? (k + 1) * ASCII_BLOCK : n;
-        uint32_t block = 0;
+        uint8_t block = 0;
         for (size_t i = k * ASCII_BLOCK; i < end; i++) {
-            block |= from[i];
-            to[i] = (uint8_t)from[i];
+            to[i] = from[i] < 0x80 ? (uint8_t)from[i] : 0xFF;
+            block |= from[i] >= 0x80;
         }
-        wide[k] = block >= 0x80;
+        wide[k] = block;
         any |= block;
     }
-    return any;
+    return !any;
 }
 
 /* The characters of a segment's pieces, and the first and the end of those they span. */
@@ -719,32 +728,17 @@ static inline int three_byte4(const uint32_t *s) {
 }
 #endif
 
-/* The UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), for bpe_words.
- * A piece's UTF-8 need not follow the one before: an ASCII piece's is where a first pass put
- * every character's low byte, the others' after those. */
-int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
-              IdBuf *out) {
-    size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);
-    sc->nwords = 0;
-    if (!nspans)
-        return 0;
-    size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
-    if (scratch_bytes(sc, hi - lo + 4 * chars + nblocks) < 0)
-        return -1;
-    /* ASCII text, the common case, is its own UTF-8 and holds no U+2581: low_bytes gives every
-     * piece's bytes, at the piece's offset */
-    uint8_t *wide = sc->bytes + (hi - lo) + 4 * chars;
-    uint32_t any = low_bytes(buf + lo, hi - lo, sc->bytes, wide);
-    for (size_t k = 0; any < 0x80 && k < nspans; k++) {
-        size_t start = spans[k].start, len = spans[k].end - start;
-        if (len && piece_push(m, sc, &nw, buf, start, len, start - lo, len) < 0)
-            return -1;
-    }
-    /* else a piece of ASCII blocks still is (whole stretches of English or code between other
-     * scripts), and the others' UTF-8 goes after the characters' bytes: a segment of mixed text
-     * would otherwise take every character a step at a time (a tenth of a long text's time) */
-    size_t pos = hi - lo;
-    for (size_t k = 0; any >= 0x80 && k < nspans; k++) {
+/* bpe_spans' pieces of a segment not all ASCII, onto sc->words: a piece of ASCII blocks (whole
+ * stretches of English or code between other scripts) where low_bytes put it, at its offset
+ * from lo in to (sc->bytes), the others' UTF-8 after those from to[pos] on, cut before U+2581 in
+ * the same pass: a segment of mixed text would otherwise take every character a step at a time
+ * (a tenth of a long text's time). A store through uint8_t may alias anything (sc's fields,
+ * m's) but through `to`. */
+static int pieces_utf8(const BPE *m, Scratch *sc, size_t *words, const uint32_t *buf, const Span *spans, size_t nspans,
+                       size_t lo, const uint8_t *wide, uint8_t *restrict to, size_t pos) {
+    const int split = m->split_metaspace;
+    size_t nw = *words;
+    for (size_t k = 0; k < nspans; k++) {
         size_t start = spans[k].start, bstart = pos, len = spans[k].end - start;
         if (ascii_piece(wide, start - lo, len)) {
             if (words_push(sc, &nw, start, len, start - lo, len) < 0)
@@ -759,14 +753,28 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
                  * run are written over after it */
                 if (i + 16 <= end) {
                     __m128i v = ascii16(buf + i);
-                    _mm_storeu_si128((__m128i *)(void *)(sc->bytes + pos), v);
+                    _mm_storeu_si128((__m128i *)(void *)(to + pos), v);
                     size_t run = (size_t)__builtin_ctz((unsigned)_mm_movemask_epi8(v) | 0x10000u);
                     pos += run;
                     i += run - 1;
                     continue;
                 }
 #endif
-                sc->bytes[pos++] = (uint8_t)c;
+                to[pos++] = (uint8_t)c;
+                continue;
+            }
+            /* the next most common character in SentencePiece-style text, every space: tested
+             * before the others, its UTF-8 stored as a constant */
+            if (c == 0x2581) {
+                /* no token holds U+2581 after another character (build_bpe): no merge joins there */
+                if (split && i > start && buf[i - 1] != 0x2581) {
+                    if (piece_push(m, sc, &nw, buf, start, i - start, bstart, pos - bstart) < 0)
+                        return -1;
+                    start = i;
+                    bstart = pos;
+                }
+                memcpy(to + pos, "\xE2\x96\x81", 3);
+                pos += 3;
                 continue;
             }
 #ifdef __SSE2__
@@ -778,25 +786,45 @@ int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans
                 for (size_t j = 0; j < 4; j++, pos += 3) {
                     uint32_t d = buf[i + j];
                     uint32_t u = (0xE0 | d >> 12) | (0x80 | (d >> 6 & 0x3F)) << 8 | (0x80 | (d & 0x3F)) << 16;
-                    memcpy(sc->bytes + pos, &u, 4);
+                    memcpy(to + pos, &u, 4);
                 }
                 i += 3;
                 continue;
             }
 #endif
-            /* no token holds U+2581 after another character (build_bpe): no merge joins there */
-            if (c == 0x2581 && m->split_metaspace && i > start && buf[i - 1] != 0x2581) {
-                if (piece_push(m, sc, &nw, buf, start, i - start, bstart, pos - bstart) < 0)
-                    return -1;
-                start = i;
-                bstart = pos;
-            }
-            pos += utf8_put(c, sc->bytes + pos);
+            pos += utf8_put(c, to + pos);
         }
         if (start < spans[k].end &&
             piece_push(m, sc, &nw, buf, start, spans[k].end - start, bstart, pos - bstart) < 0)
             return -1;
     }
+    *words = nw;
+    return 0;
+}
+
+/* The UTF-8 and bounds of every piece (cutting before U+2581 in the same pass), for bpe_words.
+ * A piece's UTF-8 need not follow the one before: an ASCII piece's is where low_bytes put it,
+ * the others' after those (pieces_utf8). */
+int bpe_spans(const BPE *m, Cache *cache, const uint32_t *buf, const Span *spans, size_t nspans, Scratch *sc,
+              IdBuf *out) {
+    size_t nw = 0, lo, hi, chars = spans_bounds(spans, nspans, &lo, &hi);
+    sc->nwords = 0;
+    if (!nspans)
+        return 0;
+    size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
+    if (scratch_bytes(sc, hi - lo + 4 * chars + nblocks) < 0)
+        return -1;
+    /* ASCII text, the common case, is its own UTF-8 and holds no U+2581: low_bytes gives every
+     * piece's bytes, at the piece's offset */
+    uint8_t *wide = sc->bytes + (hi - lo) + 4 * chars;
+    int ascii = low_bytes(buf + lo, hi - lo, sc->bytes, wide);
+    for (size_t k = 0; ascii && k < nspans; k++) {
+        size_t start = spans[k].start, len = spans[k].end - start;
+        if (len && piece_push(m, sc, &nw, buf, start, len, start - lo, len) < 0)
+            return -1;
+    }
+    if (!ascii && pieces_utf8(m, sc, &nw, buf, spans, nspans, lo, wide, sc->bytes, hi - lo) < 0)
+        return -1;
     return bpe_words(m, cache, buf, nw, sc, out);
 }
 
@@ -1018,9 +1046,9 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
     size_t nblocks = (hi - lo + ASCII_BLOCK - 1) / ASCII_BLOCK;
     if (scratch_bytes(sc, hi - lo + 1 + 5 * chars + nblocks) < 0)
         return -1;
-    /* as bpe_spans: a piece of ASCII blocks is its own UTF-8 where low_bytes put it, when the
-     * byte after it is no continuation byte (greedy matching steps back over those from the
-     * piece's end); the others' UTF-8, each followed by a 0, after those */
+    /* as bpe_spans: a piece of ASCII blocks is its own UTF-8 where low_bytes put it (the byte
+     * after it, from low_bytes too, no continuation byte, over which greedy matching would step
+     * back from the piece's end); the others' UTF-8, each followed by a 0, after those */
     uint8_t *to = sc->bytes, *wide = sc->bytes + (hi - lo) + 1 + 5 * chars;
     low_bytes(buf + lo, hi - lo, to, wide);
     to[hi - lo] = 0;
@@ -1029,7 +1057,7 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
         size_t start = spans[k].start, end = spans[k].end, n = end - start;
         if (!n)
             continue;
-        if (ascii_piece(wide, start - lo, n) && (to[end - lo] & 0xC0) != 0x80) {
+        if (ascii_piece(wide, start - lo, n)) {
             if (words_push(sc, &nw, start, n, start - lo, n) < 0)
                 return -1;
             continue;
