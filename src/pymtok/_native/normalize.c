@@ -77,8 +77,14 @@ static int push_mapped(CpBuf *b, const uint32_t *keys, size_t count, const uint3
 static int push_nfd(CpBuf *b, uint32_t c) {
     uint32_t s = c - 0xAC00;
     if (s < 11172) {
-        uint32_t jamo[3] = {0x1100 + s / 588, 0x1161 + s % 588 / 28, 0x11A7 + s % 28};
-        return cps_extend(b, jamo, s % 28 ? 3 : 2);
+        if (cps_grow(b, 3) < 0)
+            return -1;
+        uint32_t *o = b->v + b->n;
+        o[0] = 0x1100 + s / 588;
+        o[1] = 0x1161 + s % 588 / 28;
+        o[2] = 0x11A7 + s % 28;
+        b->n += s % 28 ? 3 : 2;
+        return 0;
     }
     return push_mapped(b, n_nfd_keys, N_NFD_COUNT, n_nfd_offsets, n_nfd_pool, c);
 }
@@ -131,7 +137,8 @@ static int order_run(uint32_t *v, size_t n) {
 static int canonical_order(uint32_t *v, size_t n) {
     int moved = 0;
     for (size_t i = 0; i < n;) {
-        if (!(nprops(v[i] & CP_MASK) & N_NONSTARTER)) {
+        /* none before U+0300 */
+        if (v[i] < 0x300 || !(nprops(v[i] & CP_MASK) & N_NONSTARTER)) {
             i++;
             continue;
         }
@@ -271,7 +278,7 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
     if (a1)
         a1->n = 0;
     if (first < n) {
-        int reorder = 0;
+        size_t reorder_from = SIZE_MAX;
         tmp->n = 0;
         if (cps_extend(tmp, in, first) < 0)
             return -1;
@@ -291,6 +298,20 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
             }
             uint32_t p = nprops(c);
             size_t mark = tmp->n;
+            if ((p & touch) == N_BERT_CJK) {
+                /* most of Chinese and Japanese text: a character padded and changed no other way,
+                 * stored with its spaces at once */
+                if (cps_grow(tmp, 3) < 0)
+                    return -1;
+                uint32_t *o = tmp->v + tmp->n;
+                o[0] = ' ';
+                o[1] = c;
+                o[2] = ' ';
+                tmp->n += 3;
+                if (align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
+                    return -1;
+                continue;
+            }
             if (!(p & touch)) {
                 if (cps_push(tmp, c) < 0 || align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
                     return -1;
@@ -313,12 +334,14 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
             if (align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
                 return -1;
             /* only a decomposition or a non-starter puts non-starters in the text (a character
-             * left as it is is none: N_NONSTARTER is one of touch's) */
-            reorder |= strip && (p & (N_NFD | N_NONSTARTER));
+             * left as it is is none: N_NONSTARTER is one of touch's; a Hangul syllable's jamo are
+             * starters): the text before the first has none to order */
+            if (strip && (p & (N_NFD | N_NONSTARTER)) && c - 0xAC00 >= 11172 && reorder_from > mark)
+                reorder_from = mark;
         }
         /* ordering moves non-starters only: when all of them are marks strip_accents drops, each
          * remaining character keeps its place and its alignment */
-        int moved = reorder ? canonical_order(tmp->v, tmp->n) : 0;
+        int moved = reorder_from < tmp->n ? canonical_order(tmp->v + reorder_from, tmp->n - reorder_from) : 0;
         if (moved < 0)
             return -1;
         if (moved && align && !nonstarters_dropped(tmp->v, tmp->n))
@@ -342,14 +365,18 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
         uint32_t c = src[i];
         size_t mark = out->n;
         if (c < 0x80) {
-            /* no ASCII character is a mark; only A-Z change case: a run at a time */
-            size_t end = i + 1;
-            while (end < len && src[end] < 0x80)
-                end++;
-            if (cps_grow(out, end - i) < 0 || (a2 && cps_grow(a2, end - i) < 0))
+            /* no ASCII character is a mark; only A-Z change case: a run at a time, in room for
+             * the rest of the text (through a pointer of its own: a store through out->v might
+             * change out->n) */
+            if (cps_grow(out, len - i) < 0 || (a2 && cps_grow(a2, len - i) < 0))
                 return -1;
-            for (size_t k = i; k < end; k++)
-                out->v[out->n++] = lower && src[k] - 'A' < 26 ? src[k] + 32 : src[k];
+            uint32_t *o = out->v + out->n;
+            size_t end = i;
+            do {
+                o[end - i] = lower && src[end] - 'A' < 26 ? src[end] + 32 : src[end];
+                end++;
+            } while (end < len && src[end] < 0x80);
+            out->n += end - i;
             if (a2) {
                 memcpy(a2->v + a2->n, a1->v + i, (end - i) * sizeof *a2->v);
                 a2->n += end - i;
@@ -993,17 +1020,24 @@ static int replace_aligned(const NormOp *op, const uint32_t *in, size_t n, const
     return copy_aligned(in, in_align, done, n, out, align);
 }
 
-/* replace_aligned without alignments, the text copied where the pattern does not occur. A
- * one-character pattern (Gemma's and SentencePiece's space) is a plain map. */
+/* Whether op replaces one character by one (Gemma's and SentencePiece's space): a plain map */
+static inline int replace_one(const NormOp *op) { return op->kind == NORM_REPLACE && op->npat == 1 && op->nrep == 1; }
+
+/* in[0..n) onto out's end through replace_one's map (out has the room) */
+static void map_one(const NormOp *op, const uint32_t *in, size_t n, CpBuf *out) {
+    uint32_t from = op->pat[0], to = op->rep[0], *o = out->v + out->n;
+    for (size_t i = 0; i < n; i++)
+        o[i] = in[i] == from ? to : in[i];
+    out->n += n;
+}
+
+/* replace_aligned without alignments, the text copied where the pattern does not occur. */
 static int replace_literal(const NormOp *op, const uint32_t *in, size_t n, CpBuf *out) {
     out->n = 0;
-    if (op->npat == 1 && op->nrep == 1) {
+    if (replace_one(op)) {
         if (cps_grow(out, n) < 0)
             return -1;
-        uint32_t from = op->pat[0], to = op->rep[0];
-        for (size_t i = 0; i < n; i++)
-            out->v[i] = in[i] == from ? to : in[i];
-        out->n = n;
+        map_one(op, in, n, out);
         return 0;
     }
     int err = replace_aligned(op, in, n, NULL, out, NULL);
@@ -1091,7 +1125,7 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
             n = dst->n;
             continue;
         }
-        if (op->kind == NORM_REPLACE && op->npat == 1 && op->nrep == 1) {
+        if (replace_one(op)) {
             /* one character for one (SentencePiece's space): a map, each keeping its alignment */
             if (replace_literal(op, cur, n, dst) < 0)
                 return -1;
@@ -1119,7 +1153,7 @@ int normalize_shifted(const NormOp *ops, size_t nops, const uint32_t *in, size_t
     for (size_t k = 0; k < nops; k++) {
         if (ops[k].kind == NORM_PREPEND)
             added += ops[k].nrep;
-        else if (ops[k].kind != NORM_REPLACE || ops[k].npat != 1 || ops[k].nrep != 1)
+        else if (!replace_one(&ops[k]))
             return -3;
     }
     /* both leave empty text alone: nothing is prepended to it */
@@ -1153,6 +1187,16 @@ int normalize_ops(const NormOp *ops, size_t nops, const uint32_t *in, size_t n, 
             break;
         case NORM_PREPEND:
             dst->n = 0;
+            if (k + 1 < nops && replace_one(&ops[k + 1])) {
+                /* SentencePiece's Prepend and Replace of the space, in one pass over the text
+                 * rather than a copy and a map */
+                if ((err = cps_grow(dst, op->nrep + n)) == 0) {
+                    map_one(&ops[k + 1], op->rep, op->nrep, dst);
+                    map_one(&ops[k + 1], cur, n, dst);
+                }
+                k++;
+                break;
+            }
             err = cps_extend(dst, op->rep, op->nrep) < 0 || cps_extend(dst, cur, n) < 0 ? -1 : 0;
             break;
         case NORM_NFKD:
