@@ -1062,7 +1062,9 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
                 return -1;
             continue;
         }
-        size_t nb = n > m->max_chars ? 0 : utf8_encode(buf + start, n, sc->bytes + pos);
+        /* one character (each CJK one, each mark of punctuation behind BERT's split) inline */
+        size_t nb = n > m->max_chars ? 0 : n == 1 ? utf8_put(buf[start], sc->bytes + pos)
+                                                  : utf8_encode(buf + start, n, sc->bytes + pos);
         if (words_push(sc, &nw, start, n, pos, nb) < 0)
             return -1;
         pos += nb;
