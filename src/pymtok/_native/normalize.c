@@ -187,6 +187,9 @@ enum { BERT_KEEP, BERT_DROP, BERT_SPACE_OUT };
 static uint8_t bert_ascii_kind[0x80];
 static pthread_once_t bert_ascii_once = PTHREAD_ONCE_INIT;
 
+/* Whether bert_ascii's vector way holds: every printable character kept, \t, \n and \r spaces */
+static int bert_ascii_vector;
+
 static void bert_ascii_build(void) {
     for (uint32_t c = 0; c < 0x80; c++) {
         uint32_t p = nprops(c);
@@ -195,6 +198,11 @@ static void bert_ascii_build(void) {
                              : (p & N_BERT_SPACE) && c != ' ' ? BERT_SPACE_OUT
                                                               : BERT_KEEP;
     }
+    int vector = bert_ascii_kind['\t'] == BERT_SPACE_OUT && bert_ascii_kind['\n'] == BERT_SPACE_OUT &&
+                 bert_ascii_kind['\r'] == BERT_SPACE_OUT;
+    for (uint32_t c = 0x20; c < 0x7F; c++)
+        vector &= bert_ascii_kind[c] == BERT_KEEP;
+    bert_ascii_vector = vector;
 }
 
 /* bert_normalize on ASCII text, most of what English and code are: no character is CJK, has a
@@ -214,14 +222,37 @@ static int bert_ascii(int flags, const uint32_t *in, size_t n, CpBuf *out, CpBuf
     int clean = flags & BERT_CLEAN, lower = flags & BERT_LOWER;
     uint32_t *o = out->v;
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = in[i];
+    for (size_t i = 0; i < n;) {
+#ifdef __SSE2__
+        /* four characters to an instruction where none is dropped: printable ones, and with
+         * clean_text the \t, \n and \r it writes as spaces (bert_ascii_build checks both in
+         * the table) */
+        if (bert_ascii_vector && !a && i + 4 <= n) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + i));
+            __m128i shown = _mm_and_si128(_mm_cmpgt_epi32(v, _mm_set1_epi32(0x1F)), _mm_cmplt_epi32(v, _mm_set1_epi32(0x7F)));
+            __m128i out_space = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi32(v, _mm_set1_epi32('\t')),
+                                                          _mm_cmpeq_epi32(v, _mm_set1_epi32('\n'))),
+                                             _mm_cmpeq_epi32(v, _mm_set1_epi32('\r')));
+            out_space = _mm_and_si128(out_space, _mm_set1_epi32(clean ? -1 : 0));
+            if (_mm_movemask_epi8(_mm_or_si128(shown, out_space)) == 0xFFFF) {
+                __m128i upper = _mm_and_si128(_mm_cmpgt_epi32(v, _mm_set1_epi32('A' - 1)),
+                                              _mm_cmplt_epi32(v, _mm_set1_epi32('Z' + 1)));
+                v = _mm_add_epi32(v, _mm_and_si128(upper, _mm_set1_epi32(lower ? 32 : 0)));
+                v = _mm_or_si128(_mm_andnot_si128(out_space, v), _mm_and_si128(out_space, _mm_set1_epi32(' ')));
+                _mm_storeu_si128((__m128i *)(void *)(o + k), v);
+                k += 4;
+                i += 4;
+                continue;
+            }
+        }
+#endif
+        uint32_t c = in[i++];
         int kind = clean ? bert_ascii_kind[c] : BERT_KEEP;
         if (kind == BERT_DROP)
             continue;
         c = kind == BERT_SPACE_OUT ? ' ' : lower && c - 'A' < 26 ? c + 32 : c;
         if (a)
-            a[k] = (uint32_t)i;
+            a[k] = (uint32_t)i - 1;
         o[k++] = c;
     }
     out->n = k;
