@@ -132,6 +132,9 @@ static int order_run(uint32_t *v, size_t n) {
     return 0;
 }
 
+/* Whether c (a code point, none before U+0300) has a non-zero combining class */
+static inline int nonstarter(uint32_t c) { return c >= 0x300 && (nprops(c) & N_NONSTARTER); }
+
 /* NFD's canonical ordering: each run of non-starters in stable order of class (entries: code
  * points, or nfc_aligned's). Returns whether it moved any, -1 when out of memory. */
 static int canonical_order(uint32_t *v, size_t n) {
@@ -366,9 +369,16 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
                 return -1;
             /* only a decomposition or a non-starter puts non-starters in the text (a character
              * left as it is is none: N_NONSTARTER is one of touch's; a Hangul syllable's jamo are
-             * starters): the text before the first has none to order */
-            if (strip && (p & (N_NFD | N_NONSTARTER)) && c - 0xAC00 >= 11172 && reorder_from > mark)
-                reorder_from = mark;
+             * starters), and ordering moves them only within runs of two or more: from the
+             * first such run on, if it puts one in the text */
+            if (strip && (p & (N_NFD | N_NONSTARTER)) && c - 0xAC00 >= 11172)
+                for (size_t j = mark ? mark - 1 : 0; j + 1 < tmp->n; j++)
+                    if (nonstarter(tmp->v[j]) && nonstarter(tmp->v[j + 1])) {
+                        while (j > 0 && nonstarter(tmp->v[j - 1]))
+                            j--;
+                        reorder_from = j < reorder_from ? j : reorder_from;
+                        break;
+                    }
         }
         /* ordering moves non-starters only: when all of them are marks strip_accents drops, each
          * remaining character keeps its place and its alignment */
