@@ -794,6 +794,9 @@ TEXT_CONFIGS = [
     {"type": "Prepend", "prepend": "\u2581"},
     {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
                                          {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+    # the Replace maps what Prepend put before the text too (native: the two in one pass)
+    {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": " "},
+                                         {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
     {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"String": "e"},
                                                            "content": "\u00e9\u00e9"}]},
     {"type": "NFKD"},
@@ -814,7 +817,7 @@ TEXT_CONFIGS = [
         {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
 ]
 TRIO_IDS = [*BERT_IDS, "NFC", "replace-space", "replace-aa", "replace-mark", "prepend", "prepend-replace",
-            "nfc-replace", "NFKD", "NFKC", "strip-accents", "lowercase", "space-runs", "space-runs-3", "whitespace-runs", "clip", "albert",
+            "prepend-space-replace", "nfc-replace", "NFKD", "NFKC", "strip-accents", "lowercase", "space-runs", "space-runs-3", "whitespace-runs", "clip", "albert",
             "t5-precompiled"]
 
 
