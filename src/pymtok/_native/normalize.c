@@ -406,9 +406,8 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
         uint32_t c = src[i];
         size_t mark = out->n;
         if (c < 0x80) {
-            /* no ASCII character is a mark; only A-Z change case: a run at a time, in room for
-             * the rest of the text (through a pointer of its own: a store through out->v might
-             * change out->n) */
+            /* no ASCII character is a mark; only A-Z change case: a run at a time, copied as it
+             * is scanned, in room for the rest of the text */
             if (cps_grow(out, len - i) < 0 || (a2 && cps_grow(a2, len - i) < 0))
                 return -1;
             uint32_t *o = out->v + out->n;
