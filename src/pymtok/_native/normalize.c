@@ -140,13 +140,12 @@ static inline int nonstarter(uint32_t c) { return c >= 0x300 && (nprops(c) & N_N
 static int canonical_order(uint32_t *v, size_t n) {
     int moved = 0;
     for (size_t i = 0; i < n;) {
-        /* none before U+0300 */
-        if (v[i] < 0x300 || !(nprops(v[i] & CP_MASK) & N_NONSTARTER)) {
+        if (!nonstarter(v[i] & CP_MASK)) {
             i++;
             continue;
         }
         size_t j = i + 1;
-        while (j < n && (nprops(v[j] & CP_MASK) & N_NONSTARTER))
+        while (j < n && nonstarter(v[j] & CP_MASK))
             j++;
         /* a non-starter alone (a virama, a vowel sign) never moves: its class, a search of the
          * class table, is not needed */
