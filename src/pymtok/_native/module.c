@@ -1083,33 +1083,6 @@ fail:
     return -1;
 }
 
-/* A list of n items for set_ids to set: PyList_New zeroes its items' memory, a pass over a long
- * list before set_ids' own. */
-static PyObject *list_unset(size_t n) {
-    PyObject *list = PyList_New(0);
-    if (!list || !n)
-        return list;
-    PyObject **items = n <= PY_SSIZE_T_MAX / sizeof *items ? PyMem_Malloc(n * sizeof *items) : NULL;
-    if (!items) {
-        Py_DECREF(list);
-        return PyErr_NoMemory();
-    }
-    ((PyListObject *)list)->ob_item = items;
-    ((PyListObject *)list)->allocated = (Py_ssize_t)n;
-    Py_SET_SIZE(list, (Py_ssize_t)n);
-    return list;
-}
-
-/* The ids as a Python list within pre and suf; an empty one, as most post-processors leave at
- * one end at least, is not visited. */
-static PyObject *ids_within(Ints t, const IdBuf *pre, const IdBuf *ids, const IdBuf *suf) {
-    PyObject *list = list_unset(pre->n + ids->n + suf->n);
-    if (list && ((pre->n && set_ids(t, list, 0, pre) < 0) || set_ids(t, list, (Py_ssize_t)pre->n, ids) < 0 ||
-                 (suf->n && set_ids(t, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0)))
-        Py_CLEAR(list);
-    return list;
-}
-
 static const IdBuf no_ids = {0};
 
 /* The ids most texts of n characters have (a token for every four characters): room made for
@@ -1173,6 +1146,23 @@ static void list_fit(PyObject *list) {
         l->ob_item = items;
         l->allocated = (Py_ssize_t)n;
     }
+}
+
+/* The ids as a Python list within pre and suf; an empty one, as most post-processors leave at
+ * one end at least, is not visited. The list's room is made by list_room, not PyList_New(n),
+ * which zeroes it: a pass over a long list before set_ids' own. */
+static PyObject *ids_within(Ints t, const IdBuf *pre, const IdBuf *ids, const IdBuf *suf) {
+    size_t n = pre->n + ids->n + suf->n;
+    PyObject *list = PyList_New(0);
+    if (!list || list_room(list, n) < 0) {
+        Py_XDECREF(list);
+        return NULL;
+    }
+    Py_SET_SIZE(list, (Py_ssize_t)n);
+    if ((pre->n && set_ids(t, list, 0, pre) < 0) || set_ids(t, list, (Py_ssize_t)pre->n, ids) < 0 ||
+        (suf->n && set_ids(t, list, (Py_ssize_t)(pre->n + ids->n), suf) < 0))
+        Py_CLEAR(list);
+    return list;
 }
 
 /* The ids as a Python list, within the post-processor's prefix and suffix when `special`. */
