@@ -369,12 +369,11 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
             /* only a decomposition or a non-starter puts non-starters in the text (a character
              * left as it is is none: N_NONSTARTER is one of touch's; a Hangul syllable's jamo are
              * starters), and ordering moves them only within runs of two or more: from the
-             * first such run on, if it puts one in the text */
+             * first such run on, if it puts one in the text. The first pair found starts its
+             * run, or the run's first pair was found when it was put in. */
             if (strip && (p & (N_NFD | N_NONSTARTER)) && c - 0xAC00 >= 11172)
                 for (size_t j = mark ? mark - 1 : 0; j + 1 < tmp->n; j++)
                     if (nonstarter(tmp->v[j]) && nonstarter(tmp->v[j + 1])) {
-                        while (j > 0 && nonstarter(tmp->v[j - 1]))
-                            j--;
                         reorder_from = j < reorder_from ? j : reorder_from;
                         break;
                     }
