@@ -898,27 +898,20 @@ static inline size_t char_start_at_or_before(const uint8_t *b, size_t lo, size_t
     return i;
 }
 
-/* Greedy longest match first; the continuation map holds tokens without their prefix. Ends
- * step back one character at a time, and start no further than the longest token allows. The
- * piece of n characters is UTF-8 b[0..nb), hashed h, readable KEY_PAD bytes on, b[nb] no
+/* The whole piece's token, where greedy matching begins (most words are a token; such words
+ * stay out of the cache, and are looked up before it, a probe there being a miss too): the
+ * unknown token for a piece of more than max_chars characters, -1 where the vocabulary lacks
+ * it. */
+static inline int32_t wordpiece_whole(const WordPiece *m, const Word *w, const uint8_t *b) {
+    return w->nc > m->max_chars ? m->unk_id : w->nb <= m->vocab.max_len ? strmap_get_h(&m->vocab, b, w->nb, w->h) : -1;
+}
+
+/* Greedy longest match first, for a piece neither in the vocabulary whole (wordpiece_whole)
+ * nor in the cache, which it goes into; the continuation map holds tokens without their
+ * prefix. Ends step back one character at a time, and start no further than the longest token
+ * allows. The piece is UTF-8 b[0..nb), hashed h, readable KEY_PAD bytes on, b[nb] no
  * continuation byte (ends at nb are character starts). */
-static int wordpiece_bytes(const WordPiece *m, Cache *cache, size_t n, const uint8_t *b, size_t nb, uint64_t h,
-                           IdBuf *out) {
-    if (n > m->max_chars)
-        return ids_push(out, m->unk_id);
-    /* Most words are a token: the whole word is where greedy matching begins, and is looked up
-     * before the cache, which such words stay out of (a probe there is a cache miss too). */
-    if (nb <= m->vocab.max_len) {
-        int32_t id = strmap_get_h(&m->vocab, b, nb, h);
-        if (id >= 0)
-            return ids_push(out, id);
-    }
-    int cacheable = nb <= CACHE_MAX_PIECE;
-    if (cacheable) {
-        const CacheEntry *e = cache_get_padded(cache, b, nb, h);
-        if (e)
-            return ids_extend(out, cache_ids(e), e->nids);
-    }
+static int wordpiece_parts(const WordPiece *m, Cache *cache, const uint8_t *b, size_t nb, uint64_t h, IdBuf *out) {
     size_t first = out->n, start = 0;
     while (start < nb) {
         const StrMap *map = start ? &m->cont : &m->vocab;
@@ -941,19 +934,22 @@ static int wordpiece_bytes(const WordPiece *m, Cache *cache, size_t n, const uin
             return -1;
         start = end;
     }
-    if (cacheable)
+    if (nb <= CACHE_MAX_PIECE)
         cache_put(cache, b, nb, h, out->v + first, out->n - first);
     return 0;
 }
 
-/* wordpiece_bytes for wordpiece_spans with spans_out: a piece of one token (a whole-word match,
+/* A piece's cache entry, NULL where the cache lacks it or cannot hold it */
+static inline const CacheEntry *wordpiece_cached(const Cache *cache, const Word *w, const uint8_t *b) {
+    return w->nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w->nb, w->h) : NULL;
+}
+
+/* A piece's ids for wordpiece_spans with spans_out: a piece of one token (a whole-word match,
  * the unknown token of a word too long) spans the whole piece; the others' spans are those
  * kept beside their cache entry, else left to place. */
 static int wordpiece_spanned(const WordPiece *m, Cache *cache, Word *w, const uint8_t *b, IdBuf *out,
                              IdBuf *spans_out) {
-    int32_t id = w->nc > m->max_chars        ? m->unk_id
-                 : w->nb <= m->vocab.max_len ? strmap_get_h(&m->vocab, b, w->nb, w->h)
-                                             : -1;
+    int32_t id = wordpiece_whole(m, w, b);
     if (id >= 0) {
         w->nids = 1;
         w->spanned = 1;
@@ -962,11 +958,11 @@ static int wordpiece_spanned(const WordPiece *m, Cache *cache, Word *w, const ui
                    ? -1
                    : 0;
     }
-    const CacheEntry *e = w->nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w->nb, w->h) : NULL;
+    const CacheEntry *e = wordpiece_cached(cache, w, b);
     if (e)
         return entry_ids(cache, e, w, out, spans_out);
     size_t before = out->n;
-    if (wordpiece_bytes(m, cache, w->nc, b, w->nb, w->h, out) < 0)
+    if (wordpiece_parts(m, cache, b, w->nb, w->h, out) < 0)
         return -1;
     w->nids = out->n - before;
     return spans_unknown(spans_out, w->nids);
@@ -988,37 +984,40 @@ int wordpiece_put(WordPiece *m, const uint8_t *key, size_t len, int32_t id, cons
     return 0;
 }
 
-/* The token of a piece of one BMP character, b[0..nb) its UTF-8 (1 to 3 bytes): wordpiece_bytes'
- * answer, the whole piece's token or else the unknown one */
+/* The token of a piece of one BMP character, b[0..nb) its UTF-8 (1 to 3 bytes): greedy
+ * matching's answer, the whole piece's token or else the unknown one */
 static inline int32_t wordpiece_char(const WordPiece *m, const uint8_t *b, size_t nb) {
     uint32_t c;
     utf8_get(b, nb, &c);
     return m->bmp[c] ? m->bmp[c] - 1 : m->unk_id;
 }
 
-/* Whether a piece is one BMP character for wordpiece_char, and not too long (max_chars 0) */
-static inline int wordpiece_one_char(const WordPiece *m, const Word *w) {
-    return w->nc == 1 && w->nb && w->nb <= 3 && m->max_chars && m->bmp;
-}
-
 /* The words[0..nw) of wordpiece_spans and wordpiece_ascii, their UTF-8 in sc->bytes, each
  * followed by a byte that continues no character: hashed in a pass of their own (the bytes
  * just stored one at a time, read back at once as words, would each wait for the store
- * buffer), each one's vocabulary slot fetched there, some pieces before its lookup */
+ * buffer), each one's vocabulary slot fetched there, some pieces before its lookup. A piece of
+ * one BMP character (each mark of punctuation behind BERT's split, each ideograph) takes its
+ * token in that pass, kept in place of the hash, nids 1 marking it (wordpiece_ascii may have
+ * marked it already; the others' nids are 0). */
 static int wordpiece_words(const WordPiece *m, Cache *cache, size_t nw, Scratch *sc, IdBuf *out, IdBuf *spans_out) {
     Word *w = sc->words;
     const StrMap *vocab = &m->vocab;
+    const int chars = m->max_chars && m->bmp; /* max_chars 0: a character is too long a word */
     for (size_t k = 0; k < nw; k++) {
-        if (wordpiece_one_char(m, &w[k]))
+        if (w[k].nids)
             continue;
+        if (chars && w[k].nc == 1 && w[k].nb - 1 < 3) {
+            w[k].h = (uint64_t)wordpiece_char(m, sc->bytes + w[k].b, w[k].nb);
+            w[k].nids = 1;
+            continue;
+        }
         w[k].h = hash_padded(sc->bytes + w[k].b, w[k].nb);
         __builtin_prefetch(&vocab->slots[(size_t)(w[k].h >> 32) & vocab->mask]);
     }
     for (size_t k = 0; k < nw; k++) {
-        if (wordpiece_one_char(m, &w[k])) {
-            w[k].nids = 1;
+        if (w[k].nids) {
             w[k].spanned = 1;
-            if (ids_push(out, wordpiece_char(m, sc->bytes + w[k].b, w[k].nb)) < 0 ||
+            if (ids_push(out, (int32_t)w[k].h) < 0 ||
                 (spans_out && (ids_push(spans_out, (int32_t)w[k].c) < 0 || ids_push(spans_out, (int32_t)w[k].c + 1) < 0)))
                 return -1;
             continue;
@@ -1028,8 +1027,13 @@ static int wordpiece_words(const WordPiece *m, Cache *cache, size_t nw, Scratch 
                 return -1;
             continue;
         }
+        const uint8_t *b = sc->bytes + w[k].b;
+        int32_t id = wordpiece_whole(m, &w[k], b);
+        const CacheEntry *e = id < 0 ? wordpiece_cached(cache, &w[k], b) : NULL;
         size_t before = out->n;
-        if (wordpiece_bytes(m, cache, w[k].nc, sc->bytes + w[k].b, w[k].nb, w[k].h, out) < 0)
+        if (id >= 0   ? ids_push(out, id) < 0
+            : e       ? ids_extend(out, cache_ids(e), e->nids) < 0
+                      : wordpiece_parts(m, cache, b, w[k].nb, w[k].h, out) < 0)
             return -1;
         w[k].nids = out->n - before;
     }
@@ -1075,16 +1079,20 @@ int wordpiece_spans(const WordPiece *m, Cache *cache, const uint32_t *buf, const
 
 int wordpiece_ascii(const WordPiece *m, Cache *cache, const int32_t *pieces, size_t npieces, Scratch *sc,
                     IdBuf *out, IdBuf *spans_out) {
-    size_t nw = 0;
     sc->nwords = 0;
+    if (words_room(sc, 0, npieces) < 0)
+        return -1;
+    /* a piece of one character (most of code's, behind BERT's split) is its byte's token */
+    const int32_t *one = m->max_chars ? m->bmp : NULL;
+    Word *w = sc->words;
     for (size_t k = 0; k < npieces; k++) {
         size_t start = (size_t)pieces[2 * k], n = (size_t)pieces[2 * k + 1] - start;
-        if (words_push(sc, &nw, start, n, start, n) < 0)
-            return -1;
+        int single = one && n == 1;
+        int32_t id = single && one[sc->bytes[start]] ? one[sc->bytes[start]] - 1 : m->unk_id;
+        w[k] = (Word){start, n, start, n, single ? (uint64_t)id : 0, (size_t)single};
     }
-    return wordpiece_words(m, cache, nw, sc, out, spans_out);
+    return wordpiece_words(m, cache, npieces, sc, out, spans_out);
 }
-
 
 void wordpiece_free(WordPiece *m) {
     strmap_free(&m->vocab);
