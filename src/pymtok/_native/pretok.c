@@ -412,42 +412,41 @@ static size_t gpt_blocks_cut(int scanner, size_t (*match)(const uint8_t *, size_
 }
 #endif
 
-/* The end of the run of ASCII letters and digits from i of s[0..n), 16 at a time where SSE2
- * has them */
-static inline size_t alnum_run(const uint8_t *s, size_t n, size_t i) {
+/* The characters of s[0..m) (m <= 16) that are not ASCII letters or digits, a bit each */
+static inline unsigned non_alnum16(const uint8_t *s, size_t m) {
 #ifdef __SSE2__
-    const __m128i fold = _mm_set1_epi8(0x20);
-    while (i + 16 <= n) {
-        __m128i b = ascii16_bytes(s + i);
-        __m128i members = _mm_or_si128(in_range16(_mm_or_si128(b, fold), 'a', 26), in_range16(b, '0', 10));
-        size_t k = (size_t)__builtin_ctz(~(unsigned)_mm_movemask_epi8(members));
-        i += k;
-        if (k < 16)
-            return i;
+    if (m == 16) {
+        __m128i b = ascii16_bytes(s);
+        __m128i members = _mm_or_si128(in_range16(_mm_or_si128(b, _mm_set1_epi8(0x20)), 'a', 26), in_range16(b, '0', 10));
+        return ~(unsigned)_mm_movemask_epi8(members) & 0xFFFF;
     }
 #endif
-    while (i < n && is_ascii_alnum(s[i]))
-        i++;
-    return i;
+    unsigned cuts = 0;
+    for (size_t j = 0; j < m; j++)
+        cuts |= (unsigned)!is_ascii_alnum(s[j]) << j;
+    return cuts;
 }
 
-/* char_split on ASCII text: letters and digits, which are in neither class, skipped a run at a
- * time */
+/* char_split on ASCII text: the characters that may cut it, those not letters or digits (which
+ * are in neither class), found 16 at a time and taken in turn */
 static size_t ascii_chars_cut(const uint8_t *s, size_t n, uint32_t drop, uint32_t isolate, int32_t *pieces) {
     size_t start = 0, k = 0;
-    for (size_t i = alnum_run(s, n, 0); i < n; i = alnum_run(s, n, i + 1)) {
-        uint32_t cls = ucls(s[i]);
-        if (!(cls & (drop | isolate)))
-            continue;
-        if (start < i) {
-            pieces[k++] = (int32_t)start;
-            pieces[k++] = (int32_t)i;
+    for (size_t base = 0; base < n; base += 16) {
+        for (unsigned cuts = non_alnum16(s + base, n - base < 16 ? n - base : 16); cuts; cuts &= cuts - 1) {
+            size_t i = base + (size_t)__builtin_ctz(cuts);
+            uint32_t cls = ucls(s[i]);
+            if (!(cls & (drop | isolate)))
+                continue;
+            if (start < i) {
+                pieces[k++] = (int32_t)start;
+                pieces[k++] = (int32_t)i;
+            }
+            if (!(cls & drop)) { /* isolate's */
+                pieces[k++] = (int32_t)i;
+                pieces[k++] = (int32_t)i + 1;
+            }
+            start = i + 1;
         }
-        if (!(cls & drop)) { /* isolate's */
-            pieces[k++] = (int32_t)i;
-            pieces[k++] = (int32_t)i + 1;
-        }
-        start = i + 1;
     }
     if (start < n) {
         pieces[k++] = (int32_t)start;
