@@ -221,6 +221,28 @@ def test_sparse_ids_are_legal() -> None:
     assert tok.token_to_id("<s>") == 1000
 
 
+def test_wordpiece_sparse_ids_keep_their_words() -> None:
+    """The native core builds a WordPiece .mtok's maps in id order, the dense ids' records then
+    the sparse ones': every word keeps its id, whole and as a continuation, as HF finds them."""
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = {"[UNK]": 0, "a": 2, "b": 3, "##b": 4, "ab": 5, "##c": 6, "c": 7, "x": 9, "abc": 5000, "##x": 6000,
+             "zz": 7000, "##zz": 1}
+    config = {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                       "strip_accents": None, "lowercase": True},
+        "pre_tokenizer": {"type": "BertPreTokenizer"}, "post_processor": None,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab},
+    }
+    hf = tokenizers.Tokenizer.from_str(json.dumps(config))
+    tok = loads_mtok(dumps_mtok(config, TokenizerMeta()))
+    text = "abc abcb ax abx zz zzzz azz ab c, x! q abcx ABC"
+    assert tok.encode(text, add_special_tokens=False) == hf.encode(text, add_special_tokens=False).ids
+    assert {5000, 6000, 7000, 1} <= set(tok.encode(text, add_special_tokens=False))
+
+
 # -- MNN's own files ------------------------------------------------------------------------
 
 TOY_FILES = ["bert.mtok", "bytebpe.mtok", "llama.mtok", "min.mtok", "misc1.mtok", "misc2.mtok", "unigram.mtok"]

@@ -1600,6 +1600,12 @@ int mtok_build_bpe(BPE *m, PyObject *tables, int32_t *max_id) {
     return 0;
 }
 
+/* The vocabulary record at offset pos put in a WordPiece's maps: 0, or -1 out of memory */
+static int wordpiece_record(WordPiece *m, const MtokIndex *x, size_t pos, const uint8_t *prefix, size_t plen) {
+    MtokRecord r = mtok_record_next(x, &pos);
+    return wordpiece_put(m, r.token, r.len, (int32_t)r.id, prefix, plen) < 0 ? -1 : 0;
+}
+
 int mtok_build_wordpiece(WordPiece *m, PyObject *tables, PyObject *prefix, int32_t *max_id) {
     Tables *t = ready_tables(tables);
     Py_ssize_t plen;
@@ -1613,16 +1619,20 @@ int mtok_build_wordpiece(WordPiece *m, PyObject *tables, PyObject *prefix, int32
         PyErr_NoMemory();
         return -1;
     }
-    size_t pos = 0;
-    for (uint32_t k = 0; k < x->count; k++) {
-        MtokRecord r = mtok_record_next(x, &pos);
-        const uint8_t *s = r.token;
-        size_t len = r.len;
-        int32_t id = (int32_t)r.id;
-        if (wordpiece_put(m, s, len, id, (const uint8_t *)p, (size_t)plen) < 0) {
-            PyErr_NoMemory();
-            return -1;
+    /* in id order, as a tokenizer.json's vocabulary comes (the file's is by bytes): a WordPiece
+     * vocabulary's ids follow its words' frequency, so that the common words' keys lie together
+     * in the maps' pools and take their home slots (put in by bytes, English encoded 10% slower).
+     * The dense ids' records, then the others' (ascending in sparse). */
+    size_t put = 0;
+    int err = 0;
+    for (size_t id = 0; !err && id < x->nby_id; id++)
+        if (x->by_id[id]) {
+            err = wordpiece_record(m, x, x->by_id[id] - 1, (const uint8_t *)p, (size_t)plen);
+            put++;
         }
-    }
-    return 0;
+    for (size_t k = 0; !err && put + k < x->count; k++)
+        err = wordpiece_record(m, x, (uint32_t)x->sparse[k], (const uint8_t *)p, (size_t)plen);
+    if (err)
+        PyErr_NoMemory();
+    return err;
 }
