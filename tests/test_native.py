@@ -889,9 +889,14 @@ def test_native_normalizer_long_texts(index: int) -> None:
 @pytest.mark.parametrize("index", range(len(TRIO_IDS)), ids=TRIO_IDS)
 def test_native_normalizer_orders_kept_non_starters(index: int) -> None:
     """Non-starters out of canonical order that strip_accents keeps (spacing marks, not Mn), alone,
-    after an ideograph that gains spaces and after a character that decomposes."""
+    after an ideograph that gains spaces and after a character that decomposes; a run broken by a
+    control clean_text drops, a run followed by each way the native pass takes a character (an
+    untouched one, one it lowercases, an ideograph, a decomposition, ASCII), a long run."""
     fast, pure, hf = trio(index)
-    for text in ["a\U0001d16d\U0001d165", "中\U0001d16d\U0001d165x", "é\U0001d16d\U0001d165", "\U0001d16d\U0001d165"]:
+    run = "\U0001d16d\U0001d165"
+    for text in ["a" + run, "中" + run + "x", "é" + run, run, "a\U0001d16d\x01\U0001d165b", "é" + run + "ж",
+                 "é" + run + "Ж", "a" + run + "中", "a" + run + "é" + run, "ế\U0001d16d\U0001d165.", "a" + run * 40 + "b",
+                 "\u0915\u094d\u093c\u0915"]:
         assert fast(text) == pure(text) == hf(text)
 
 

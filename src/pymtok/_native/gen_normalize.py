@@ -112,6 +112,8 @@ def tables() -> tuple[list[int], dict[int, str], dict[int, str], dict[int, int],
             ccc[c] = cls
             props[c] |= FLAGS["NONSTARTER"]
     props[0xD800:0xE000] = [0] * 0x800
+    # bert_normalize's one pass maps a run of non-starters by dropping marks only
+    assert not lower.keys() & ccc.keys(), "a non-starter lowercases to another character"
     for _a, b in compositions(nz):
         props[b] |= FLAGS["COMPOSES"]
     for b in [*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)]:  # Hangul V and T jamo

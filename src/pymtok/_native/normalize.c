@@ -263,12 +263,6 @@ static int bert_ascii(int flags, const uint32_t *in, size_t n, CpBuf *out, CpBuf
     return 0;
 }
 
-/* The pure path's steps in its order: clean_text (controls out, White_Space to " "),
- * handle_chinese_chars (" c "), strip_accents (NFD, then Mn out), lowercase. NFD's canonical
- * reordering runs over the whole decomposed text before marks are dropped, as there.
- * With align (two buffers), align[1] gets each output character's input character, as HF's
- * NormalizedString aligns them; -2 when canonical ordering moved characters that stay (the
- * pure path follows that alignment). */
 /* The end of the run of ASCII characters from in[i] that pass 1 keeps as they are */
 static inline size_t bert_kept_ascii(const uint32_t *in, size_t i, size_t n) {
     while (i < n && in[i] < 0x80 && bert_ascii_kind[in[i]] == BERT_KEEP)
@@ -287,6 +281,117 @@ static int align_run(CpBuf *align, size_t from, size_t to) {
     return 0;
 }
 
+/* Pass 2's map of one character x of pass 1's output onto out: a mark dropped (drop), the
+ * case lowered (map) */
+static inline int bert_map(CpBuf *out, uint32_t x, int lower, uint32_t drop, uint32_t map) {
+    if (x < 0x80)
+        return cps_push(out, lower && x - 'A' < 26 ? x + 32 : x);
+    uint32_t p = nprops(x);
+    if (p & drop)
+        return 0;
+    return p & map ? PUSH_LOWER(out, x) : cps_push(out, x);
+}
+
+/* The run of non-starters out[from..) bert_one_pass put in as pass 1 gives them: put in
+ * canonical order, then mapped in place as pass 2 maps them, marks dropped (no non-starter
+ * lowercases to another character: gen_normalize.py checks). -1 out of memory. */
+static int bert_run_done(CpBuf *out, size_t from, uint32_t drop) {
+    if (out->n - from > 1 && order_run(out->v + from, out->n - from) < 0)
+        return -1;
+    size_t k = from;
+    for (size_t i = from; i < out->n; i++)
+        if (!(nprops(out->v[i]) & drop))
+            out->v[k++] = out->v[i];
+    out->n = k;
+    return 0;
+}
+
+/* Whether bert_one_pass takes c (of properties p) the general way, the only one that may go on
+ * with a run of non-starters (a control clean_text drops goes that way, and puts in nothing) */
+static inline int bert_general(uint32_t c, uint32_t p, uint32_t touch, uint32_t drop, uint32_t map) {
+    return !(c < 0x80 && bert_ascii_kind[c] == BERT_KEEP) && (p & touch) &&
+           ((p & touch) != N_BERT_CJK || (p & (drop | map)));
+}
+
+/* bert_normalize without align in one pass: each character's pass-1 output mapped by pass 2
+ * at once, but for runs of non-starters (only strip_accents orders; only a decomposition or a
+ * non-starter, which it touches, puts one in), which wait in out until their run ends, to be
+ * ordered and mapped then (bert_run_done): a run ends within the general way, or where the next
+ * character goes another. 0, or -1 out of memory. tmp holds one character's pass-1 output. */
+static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch, CpBuf *tmp, CpBuf *out) {
+    int strip = flags & BERT_STRIP, lower = flags & BERT_LOWER;
+    uint32_t drop = strip ? N_BERT_MARK : 0, map = lower ? N_LOWER : 0;
+    size_t run = SIZE_MAX; /* where the run of non-starters waiting in out starts */
+    out->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = in[i];
+        if (c < 0x80 && bert_ascii_kind[c] == BERT_KEEP) {
+            size_t end = bert_kept_ascii(in, i + 1, n);
+            if (cps_grow(out, end - i) < 0)
+                return -1;
+            uint32_t *o = out->v + out->n;
+            for (size_t j = i; j < end; j++)
+                o[j - i] = lower && in[j] - 'A' < 26 ? in[j] + 32 : in[j];
+            out->n += end - i;
+            i = end - 1;
+            continue;
+        }
+        uint32_t p = nprops(c);
+        if (!(p & touch)) {
+            /* pass 1 keeps it, and with strip_accents it is no non-starter (touch's) */
+            if (((p & (drop | map)) ? bert_map(out, c, lower, drop, map) : cps_push(out, c)) < 0)
+                return -1;
+            continue;
+        }
+        if ((p & touch) == N_BERT_CJK && !(p & (drop | map))) {
+            /* most of Chinese and Japanese text: padded, changed no other way */
+            if (cps_grow(out, 3) < 0)
+                return -1;
+            uint32_t *o = out->v + out->n;
+            o[0] = ' ';
+            o[1] = c;
+            o[2] = ' ';
+            out->n += 3;
+            continue;
+        }
+        if (!((flags & BERT_CLEAN) && (p & N_BERT_CONTROL))) {
+            tmp->n = 0;
+            int pad = (flags & BERT_CHINESE) && (p & N_BERT_CJK);
+            if ((flags & BERT_CLEAN) && (p & N_BERT_SPACE) ? cps_push(tmp, ' ') < 0
+                : (pad && cps_push(tmp, ' ') < 0) || (strip && (p & N_NFD) ? PUSH_NFD(tmp, c) : cps_push(tmp, c)) < 0 ||
+                      (pad && cps_push(tmp, ' ') < 0))
+                return -1;
+            for (size_t k = 0; k < tmp->n; k++) {
+                uint32_t x = tmp->v[k];
+                if (strip && nonstarter(x)) {
+                    run = run == SIZE_MAX ? out->n : run;
+                    if (cps_push(out, x) < 0)
+                        return -1;
+                    continue;
+                }
+                if (run != SIZE_MAX && bert_run_done(out, run, drop) < 0)
+                    return -1;
+                run = SIZE_MAX;
+                if (bert_map(out, x, lower, drop, map) < 0)
+                    return -1;
+            }
+        }
+        if (run != SIZE_MAX && (i + 1 == n || !bert_general(in[i + 1], nprops(in[i + 1]), touch, drop, map))) {
+            if (bert_run_done(out, run, drop) < 0)
+                return -1;
+            run = SIZE_MAX;
+        }
+    }
+    return 0;
+}
+
+/* The pure path's steps in its order: clean_text (controls out, White_Space to " "),
+ * handle_chinese_chars (" c "), strip_accents (NFD, then Mn out), lowercase. NFD's canonical
+ * reordering runs over the whole decomposed text before marks are dropped, as there.
+ * With align (two buffers), align[1] gets each output character's input character, as HF's
+ * NormalizedString aligns them; -2 when canonical ordering moved characters that stay (the
+ * pure path follows that alignment). Without align, one pass (bert_one_pass) takes the text:
+ * the two below serve the alignment, which canonical ordering needs the whole text's for. */
 int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align) {
     uint32_t any = 0;
     for (size_t i = 0; i < n; i++)
@@ -304,6 +409,8 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
         touch |= N_BERT_CJK;
     if (strip)
         touch |= N_NFD | N_NONSTARTER;
+    if (!align)
+        return bert_one_pass(flags, in, n, touch, tmp, out);
     size_t first = 0;
     while (first < n && ((first = bert_kept_ascii(in, first, n)) < n) && !(nprops(in[first]) & touch))
         first++;
