@@ -162,16 +162,6 @@ static int canonical_order(uint32_t *v, size_t n) {
     return moved;
 }
 
-/* Whether every non-starter of v is a mark strip_accents drops. */
-static int nonstarters_dropped(const uint32_t *v, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t p = nprops(v[i]);
-        if (ccc(v[i], p) && !(p & N_BERT_MARK))
-            return 0;
-    }
-    return 1;
-}
-
 /* The characters pushed since `from` come from input character `at`: their alignment. */
 static int align_fill(CpBuf *align, size_t from, size_t to, uint32_t at) {
     if (!align)
@@ -270,17 +260,6 @@ static inline size_t bert_kept_ascii(const uint32_t *in, size_t i, size_t n) {
     return i;
 }
 
-/* Appends the alignment from..to - 1 */
-static int align_run(CpBuf *align, size_t from, size_t to) {
-    if (!align || from == to)
-        return 0;
-    if (cps_grow(align, to - from) < 0)
-        return -1;
-    for (size_t i = from; i < to; i++)
-        align->v[align->n++] = (uint32_t)i;
-    return 0;
-}
-
 /* Pass 2's map of one character x of pass 1's output onto out: a mark dropped (drop), the
  * case lowered (map) */
 static inline int bert_map(CpBuf *out, uint32_t x, int lower, uint32_t drop, uint32_t map) {
@@ -292,17 +271,29 @@ static inline int bert_map(CpBuf *out, uint32_t x, int lower, uint32_t drop, uin
     return p & map ? PUSH_LOWER(out, x) : cps_push(out, x);
 }
 
-/* The run of non-starters out[from..) bert_one_pass put in as pass 1 gives them: put in
- * canonical order, then mapped in place as pass 2 maps them, marks dropped (no non-starter
- * lowercases to another character: gen_normalize.py checks). -1 out of memory. */
-static int bert_run_done(CpBuf *out, size_t from, uint32_t drop) {
-    if (out->n - from > 1 && order_run(out->v + from, out->n - from) < 0)
+/* The run of non-starters out[from..) bert_one_pass put in as pass 1 gives them (al: each one's
+ * input character, or NULL): put in canonical order, then mapped in place as pass 2 maps them,
+ * marks dropped (no non-starter lowercases to another character: gen_normalize.py checks).
+ * *moved set where ordering moved one, *kept where one stays. -1 out of memory. */
+static int bert_run_done(CpBuf *out, CpBuf *al, size_t from, uint32_t drop, int *moved, int *kept) {
+    int ordered = 1;
+    for (size_t k = from + 1; k < out->n; k++)
+        ordered &= entry_ccc(out->v[k - 1]) <= entry_ccc(out->v[k]);
+    if (!ordered && order_run(out->v + from, out->n - from) < 0)
         return -1;
+    *moved |= !ordered;
     size_t k = from;
     for (size_t i = from; i < out->n; i++)
-        if (!(nprops(out->v[i]) & drop))
-            out->v[k++] = out->v[i];
+        if (!(nprops(out->v[i]) & drop)) {
+            out->v[k] = out->v[i];
+            if (al)
+                al->v[k] = al->v[i];
+            k++;
+        }
+    *kept |= k > from;
     out->n = k;
+    if (al)
+        al->n = k;
     return 0;
 }
 
@@ -313,33 +304,42 @@ static inline int bert_general(uint32_t c, uint32_t p, uint32_t touch, uint32_t 
            ((p & touch) != N_BERT_CJK || (p & (drop | map)));
 }
 
-/* bert_normalize without align in one pass: each character's pass-1 output mapped by pass 2
- * at once, but for runs of non-starters (only strip_accents orders; only a decomposition or a
- * non-starter, which it touches, puts one in), which wait in out until their run ends, to be
- * ordered and mapped then (bert_run_done): a run ends within the general way, or where the next
- * character goes another. 0, or -1 out of memory. tmp holds one character's pass-1 output. */
-static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch, CpBuf *tmp, CpBuf *out) {
-    int strip = flags & BERT_STRIP, lower = flags & BERT_LOWER;
+/* bert_normalize in one pass: each character's pass-1 output mapped by pass 2 at once, but
+ * for runs of non-starters (only strip_accents orders; only a decomposition or a non-starter,
+ * which it touches, puts one in), which wait in out until their run ends, to be ordered and
+ * mapped then (bert_run_done): a run ends within the general way, or where the next character
+ * goes another. al (or NULL): each output character's input character. 0; -1 out of memory; -2
+ * where ordering moved a character that stays, whose alignment the pure path follows. tmp holds
+ * one character's pass-1 output. */
+static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch, CpBuf *tmp, CpBuf *out,
+                         CpBuf *al) {
+    int strip = flags & BERT_STRIP, lower = flags & BERT_LOWER, moved = 0, kept = 0;
     uint32_t drop = strip ? N_BERT_MARK : 0, map = lower ? N_LOWER : 0;
     size_t run = SIZE_MAX; /* where the run of non-starters waiting in out starts */
     out->n = 0;
+    if (al)
+        al->n = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = in[i];
+        size_t mark = out->n;
         if (c < 0x80 && bert_ascii_kind[c] == BERT_KEEP) {
             size_t end = bert_kept_ascii(in, i + 1, n);
-            if (cps_grow(out, end - i) < 0)
+            if (cps_grow(out, end - i) < 0 || (al && cps_grow(al, end - i) < 0))
                 return -1;
             uint32_t *o = out->v + out->n;
             for (size_t j = i; j < end; j++)
                 o[j - i] = lower && in[j] - 'A' < 26 ? in[j] + 32 : in[j];
             out->n += end - i;
+            for (size_t j = i; al && j < end; j++)
+                al->v[al->n++] = (uint32_t)j;
             i = end - 1;
             continue;
         }
         uint32_t p = nprops(c);
         if (!(p & touch)) {
             /* pass 1 keeps it, and with strip_accents it is no non-starter (touch's) */
-            if (((p & (drop | map)) ? bert_map(out, c, lower, drop, map) : cps_push(out, c)) < 0)
+            if (((p & (drop | map)) ? bert_map(out, c, lower, drop, map) : cps_push(out, c)) < 0 ||
+                align_fill(al, mark, out->n, (uint32_t)i) < 0)
                 return -1;
             continue;
         }
@@ -352,6 +352,8 @@ static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch
             o[1] = c;
             o[2] = ' ';
             out->n += 3;
+            if (align_fill(al, mark, out->n, (uint32_t)i) < 0)
+                return -1;
             continue;
         }
         if (!((flags & BERT_CLEAN) && (p & N_BERT_CONTROL))) {
@@ -365,24 +367,25 @@ static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch
                 uint32_t x = tmp->v[k];
                 if (strip && nonstarter(x)) {
                     run = run == SIZE_MAX ? out->n : run;
-                    if (cps_push(out, x) < 0)
+                    if (cps_push(out, x) < 0 || align_fill(al, out->n - 1, out->n, (uint32_t)i) < 0)
                         return -1;
                     continue;
                 }
-                if (run != SIZE_MAX && bert_run_done(out, run, drop) < 0)
+                if (run != SIZE_MAX && bert_run_done(out, al, run, drop, &moved, &kept) < 0)
                     return -1;
                 run = SIZE_MAX;
-                if (bert_map(out, x, lower, drop, map) < 0)
+                size_t before = out->n;
+                if (bert_map(out, x, lower, drop, map) < 0 || align_fill(al, before, out->n, (uint32_t)i) < 0)
                     return -1;
             }
         }
         if (run != SIZE_MAX && (i + 1 == n || !bert_general(in[i + 1], nprops(in[i + 1]), touch, drop, map))) {
-            if (bert_run_done(out, run, drop) < 0)
+            if (bert_run_done(out, al, run, drop, &moved, &kept) < 0)
                 return -1;
             run = SIZE_MAX;
         }
     }
-    return 0;
+    return al && moved && kept ? -2 : 0;
 }
 
 /* The pure path's steps in its order: clean_text (controls out, White_Space to " "),
@@ -390,8 +393,7 @@ static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch
  * reordering runs over the whole decomposed text before marks are dropped, as there.
  * With align (two buffers), align[1] gets each output character's input character, as HF's
  * NormalizedString aligns them; -2 when canonical ordering moved characters that stay (the
- * pure path follows that alignment). Without align, one pass (bert_one_pass) takes the text:
- * the two below serve the alignment, which canonical ordering needs the whole text's for. */
+ * pure path follows that alignment). ASCII text takes bert_ascii, the rest bert_one_pass. */
 int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *out, CpBuf *align) {
     uint32_t any = 0;
     for (size_t i = 0; i < n; i++)
@@ -399,143 +401,14 @@ int bert_normalize(int flags, const uint32_t *in, size_t n, CpBuf *tmp, CpBuf *o
     if (any < 0x80)
         return bert_ascii(flags, in, n, out, align);
     pthread_once(&bert_ascii_once, bert_ascii_build);
-    const uint32_t *src = in;
-    size_t len = n;
-    int strip = flags & BERT_STRIP, lower = flags & BERT_LOWER;
     uint32_t touch = 0; /* properties that make pass 1 rewrite a character */
     if (flags & BERT_CLEAN)
         touch |= N_BERT_CONTROL | N_BERT_SPACE;
     if (flags & BERT_CHINESE)
         touch |= N_BERT_CJK;
-    if (strip)
+    if (flags & BERT_STRIP)
         touch |= N_NFD | N_NONSTARTER;
-    if (!align)
-        return bert_one_pass(flags, in, n, touch, tmp, out);
-    size_t first = 0;
-    while (first < n && ((first = bert_kept_ascii(in, first, n)) < n) && !(nprops(in[first]) & touch))
-        first++;
-    CpBuf *a1 = align, *a2 = align ? align + 1 : NULL;
-    if (a1)
-        a1->n = 0;
-    if (first < n) {
-        size_t reorder_from = SIZE_MAX;
-        tmp->n = 0;
-        if (cps_extend(tmp, in, first) < 0)
-            return -1;
-        for (size_t i = 0; a1 && i < first; i++)
-            if (cps_push(a1, (uint32_t)i) < 0)
-                return -1;
-        for (size_t i = first; i < n; i++) {
-            uint32_t c = in[i];
-            if (c < 0x80 && bert_ascii_kind[c] == BERT_KEEP) {
-                /* the text's ASCII (most of many scripts' text too: spaces, digits,
-                 * punctuation), a run at a time */
-                size_t end = bert_kept_ascii(in, i + 1, n);
-                if (cps_extend(tmp, in + i, end - i) < 0 || align_run(a1, i, end) < 0)
-                    return -1;
-                i = end - 1;
-                continue;
-            }
-            uint32_t p = nprops(c);
-            size_t mark = tmp->n;
-            if ((p & touch) == N_BERT_CJK) {
-                /* most of Chinese and Japanese text: a character padded and changed no other way,
-                 * stored with its spaces at once */
-                if (cps_grow(tmp, 3) < 0)
-                    return -1;
-                uint32_t *o = tmp->v + tmp->n;
-                o[0] = ' ';
-                o[1] = c;
-                o[2] = ' ';
-                tmp->n += 3;
-                if (align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
-                    return -1;
-                continue;
-            }
-            if (!(p & touch)) {
-                if (cps_push(tmp, c) < 0 || align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
-                    return -1;
-                continue;
-            }
-            if ((flags & BERT_CLEAN) && (p & N_BERT_CONTROL))
-                continue;
-            if ((flags & BERT_CLEAN) && (p & N_BERT_SPACE)) {
-                if (cps_push(tmp, ' ') < 0 || align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
-                    return -1;
-                continue;
-            }
-            int pad = (flags & BERT_CHINESE) && (p & N_BERT_CJK);
-            if (pad && cps_push(tmp, ' ') < 0)
-                return -1;
-            if ((strip && (p & N_NFD) ? PUSH_NFD(tmp, c) : cps_push(tmp, c)) < 0)
-                return -1;
-            if (pad && cps_push(tmp, ' ') < 0)
-                return -1;
-            if (align_fill(a1, mark, tmp->n, (uint32_t)i) < 0)
-                return -1;
-            /* only a decomposition or a non-starter puts non-starters in the text (a character
-             * left as it is is none: N_NONSTARTER is one of touch's; a Hangul syllable's jamo are
-             * starters), and ordering moves them only within runs of two or more: from the
-             * first such run on, if it puts one in the text. The first pair found starts its
-             * run, or the run's first pair was found when it was put in. */
-            if (strip && (p & (N_NFD | N_NONSTARTER)) && c - 0xAC00 >= 11172)
-                for (size_t j = mark ? mark - 1 : 0; j + 1 < tmp->n; j++)
-                    if (nonstarter(tmp->v[j]) && nonstarter(tmp->v[j + 1])) {
-                        reorder_from = j < reorder_from ? j : reorder_from;
-                        break;
-                    }
-        }
-        /* ordering moves non-starters only: when all of them are marks strip_accents drops, each
-         * remaining character keeps its place and its alignment */
-        int moved = reorder_from < tmp->n ? canonical_order(tmp->v + reorder_from, tmp->n - reorder_from) : 0;
-        if (moved < 0)
-            return -1;
-        if (moved && align && !nonstarters_dropped(tmp->v, tmp->n))
-            return -2;
-        src = tmp->v;
-        len = tmp->n;
-    } else {
-        for (size_t i = 0; a1 && i < n; i++)
-            if (cps_push(a1, (uint32_t)i) < 0)
-                return -1;
-    }
-    uint32_t drop = strip ? N_BERT_MARK : 0, map = lower ? N_LOWER : 0;
-    out->n = 0;
-    if (a2)
-        a2->n = 0;
-    if (!(drop | map))
-        return cps_extend(out, src, len) < 0 || (a2 && cps_extend(a2, a1->v, a1->n) < 0) ? -1 : 0;
-    if (cps_grow(out, len) < 0)
-        return -1;
-    for (size_t i = 0; i < len; i++) {
-        uint32_t c = src[i];
-        size_t mark = out->n;
-        if (c < 0x80) {
-            /* no ASCII character is a mark; only A-Z change case: a run at a time, copied as it
-             * is scanned, in room for the rest of the text */
-            if (cps_grow(out, len - i) < 0 || (a2 && cps_grow(a2, len - i) < 0))
-                return -1;
-            uint32_t *o = out->v + out->n;
-            size_t end = i;
-            do {
-                o[end - i] = lower && src[end] - 'A' < 26 ? src[end] + 32 : src[end];
-                end++;
-            } while (end < len && src[end] < 0x80);
-            out->n += end - i;
-            if (a2) {
-                memcpy(a2->v + a2->n, a1->v + i, (end - i) * sizeof *a2->v);
-                a2->n += end - i;
-            }
-            i = end - 1;
-            continue;
-        }
-        uint32_t p = nprops(c);
-        if (p & drop)
-            continue;
-        if ((p & map ? PUSH_LOWER(out, c) : cps_push(out, c)) < 0 || (a2 && align_fill(a2, mark, out->n, a1->v[i]) < 0))
-            return -1;
-    }
-    return 0;
+    return bert_one_pass(flags, in, n, touch, tmp, out, align ? &align[1] : NULL);
 }
 
 /* ---- NFC ------------------------------------------------------------------------------------ */
