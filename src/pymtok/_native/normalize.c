@@ -276,12 +276,11 @@ static inline int bert_map(CpBuf *out, uint32_t x, int lower, uint32_t drop, uin
  * marks dropped (no non-starter lowercases to another character: gen_normalize.py checks).
  * *moved set where ordering moved one, *kept where one stays. -1 out of memory. */
 static int bert_run_done(CpBuf *out, CpBuf *al, size_t from, uint32_t drop, int *moved, int *kept) {
-    int ordered = 1;
-    for (size_t k = from + 1; k < out->n; k++)
-        ordered &= entry_ccc(out->v[k - 1]) <= entry_ccc(out->v[k]);
-    if (!ordered && order_run(out->v + from, out->n - from) < 0)
+    /* whether ordering moves one is the alignment's question only */
+    for (size_t k = from + 1; al && k < out->n; k++)
+        *moved |= entry_ccc(out->v[k - 1]) > entry_ccc(out->v[k]);
+    if (out->n - from > 1 && order_run(out->v + from, out->n - from) < 0)
         return -1;
-    *moved |= !ordered;
     size_t k = from;
     for (size_t i = from; i < out->n; i++)
         if (!(nprops(out->v[i]) & drop)) {
@@ -294,6 +293,18 @@ static int bert_run_done(CpBuf *out, CpBuf *al, size_t from, uint32_t drop, int 
     out->n = k;
     if (al)
         al->n = k;
+    return 0;
+}
+
+/* bert_run_done with a run of one (a virama, a nukta, most runs) inline: it has no order */
+static inline int bert_run_end(CpBuf *out, CpBuf *al, size_t from, uint32_t drop, int *moved, int *kept) {
+    if (out->n - from > 1)
+        return bert_run_done(out, al, from, drop, moved, kept);
+    int stays = !(nprops(out->v[from]) & drop);
+    *kept |= stays;
+    out->n -= !stays;
+    if (al)
+        al->n = out->n;
     return 0;
 }
 
@@ -339,7 +350,7 @@ static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch
         if (!(p & touch)) {
             /* pass 1 keeps it, and with strip_accents it is no non-starter (touch's) */
             if (((p & (drop | map)) ? bert_map(out, c, lower, drop, map) : cps_push(out, c)) < 0 ||
-                align_fill(al, mark, out->n, (uint32_t)i) < 0)
+                (al && align_fill(al, mark, out->n, (uint32_t)i) < 0))
                 return -1;
             continue;
         }
@@ -352,7 +363,7 @@ static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch
             o[1] = c;
             o[2] = ' ';
             out->n += 3;
-            if (align_fill(al, mark, out->n, (uint32_t)i) < 0)
+            if (al && align_fill(al, mark, out->n, (uint32_t)i) < 0)
                 return -1;
             continue;
         }
@@ -367,20 +378,20 @@ static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch
                 uint32_t x = tmp->v[k];
                 if (strip && nonstarter(x)) {
                     run = run == SIZE_MAX ? out->n : run;
-                    if (cps_push(out, x) < 0 || align_fill(al, out->n - 1, out->n, (uint32_t)i) < 0)
+                    if (cps_push(out, x) < 0 || (al && align_fill(al, out->n - 1, out->n, (uint32_t)i) < 0))
                         return -1;
                     continue;
                 }
-                if (run != SIZE_MAX && bert_run_done(out, al, run, drop, &moved, &kept) < 0)
+                if (run != SIZE_MAX && bert_run_end(out, al, run, drop, &moved, &kept) < 0)
                     return -1;
                 run = SIZE_MAX;
                 size_t before = out->n;
-                if (bert_map(out, x, lower, drop, map) < 0 || align_fill(al, before, out->n, (uint32_t)i) < 0)
+                if (bert_map(out, x, lower, drop, map) < 0 || (al && align_fill(al, before, out->n, (uint32_t)i) < 0))
                     return -1;
             }
         }
         if (run != SIZE_MAX && (i + 1 == n || !bert_general(in[i + 1], nprops(in[i + 1]), touch, drop, map))) {
-            if (bert_run_done(out, al, run, drop, &moved, &kept) < 0)
+            if (bert_run_end(out, al, run, drop, &moved, &kept) < 0)
                 return -1;
             run = SIZE_MAX;
         }
