@@ -179,6 +179,9 @@ enum { BERT_KEEP, BERT_DROP, BERT_SPACE_OUT };
 static uint8_t bert_ascii_kind[0x80];
 static pthread_once_t bert_ascii_once = PTHREAD_ONCE_INIT;
 
+/* An ASCII character as BertNormalizer's lowercase leaves it (only A-Z change) */
+static inline uint32_t bert_ascii_case(uint32_t c, int lower) { return lower && c - 'A' < 26 ? c + 32 : c; }
+
 /* Whether bert_ascii's vector way holds: every printable character kept, \t, \n and \r spaces */
 static int bert_ascii_vector;
 
@@ -242,7 +245,7 @@ static int bert_ascii(int flags, const uint32_t *in, size_t n, CpBuf *out, CpBuf
         int kind = clean ? bert_ascii_kind[c] : BERT_KEEP;
         if (kind == BERT_DROP)
             continue;
-        c = kind == BERT_SPACE_OUT ? ' ' : lower && c - 'A' < 26 ? c + 32 : c;
+        c = kind == BERT_SPACE_OUT ? ' ' : bert_ascii_case(c, lower);
         if (a)
             a[k] = (uint32_t)i - 1;
         o[k++] = c;
@@ -264,7 +267,7 @@ static inline size_t bert_kept_ascii(const uint32_t *in, size_t i, size_t n) {
  * case lowered (map) */
 static inline int bert_map(CpBuf *out, uint32_t x, int lower, uint32_t drop, uint32_t map) {
     if (x < 0x80)
-        return cps_push(out, lower && x - 'A' < 26 ? x + 32 : x);
+        return cps_push(out, bert_ascii_case(x, lower));
     uint32_t p = nprops(x);
     if (p & drop)
         return 0;
@@ -339,7 +342,7 @@ static int bert_one_pass(int flags, const uint32_t *in, size_t n, uint32_t touch
                 return -1;
             uint32_t *o = out->v + out->n;
             for (size_t j = i; j < end; j++)
-                o[j - i] = lower && in[j] - 'A' < 26 ? in[j] + 32 : in[j];
+                o[j - i] = bert_ascii_case(in[j], lower);
             out->n += end - i;
             for (size_t j = i; al && j < end; j++)
                 al->v[al->n++] = (uint32_t)j;
