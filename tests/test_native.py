@@ -425,6 +425,40 @@ def test_generated_strings_with_added_tokens(name: str, data: st.DataObject) -> 
 
 
 @functools.lru_cache(maxsize=None)
+def few_firsts_tokenizers(firsts: tuple[str, ...]) -> tuple[pymtok.Tokenizer, object]:
+    """t5-small with added tokens of the given first characters besides its own '<' (ours, HF)."""
+    from tokenizers import Tokenizer
+
+    config = json.loads(fixture_path("tokenizers", "t5-small", "tokenizer.json").read_text(encoding="utf-8"))
+    next_id = max(t["id"] for t in config["added_tokens"]) + 1
+    for i, first in enumerate(firsts):
+        config["added_tokens"].append({"id": next_id + i, "content": first + "!", "single_word": False,
+                                       "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+    return pymtok.Tokenizer.from_config(config), Tokenizer.from_str(json.dumps(config))
+
+
+# The added tokens' first characters, when there are at most four, are looked for a block of 16
+# characters at a time (added.c skip_blocks): those under U+00FF among the characters packed
+# into bytes, where every character from U+00FF up is 0xFF, the others among the code points
+# where a block has such a character. Tokens start with ASCII, Latin-1 (0xFE the last packed
+# exactly), U+00FF (the packed value itself), a BMP and an astral character; the text holds
+# characters that pack to 0xFF, whose low bytes are a first character's ('<' 0x3C in U+013C and
+# U+FF3C), and fillers that move each one across the blocks' ends.
+@pytest.mark.parametrize("firsts", [("é", "ÿ", "中"), ("þ", "\U0001d518", "\u2581")])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_few_first_characters_found_in_blocks(firsts: tuple[str, ...], data: st.DataObject) -> None:
+    ours, theirs = few_firsts_tokenizers(firsts)
+    assert ours._native_text is not None
+    parts = [f + "!" for f in firsts] + list(firsts) + ["<pad>", "</s>", "<", "\u013c", "\uff3c", "\u0100", "\u00e9",
+                                                       "\u7fff", "\u8000", "\uffff", "\U00010000", "\u4e2d"]
+    pieces = data.draw(st.lists(st.one_of(st.sampled_from(parts), st.text(alphabet="ab ", min_size=1, max_size=17)),
+                                max_size=24))
+    text = "".join(pieces)
+    assert ours.encode(text, add_special_tokens=False) == theirs.encode(text, add_special_tokens=False).ids
+
+
+@functools.lru_cache(maxsize=None)
 def stripped_tokenizers() -> tuple[pymtok.Tokenizer, object]:
     """t5-small with added tokens that lstrip, rstrip, are normalized, or overlap (ours, HF)."""
     from tokenizers import Tokenizer

@@ -74,10 +74,41 @@ static int cuts_push(AddedCuts *c, size_t start, size_t stop, int32_t id) {
 
 #define SKIP_BLOCK 16
 
-/* From i, the start of the first block of SKIP_BLOCK characters that holds one of the few
- * characters tokens start with (t->firsts), else of the shorter block at the end, which the
- * caller scans: four characters to a comparison, where the bitmap is a lookup a character. */
+/* From i, the first of the few characters tokens start with (t->firsts), or the start of the
+ * block of SKIP_BLOCK characters holding it, else of the shorter block at the end, which the
+ * caller scans: a block to a few comparisons, where the bitmap is a lookup a character. */
 static size_t skip_blocks(const AddedTrie *t, const uint32_t *s, size_t n, size_t i) {
+#ifdef __SSE2__
+    /* a first character under U+00FF (most are ASCII: '<' of most tokens) is compared with the
+     * block's 16 characters at once, as ascii16's bytes (U+00FF and above are all 0xFF there),
+     * the others with four at a time where the block has a character they might be; the
+     * block's mask of them gives the first */
+    __m128i narrow[ADDED_FEW_FIRSTS], wide[ADDED_FEW_FIRSTS];
+    size_t nn = 0, nw = 0;
+    for (size_t k = 0; k < t->nfirsts; k++) {
+        if (t->firsts[k] < 0xFF)
+            narrow[nn++] = _mm_set1_epi8((char)t->firsts[k]);
+        else
+            wide[nw++] = _mm_set1_epi32((int)t->firsts[k]);
+    }
+    for (; i + SKIP_BLOCK <= n; i += SKIP_BLOCK) {
+        __m128i bytes = ascii16(s + i), any = _mm_setzero_si128();
+        for (size_t k = 0; k < nn; k++)
+            any = _mm_or_si128(any, _mm_cmpeq_epi8(bytes, narrow[k]));
+        unsigned mask = (unsigned)_mm_movemask_epi8(any);
+        /* a block of no character from U+00FF up (English, code) holds none of the others */
+        int others = nw && _mm_movemask_epi8(_mm_cmpeq_epi8(bytes, _mm_set1_epi8((char)0xFF)));
+        for (size_t j = 0; others && j < SKIP_BLOCK; j += 4) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i + j)), eq = _mm_setzero_si128();
+            for (size_t k = 0; k < nw; k++)
+                eq = _mm_or_si128(eq, _mm_cmpeq_epi32(v, wide[k]));
+            mask |= (unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) << j;
+        }
+        if (mask)
+            return i + (size_t)__builtin_ctz(mask);
+    }
+    return i;
+#else
     u32x4 f[ADDED_FEW_FIRSTS];
     size_t nf = t->nfirsts;
     for (size_t k = 0; k < nf; k++)
@@ -95,6 +126,7 @@ static size_t skip_blocks(const AddedTrie *t, const uint32_t *s, size_t n, size_
             return i;
     }
     return i;
+#endif
 }
 
 int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out) {
