@@ -540,6 +540,31 @@ def test_wordpiece_one_character_pieces(via: str, max_chars: int, text: str) -> 
     assert_model_as_hf(model, {"type": "BertPreTokenizer"}, via, text)
 
 
+# Greedy matching starts at the longest token of those beginning with the piece's next
+# character, of the vocabulary for a piece's first token and of the continuations after it
+# (models.c wordpiece_parts): characters whose longest token is longer in one than in the
+# other (x, y), of one to four UTF-8 bytes, and characters no token starts (c, ü).
+_LONGEST_VOCAB = ["[UNK]", "a", "ab", "abcab", "b", "##a", "##b", "##ab", "x", "##x", "##xyxyx", "y", "yxyxy", "##y",
+                  "é", "éa", "##é", "##éééé", "中", "中文中文", "##文", "##中文", "😀", "😀😀😀", "##😀"]
+
+
+@pytest.mark.parametrize("via", ["json", "mtok"])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.lists(st.sampled_from(["a", "b", "ab", "abcab", "c", "x", "y", "xyxyx", "yxyxy", "é", "éa", "éééé", "ü",
+                                        "中", "文", "中文中文", "😀", "😀😀😀", " "]), max_size=12).map("".join))
+def test_wordpiece_greedy_from_the_first_characters_longest(via: str, text: str) -> None:
+    model = {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+             "max_input_chars_per_word": 100, "vocab": {token: i for i, token in enumerate(_LONGEST_VOCAB)}}
+    assert_model_as_hf(model, {"type": "WhitespaceSplit"}, via, text)
+
+
+def test_wordpiece_token_longer_than_the_longest_kept() -> None:
+    """A token of more bytes than the table of longest tokens counts (254) is still found."""
+    model = {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+             "max_input_chars_per_word": 1000, "vocab": {"[UNK]": 0, "k": 1, "##k": 2, "k" * 300: 3}}
+    assert_model_as_hf(model, {"type": "WhitespaceSplit"}, "json", "k" * 302 + " kk")
+
+
 # Viterbi's walks down the Unigram trie, whose edges are placed by the bytes of their paths:
 # pieces sharing long prefixes, longer than the table first made for so few (it grows while
 # the pieces go in), of one to four UTF-8 bytes a character, and characters no piece covers.

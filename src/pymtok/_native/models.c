@@ -892,6 +892,8 @@ void bpe_free(BPE *m) {
 
 /* ---- WordPiece -------------------------------------------------------------------------- */
 
+#define BMP_CHARS 0x10000
+
 static inline size_t char_start_at_or_before(const uint8_t *b, size_t lo, size_t i) {
     while (i > lo && (b[i] & 0xC0) == 0x80)
         i--;
@@ -909,13 +911,19 @@ static inline int32_t wordpiece_whole(const WordPiece *m, const Word *w, const u
 /* Greedy longest match first, for a piece neither in the vocabulary whole (wordpiece_whole)
  * nor in the cache, which it goes into; the continuation map holds tokens without their
  * prefix. Ends step back one character at a time, and start no further than the longest token
- * allows. The piece is UTF-8 b[0..nb), hashed h, readable KEY_PAD bytes on, b[nb] no
- * continuation byte (ends at nb are character starts). */
+ * beginning with the start's character allows (WordPiece.longest). The piece is UTF-8
+ * b[0..nb), hashed h, readable KEY_PAD bytes on, b[nb] no continuation byte (ends at nb are
+ * character starts). */
 static int wordpiece_parts(const WordPiece *m, Cache *cache, const uint8_t *b, size_t nb, uint64_t h, IdBuf *out) {
     size_t first = out->n, start = 0;
     while (start < nb) {
         const StrMap *map = start ? &m->cont : &m->vocab;
-        size_t end = nb - start > map->max_len ? start + map->max_len : nb;
+        size_t longest = map->max_len;
+        uint32_t c;
+        if (m->longest && utf8_get(b + start, nb - start, &c) && c < BMP_CHARS &&
+            m->longest[(start ? BMP_CHARS : 0) + c] < UINT8_MAX)
+            longest = m->longest[(start ? BMP_CHARS : 0) + c];
+        size_t end = nb - start > longest ? start + longest : nb;
         end = char_start_at_or_before(b, start, end);
         int32_t id = -1;
         while (end > start) {
@@ -968,12 +976,26 @@ static int wordpiece_spanned(const WordPiece *m, Cache *cache, Word *w, const ui
     return spans_unknown(spans_out, w->nids);
 }
 
-#define BMP_CHARS 0x10000
+/* A token key[0..len) into the longest by first character; one of UINT8_MAX bytes or more as
+ * UINT8_MAX, which wordpiece_parts reads as the map's longest */
+static void longest_put(uint8_t *longest, const uint8_t *key, size_t len) {
+    uint32_t c;
+    if (!len || !utf8_get(key, len, &c) || c >= BMP_CHARS)
+        return;
+    uint8_t n = len < UINT8_MAX ? (uint8_t)len : UINT8_MAX;
+    if (longest[c] < n)
+        longest[c] = n;
+}
 
 int wordpiece_put(WordPiece *m, const uint8_t *key, size_t len, int32_t id, const uint8_t *prefix, size_t plen) {
-    if (strmap_put(&m->vocab, key, len, id) < 0 ||
-        (len >= plen && memcmp(key, prefix, plen) == 0 && strmap_put(&m->cont, key + plen, len - plen, id) < 0))
+    int cont = len >= plen && memcmp(key, prefix, plen) == 0;
+    if (strmap_put(&m->vocab, key, len, id) < 0 || (cont && strmap_put(&m->cont, key + plen, len - plen, id) < 0))
         return -1;
+    if (!m->longest && !(m->longest = pages_alloc(2 * BMP_CHARS)))
+        return -1;
+    longest_put(m->longest, key, len);
+    if (cont)
+        longest_put(m->longest + BMP_CHARS, key + plen, len - plen);
     /* the keys are UTF-8 (both readers check): one of a character is as long as its lead says */
     uint32_t c;
     if (len < 1 || len > 3 || utf8_get(key, len, &c) != len)
@@ -1099,7 +1121,10 @@ void wordpiece_free(WordPiece *m) {
     strmap_free(&m->cont);
     if (m->bmp)
         pages_free(m->bmp, BMP_CHARS * sizeof *m->bmp);
+    if (m->longest)
+        pages_free(m->longest, 2 * BMP_CHARS);
     m->bmp = NULL;
+    m->longest = NULL;
 }
 
 /* ---- Unigram ---------------------------------------------------------------------------- */

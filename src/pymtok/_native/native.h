@@ -650,6 +650,11 @@ typedef struct {
      * character, each CJK character behind BERT's pre-tokenizer and each punctuation mark, is
      * that token or the unknown one, without the hashing and the probe of its bytes */
     int32_t *bmp;
+    /* the longest token's bytes among those starting with each BMP character, of the vocabulary
+     * then of the continuations (NULL before the first token is put): greedy matching starts
+     * there, not at the longest token of all, which in scripts the vocabulary holds few tokens
+     * of was a dozen lookups bound to fail a piece */
+    uint8_t *longest;
 } WordPiece;
 
 /* An edge of the Unigram trie, with the id of the piece ending where it leads: Viterbi reads
