@@ -467,7 +467,7 @@ static int part_cached(const BPE *m, Cache *cache, const uint32_t *cps, size_t n
         h = hash_padded(key, nk);
         const CacheEntry *e = cache_get_padded(cache, key, nk, h);
         if (e)
-            return ids_extend(out, cache_ids(e), e->nids);
+            return cache_ids_extend(out, e);
     }
     size_t start = out->n, merged;
     if (bpe_symbols(m, cps, n, b, nb, out) < 0 || bpe_merge(m, out->v + start, out->n - start, sc, &merged) < 0)
@@ -666,7 +666,7 @@ static void words_hash(const Cache *cache, Word *w, size_t nw, const uint8_t *by
 static int entry_ids(const Cache *cache, const CacheEntry *e, Word *w, IdBuf *out, IdBuf *spans_out) {
     size_t n = e->nids;
     w->nids = n;
-    if (ids_extend(out, cache_ids(e), n) < 0 || (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0))
+    if (cache_ids_extend(out, e) < 0 || (spans_out->cap - spans_out->n < 2 * n && ids_grow(spans_out, 2 * n) < 0))
         return -1;
     int32_t *to = spans_out->v + spans_out->n;
     spans_out->n += 2 * n;
@@ -710,7 +710,7 @@ static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw,
         const uint8_t *b = sc->bytes + w[k].b;
         const CacheEntry *e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
         size_t before = out->n;
-        if (e ? ids_extend(out, cache_ids(e), e->nids) < 0
+        if (e ? cache_ids_extend(out, e) < 0
               : bpe_word(m, cache, buf + w[k].c, w[k].nc, b, w[k].nb, w[k].h, sc, out) < 0)
             return -1;
         w[k].nids = out->n - before;
@@ -1054,7 +1054,7 @@ static int wordpiece_words(const WordPiece *m, Cache *cache, size_t nw, Scratch 
         const CacheEntry *e = id < 0 ? wordpiece_cached(cache, &w[k], b) : NULL;
         size_t before = out->n;
         if (id >= 0   ? ids_push(out, id) < 0
-            : e       ? ids_extend(out, cache_ids(e), e->nids) < 0
+            : e       ? cache_ids_extend(out, e) < 0
                       : wordpiece_parts(m, cache, b, w[k].nb, w[k].h, out) < 0)
             return -1;
         w[k].nids = out->n - before;
@@ -1258,7 +1258,7 @@ static int unigram_bytes(const Unigram *m, Cache *cache, const uint8_t *b, size_
     if (cacheable) {
         const CacheEntry *e = cache_get_padded(cache, b, nb, h);
         if (e)
-            return ids_extend(out, cache_ids(e), e->nids);
+            return cache_ids_extend(out, e);
     }
     size_t cells = nb + 1;
     if (scratch_work(sc, cells * (sizeof(double) + 3 * sizeof(int32_t))) < 0)

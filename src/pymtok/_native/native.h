@@ -274,6 +274,24 @@ typedef struct {
 
 static inline const int32_t *cache_ids(const CacheEntry *e) { return (const int32_t *)(const void *)e->data; }
 
+/* An entry's data (ids, then key) is at least this many bytes (entry_bytes): the ids of a piece
+ * of up to four tokens, most pieces one or two, are copied as one block, without a loop whose
+ * length mispredicts from one piece to the next. */
+#define CACHE_DATA_MIN 16
+
+/* An entry's ids onto out */
+static inline int cache_ids_extend(IdBuf *out, const CacheEntry *e) {
+    size_t n = e->nids, room = n > 4 ? n : 4;
+    if (out->cap - out->n < room && ids_grow(out, room) < 0)
+        return -1;
+    if (n <= 4)
+        memcpy(out->v + out->n, e->data, CACHE_DATA_MIN);
+    else
+        memcpy(out->v + out->n, e->data, n * sizeof(int32_t));
+    out->n += n;
+    return 0;
+}
+
 typedef struct {
     _Atomic uint32_t *slots; /* entry offset in the arena + 1; 0 is an empty slot */
     size_t mask;             /* of the slots in use, the first of the slots_cap mapped */

@@ -964,8 +964,10 @@ static int precompiled_run(const Charsmap *m, const uint32_t *in, size_t n, CpBu
         if (j > i) {
             if (cps_extend(out, in + i, j - i) < 0 || (chg && cps_grow(chg, j - i) < 0))
                 return -1;
-            for (size_t k = i; chg && k < j; k++)
-                chg->v[chg->n++] = 0;
+            if (chg) {
+                memset(chg->v + chg->n, 0, (j - i) * sizeof *chg->v);
+                chg->n += j - i;
+            }
             i = j;
             continue;
         }
@@ -1107,17 +1109,13 @@ int normalize_aligned(const NormOp *ops, size_t nops, const uint32_t *in, size_t
         if (op->kind == NORM_PRECOMPILED || op->kind == NORM_NFKD) {
             size_t used = n;
             int same = 0, err = 0;
-            if (op->kind == NORM_PRECOMPILED) {
-                /* where each character keeps its place the alignment stays as it is */
-                if ((err = precompiled_run(op->map, cur, n, dst, NULL, &same)) < 0)
-                    return err;
-                if (same) {
-                    cur = dst->v;
-                    continue;
-                }
-            }
             err = op->kind == NORM_NFKD ? nfkd_run(cur, n, dst, dal)
                                         : precompiled_run(op->map, cur, n, dst, dal, &same);
+            if (!err && same) {
+                /* each character kept its place: so does the alignment */
+                cur = dst->v;
+                continue;
+            }
             if (err == 1)
                 continue; /* NFKD left the text as it is */
             if (!err)

@@ -405,7 +405,7 @@ static int bpe_encode(SpModel *m, const uint8_t *text, size_t n, int *previous_u
             h = hash_bytes(text + start, len);
             const CacheEntry *e = cache_get(cache, text + start, len, h);
             if (e) {
-                err = ids_extend(out, cache_ids(e), e->nids);
+                err = cache_ids_extend(out, e);
                 *previous_unk = 0;
                 start = end;
                 continue;

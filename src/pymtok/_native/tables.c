@@ -196,7 +196,8 @@ static int entry_is(const CacheEntry *e, const uint8_t *key, size_t len, uint64_
 }
 
 static size_t entry_bytes(size_t nids, size_t len) {
-    return (sizeof(CacheEntry) + nids * sizeof(int32_t) + len + 7) & ~(size_t)7;
+    size_t data = nids * sizeof(int32_t) + len;
+    return (sizeof(CacheEntry) + (data > CACHE_DATA_MIN ? data : CACHE_DATA_MIN) + 7) & ~(size_t)7;
 }
 
 /* Twice the slots in use, the entries put in them anew, by a thread alone in the cache. The
