@@ -920,9 +920,11 @@ static int wordpiece_parts(const WordPiece *m, Cache *cache, const uint8_t *b, s
         const StrMap *map = start ? &m->cont : &m->vocab;
         size_t longest = map->max_len;
         uint32_t c;
-        if (m->longest && utf8_get(b + start, nb - start, &c) && c < BMP_CHARS &&
-            m->longest[(start ? BMP_CHARS : 0) + c] < UINT8_MAX)
-            longest = m->longest[(start ? BMP_CHARS : 0) + c];
+        if (m->longest && utf8_get(b + start, nb - start, &c) && c < BMP_CHARS) {
+            uint8_t bound = m->longest[(start ? BMP_CHARS : 0) + c];
+            if (bound < UINT8_MAX)
+                longest = bound;
+        }
         size_t end = nb - start > longest ? start + longest : nb;
         end = char_start_at_or_before(b, start, end);
         int32_t id = -1;
