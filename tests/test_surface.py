@@ -13,6 +13,7 @@ import inspect
 import json
 import pickle
 import shutil
+import sys
 import weakref
 from pathlib import Path
 from typing import Any
@@ -266,8 +267,13 @@ def test_allowed_and_disallowed_special_match_tiktoken(cl100k_pair: tuple[pymtok
             with pytest.raises(ValueError) as ours_exc:
                 tok.encode(text, **kwargs)
             assert str(ours_exc.value) == str(exc)  # the same words, naming the same token
+            with pytest.raises(ValueError) as ours_exc:
+                tok.encode_to_numpy(text, **kwargs)
+            assert str(ours_exc.value) == str(exc)
             continue
         assert tok.encode(text, **kwargs) == expected, text
+        got = tok.encode_to_numpy(text, **kwargs)
+        assert got.dtype == np.uint32 and got.tolist() == enc.encode_to_numpy(text, **kwargs).tolist(), text
     batch = [t for t in cl100k_texts() if "<|" not in t]
     assert tok.encode_batch(batch, **kwargs) == enc.encode_batch(batch, **kwargs)
 
@@ -284,6 +290,42 @@ def test_special_keywords_refuse_what_they_cannot_mean(cl100k_pair: tuple[pymtok
         tok.encode("a", split_special_tokens=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="unexpected keyword"):
         tok.encode_batch(["a"], allowed_specials="all")
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_encode_to_numpy_gives_hfs_ids(name: str) -> None:
+    tok, hf = ours(name), hf_tokenizer(name)
+    # a text long enough that the native core reads it a part at a time (module.c PARTS_MIN)
+    long_text = "\n".join(chunks())
+    assert len(long_text) > 2 * 8192
+    texts = [*chunks()[:40], *special_texts(tok, 10), "", long_text]
+    for flag in (True, False):
+        for text in texts:
+            got = tok.encode_to_numpy(text, add_special_tokens=flag)
+            assert got.dtype == np.uint32 and got.ndim == 1, text[:80]
+            assert got.tolist() == hf.encode(text, add_special_tokens=flag).ids, text[:80]
+    assert tok.encode_to_numpy("a b").flags.writeable  # the caller's own array, as tiktoken's
+
+
+def test_encode_to_numpy_refuses_as_encode_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = ours("llama3")
+    with pytest.raises(TypeError, match=r"encode_to_numpy\(\) takes a str"):
+        tok.encode_to_numpy(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"encode_to_numpy\(\): add_special_tokens must be True or False"):
+        tok.encode_to_numpy("a", add_special_tokens=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="surrogate"):
+        tok.encode_to_numpy("a\ud800b")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        tok.encode_to_numpy("a", return_tensors="np")  # type: ignore[call-arg]
+    from pymtok import tokenizer
+
+    tokenizer._numpy_u32.cache_clear()
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "numpy", None)  # as if not installed
+        with pytest.raises(ImportError, match="encode_to_numpy needs numpy"):
+            tok.encode_to_numpy("a")
+    tokenizer._numpy_u32.cache_clear()
+    assert tok.encode_to_numpy("a").tolist() == tok.encode("a")
 
 
 # -- tiktoken's byte view ----------------------------------------------------------------------

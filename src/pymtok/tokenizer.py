@@ -212,6 +212,8 @@ class Tokenizer:
         encoder = getattr(self._native_segment, "__self__", None)
         batched = self._native_text is not None and native.is_encoder(encoder)
         self._native_batch = encoder.encode_batch if batched else None
+        # encode_to_numpy's common call: the ids as 4-byte unsigned ints, no int object an id
+        self._native_u32 = functools.partial(encoder.encode_u32, self.normalizer) if batched else None
         self._native_arrow = encoder.encode_arrow if batched else None
         if batched:
             # the class's encode (native.fast_encode) runs the common call, encode(text[,
@@ -307,6 +309,42 @@ class Tokenizer:
         if add_special_tokens and self.post_processor is not None:
             return self.post_processor(ids, pair_ids)
         return ids + pair_ids
+
+    def encode_to_numpy(
+        self,
+        text: str,
+        *,
+        add_special_tokens: bool = True,
+        split_special_tokens: bool | None = None,
+        allowed_special: AbstractSpecials | None = None,
+        disallowed_special: AbstractSpecials | None = None,
+    ) -> Any:
+        """``encode``'s ids as a numpy array of ``uint32``, as tiktoken's ``encode_to_numpy`` gives
+        them (needs numpy); the keywords are ``encode``'s.
+
+        Where the native core runs ``encode_batch``, the ids go from it to the array without an
+        int object each (the list ``encode`` returns costs a good part of a warm encode); elsewhere
+        they are ``encode``'s list, converted.
+
+        >>> tok.encode_to_numpy("Hello world")                  # doctest: +SKIP
+        array([9707, 1879], dtype=uint32)
+        """
+        np, u32 = _numpy_u32()
+        native_u32 = self._native_u32
+        if (
+            native_u32 is not None
+            and type(text) is str
+            and split_special_tokens is allowed_special is disallowed_special is None
+            and type(add_special_tokens) is bool
+            and not self.meta.split_special_tokens
+        ):
+            return np.frombuffer(native_u32(text, add_special_tokens), u32)
+        if not isinstance(text, str):
+            raise TypeError(f"encode_to_numpy() takes a str, got {type(text).__name__}")
+        _check_flag("encode_to_numpy", "add_special_tokens", add_special_tokens)
+        ids = self.encode(text, add_special_tokens=add_special_tokens, split_special_tokens=split_special_tokens,
+                          allowed_special=allowed_special, disallowed_special=disallowed_special)
+        return np.array(ids, u32)
 
     def __call__(self, text: Any = None, text_pair: Any = None, *, add_special_tokens: Any = True,
                  return_offsets_mapping: Any = False, **kwargs: Any) -> BatchEncoding:
@@ -1407,6 +1445,17 @@ _SHARES_PER_THREAD = 8
 _FLAT, _COUNT = 1, 2
 # array's typecode of a 4-byte unsigned int (the C unsigned int on every platform CPython runs on)
 _U32_CODE = next(code for code in "IL" if array(code).itemsize == 4)
+
+
+@functools.cache
+def _numpy_u32() -> tuple[Any, Any]:
+    """numpy (an optional dependency, imported on first use) and its uint32 dtype, which
+    ``frombuffer`` takes in half the time it takes the type"""
+    try:
+        import numpy
+    except ImportError:
+        raise ImportError("encode_to_numpy needs numpy, which is not installed (pip install numpy)") from None
+    return numpy, numpy.dtype(numpy.uint32)
 
 
 class FlatIds(NamedTuple):

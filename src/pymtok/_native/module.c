@@ -1475,22 +1475,24 @@ static size_t find_surrogate(int kind, const void *data, size_t n);
 static void raise_surrogate(PyObject *text, size_t at);
 
 /* encode_text's list for a long text with native normalizer steps, a part at a time (each part's
- * ids added to the list as they come, the list grown to what the parts so far project);
- * NULL with an error, or with none and *redo set when a step needs the pure path. */
+ * ids added to the list as they come, the list grown to what the parts so far project); with
+ * `flat`, the ids appended there instead and Py_None for the list. NULL with an error, or with
+ * none and *redo set when a step needs the pure path. */
 static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, size_t nops, int special, Work *w,
-                              int *redo) {
+                              int *redo, IdBuf *flat) {
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     size_t n = (size_t)PyUnicode_GET_LENGTH(text), m = cut_margin(ops, nops);
     PartOps po = {ops, nops, malloc((nops ? nops : 1) * sizeof *ops), 0};
-    PyObject *list = PyList_New(0);
+    PyObject *list = flat ? Py_NewRef(Py_None) : PyList_New(0);
     IdBuf out = {0};
     if (!po.rest || !list)
         goto fail;
     for (size_t k = 0; k < nops; k++)
         if (ops[k].kind != NORM_PREPEND)
             po.rest[po.nrest++] = ops[k];
-    if (list_room(list, ids_expected(n)) < 0 || (special && list_extend(self->ints, list, &self->prefix) < 0))
+    if (flat ? ids_grow(flat, ids_expected(n)) < 0 || (special && ids_extend(flat, self->prefix.v, self->prefix.n) < 0)
+             : list_room(list, ids_expected(n)) < 0 || (special && list_extend(self->ints, list, &self->prefix) < 0))
         goto fail;
     int open = 0, err = 0;
     for (size_t a = 0, b; a < n; a = b) {
@@ -1515,16 +1517,22 @@ static PyObject *encode_parts(Encoder *self, PyObject *text, const NormOp *ops, 
             PyErr_NoMemory();
             goto fail;
         }
-        if (list_project(list, out.n, b, n) < 0 || list_extend(self->ints, list, &out) < 0)
+        if (flat ? ids_extend(flat, out.v, out.n) < 0
+                 : list_project(list, out.n, b, n) < 0 || list_extend(self->ints, list, &out) < 0)
             goto fail;
     }
-    if (special && list_extend(self->ints, list, &self->suffix) < 0)
+    if (special && (flat ? ids_extend(flat, self->suffix.v, self->suffix.n) < 0
+                         : list_extend(self->ints, list, &self->suffix) < 0))
         goto fail;
-    list_fit(list);
+    if (!flat)
+        list_fit(list);
     free(po.rest);
     free(out.v);
     return list;
 fail:
+    /* the flat buffer's growth is the one failure that has not raised (a redo raises nothing) */
+    if (flat && !*redo && !PyErr_Occurred())
+        PyErr_NoMemory();
     free(po.rest);
     free(out.v);
     Py_XDECREF(list);
@@ -1587,13 +1595,35 @@ static int encodable_length(PyObject *text, size_t *n) {
     return 0;
 }
 
-static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+/* ids within the post-processor's prefix and suffix when `special`, as 4-byte unsigned ints in a
+ * bytearray (the ids are below 2**31: their int32 bytes are the same) */
+static PyObject *id_bytes(Encoder *self, const IdBuf *ids, int special) {
+    const IdBuf *pre = special ? &self->prefix : &no_ids, *suf = special ? &self->suffix : &no_ids;
+    size_t n = pre->n + ids->n + suf->n;
+    if (n > (size_t)PY_SSIZE_T_MAX / sizeof(int32_t))
+        return PyErr_NoMemory();
+    PyObject *bytes = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(int32_t)));
+    if (!bytes)
+        return NULL;
+    char *to = PyByteArray_AS_STRING(bytes);
+    /* ids or an affix may be NULL when empty, which memcpy does not allow */
+    const IdBuf *parts[3] = {pre, ids, suf};
+    for (int k = 0; k < 3; k++) {
+        if (parts[k]->n)
+            memcpy(to, parts[k]->v, parts[k]->n * sizeof(int32_t));
+        to += parts[k]->n * sizeof(int32_t);
+    }
+    return bytes;
+}
+
+/* encode_text and encode_u32: the ids as a list of ints, or (u32) id_bytes' bytearray */
+static PyObject *encode_text_as(Encoder *self, PyObject *const *args, Py_ssize_t nargs, int u32) {
     int special;
     /* the normalizer first, so that native.py binds it with functools.partial: a Python
      * wrapper would cost a frame on every encode */
     if (nargs != 3 || !PyUnicode_Check(args[1]) || (special = PyObject_IsTrue(args[2])) < 0) {
-        PyErr_SetString(PyExc_TypeError,
-                        "encode_text(normalizer: callable | None, text: str, add_special_tokens: bool)");
+        PyErr_Format(PyExc_TypeError, "%s(normalizer: callable | None, text: str, add_special_tokens: bool)",
+                     u32 ? "encode_u32" : "encode_text");
         return NULL;
     }
     if (!self->ints.v) {
@@ -1609,7 +1639,11 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
      * for one first */
     if (n >= PARTS_MIN && native_ops(args[0], &ops, &nops)) {
         int redo = 0;
-        PyObject *list = encode_parts(self, text, ops, nops, special, w, &redo);
+        IdBuf flat = {0};
+        PyObject *list = encode_parts(self, text, ops, nops, special, w, &redo, u32 ? &flat : NULL);
+        if (list && u32)
+            Py_SETREF(list, id_bytes(self, &flat, 0));
+        free(flat.v);
         if (list || !redo) {
             work_give(w, &own);
             return list;
@@ -1619,16 +1653,24 @@ static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ss
         work_give(w, &own);
         return NULL;
     }
-    /* the ids into the Work's buffer: the list is made before the Work is given back */
+    /* the ids into the Work's buffer: the result is made before the Work is given back */
     IdBuf *out = &w->out;
     out->n = 0;
     size_t expected = ids_expected(n);
     int err = out->cap < expected && ids_grow(out, expected) < 0 ? -1 : encode_text_into(self, text, args[0], w, out);
-    PyObject *list = err ? NULL : id_list(self, out, special);
+    PyObject *result = err ? NULL : u32 ? id_bytes(self, out, special) : id_list(self, out, special);
     work_give(w, &own);
     if (err && !PyErr_Occurred())
         PyErr_NoMemory();
-    return list;
+    return result;
+}
+
+static PyObject *Encoder_encode_text(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    return encode_text_as(self, args, nargs, 0);
+}
+
+static PyObject *Encoder_encode_u32(Encoder *self, PyObject *const *args, Py_ssize_t nargs) {
+    return encode_text_as(self, args, nargs, 1);
 }
 
 /* ---- offsets ------------------------------------------------------------------------------ */
@@ -2837,6 +2879,9 @@ static PyMethodDef Encoder_methods[] = {
     {"encode_text", (PyCFunction)(void (*)(void))Encoder_encode_text, METH_FASTCALL,
      "encode_text(normalizer, text, add_special_tokens) -> list[int]: added tokens, normalization and\n"
      "segments in one call; ValueError for a lone surrogate, as Tokenizer.encode."},
+    {"encode_u32", (PyCFunction)(void (*)(void))Encoder_encode_u32, METH_FASTCALL,
+     "encode_u32(normalizer, text, add_special_tokens) -> bytearray: encode_text's ids as 4-byte unsigned\n"
+     "ints in native byte order (Tokenizer.encode_to_numpy), no int object made."},
     {"encode_arrow", (PyCFunction)(void (*)(void))Encoder_encode_arrow, METH_FASTCALL,
      "encode_arrow(chunks, normalizer, add_special_tokens, num_threads, mode) -> encode_batch's flat result\n"
      "for Arrow string arrays, each chunk (validity or None, offsets, data or None, length, offset, wide)"},
