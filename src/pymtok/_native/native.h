@@ -34,16 +34,10 @@ static inline int ids_push(IdBuf *b, int32_t id) {
 
 static inline int ids_extend(IdBuf *b, const int32_t *ids, size_t n) {
     if (!n)
-        return 0; /* ids may be NULL then (an empty cached piece), which memcpy does not allow */
+        return 0; /* ids may be NULL then (an empty buffer, no affixes), which memcpy does not allow */
     if (b->cap - b->n < n && ids_grow(b, n) < 0)
         return -1;
-    /* most pieces are a token or two: a call to memcpy would cost more than the copy */
-    if (n <= 4) {
-        for (size_t i = 0; i < n; i++)
-            b->v[b->n + i] = ids[i];
-    } else {
-        memcpy(b->v + b->n, ids, n * sizeof *ids);
-    }
+    memcpy(b->v + b->n, ids, n * sizeof *ids);
     b->n += n;
     return 0;
 }
@@ -285,9 +279,9 @@ static inline int cache_ids_extend(IdBuf *out, const CacheEntry *e) {
     if (out->cap - out->n < room && ids_grow(out, room) < 0)
         return -1;
     if (n <= 4)
-        memcpy(out->v + out->n, e->data, CACHE_DATA_MIN);
+        memcpy(out->v + out->n, cache_ids(e), CACHE_DATA_MIN);
     else
-        memcpy(out->v + out->n, e->data, n * sizeof(int32_t));
+        memcpy(out->v + out->n, cache_ids(e), n * sizeof(int32_t));
     out->n += n;
     return 0;
 }
