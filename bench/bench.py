@@ -274,11 +274,11 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
     # process: the workers run minutes apart, and a shared machine's slow spells last as long
     ours = load("pymtok", model, args.fixtures, args.mtok_dir)[0] if lib not in (*peers.PYMTOK, REFERENCE) else None
 
-    def in_turns(other: peers.Library, docs: list[str]) -> tuple[float, float]:
+    def in_turns(other: Callable[[str], Any], docs: list[str]) -> tuple[float, float]:
         """This library's and other's best warm seconds on docs, the two taken in turns."""
-        each(other.encode, docs)
+        each(other, docs)
         turns = best_in_turns({"this": functools.partial(each, encode, docs),
-                               "other": functools.partial(each, other.encode, docs)}, SHORT_ROUNDS * args.rounds, cpu)
+                               "other": functools.partial(each, other, docs)}, SHORT_ROUNDS * args.rounds, cpu)
         return turns["this"][0], turns["other"][0]
 
     def group(docs: list[str], name: str) -> dict[str, Any]:
@@ -291,11 +291,19 @@ def worker(lib: str, model: str, args: argparse.Namespace) -> dict[str, Any]:
         found = {"bytes": utf8_size(docs), "new_bytes": utf8_size(new_half), "warm": warm_seconds,
                  "new": new_seconds, "ids": [digest(i) for i in ids], "new_ids": [digest(i) for i in new_ids]}
         if twin is not None:
-            mtok, json = in_turns(twin, docs)
+            mtok, json = in_turns(twin.encode, docs)
             found["json_in_turns"] = json / mtok
         if ours is not None:
-            peer, pymtok = in_turns(ours, docs)
+            peer, pymtok = in_turns(ours.encode, docs)
             found["pymtok_in_turns"] = peer / pymtok
+            if library.array and ours.encode_array is not None:
+                # a peer that returns a numpy array against pymtok's array: the same output, the
+                # same work for the caller; checked to be pymtok's list's ids
+                arrays = [ours.encode_array(d) for d in docs]
+                if [peers.as_list(a) for a in arrays] != [peers.as_list(i) for i in (ours.encode(d) for d in docs)]:
+                    raise AssertionError("pymtok's encode_to_numpy differs from its encode")
+                peer, pymtok = in_turns(ours.encode_array, docs)
+                found["pymtok_array_in_turns"] = peer / pymtok
         return found
 
     out["groups"] = {}
@@ -573,12 +581,17 @@ def loaded(entry: dict[str, Any] | None) -> bool:
     return bool(entry) and "error" not in entry.get("load", {"error": ""})
 
 
-def turns_vs_peers(per_lib: dict[str, Any], group: str, cells: dict[str, Cell]) -> str:
+def turns_vs_peers(per_lib: dict[str, Any], group: str, cells: dict[str, Cell], same_output: bool = False) -> str:
     """pymtok's warm rate over the exact peer it is slowest against, each pair taken in turns in
-    the peer's process, and that peer."""
-    found = [(per_lib[lib]["groups"][group]["pymtok_in_turns"], lib) for lib, (speed, _) in cells.items()
-             if speed is not None and lib not in peers.PYMTOK
-             and "pymtok_in_turns" in per_lib[lib].get("groups", {}).get(group, {})]
+    the peer's process, and that peer. With ``same_output``, against a peer that returns a numpy
+    array pymtok's rate is that of its own array (``encode_to_numpy``), not of its list."""
+    def measured(lib: str) -> float | None:
+        found = per_lib[lib].get("groups", {}).get(group, {})
+        return found.get("pymtok_array_in_turns", found.get("pymtok_in_turns")) if same_output \
+            else found.get("pymtok_in_turns")
+
+    found = [(value, lib) for lib, (speed, _) in cells.items()
+             if speed is not None and lib not in peers.PYMTOK and (value := measured(lib)) is not None]
     if not found:
         return "-"
     worst, lib = min(found)
@@ -588,7 +601,7 @@ def turns_vs_peers(per_lib: dict[str, Any], group: str, cells: dict[str, Cell]) 
 def encode_table(results: dict[str, Any], libs: list[str], state: str) -> list[str]:
     header = ["model", "group", *libs, "fastest exact peer", "pymtok/peer", ".mtok/peer", ".mtok/json"]
     if state == "warm":
-        header.append("pymtok/peer in turns")
+        header += ["pymtok/peer in turns", "in turns, same output"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model, per_lib in results.items():
         ref = per_lib.get(REFERENCE)
@@ -617,7 +630,7 @@ def encode_table(results: dict[str, Any], libs: list[str], state: str) -> list[s
             row = [model, group, *(cells[lib][1] for lib in libs), f"{peer} {speed:.1f}" if peer else "-",
                    ratio(json_speed, speed), ratio(mtok_speed, speed), vs_json]
             if state == "warm":
-                row.append(turns_vs_peers(per_lib, group, cells))
+                row += [turns_vs_peers(per_lib, group, cells), turns_vs_peers(per_lib, group, cells, same_output=True)]
             lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -808,7 +821,8 @@ def report(info: dict[str, Any], results: dict[str, Any], loads: dict[str, Any],
     titles = {"warm": "Encode, warm (the documents encoded before), single thread, MB/s "
                       "(.mtok/json: the two taken in turns in the .mtok's process; pymtok/peer in turns: "
                       "pymtok's tokenizer.json against each exact peer in turns in the peer's process, "
-                      "the lowest ratio shown)",
+                      "the lowest ratio shown; in turns, same output: likewise, with pymtok's "
+                      "encode_to_numpy against a peer whose encode returns a numpy array)",
               "new": "Encode, new text in a warmed process (warmed on every other document, timed on the rest), MB/s",
               "first": "Encode, first pass in a fresh process, MB/s"}
     for state, title in titles.items():

@@ -42,6 +42,10 @@ class Library:
     call: Callable[[str], Any] | None = None
     # pymtok: whether the native core runs this tokenizer (None for the other libraries)
     native: bool | None = None
+    # pymtok: ``encode``'s ids as a numpy array (``encode_to_numpy``), the form ``array`` peers return
+    encode_array: Callable[[str], Ids] | None = None
+    # whether ``encode`` returns a numpy array rather than a list (gigatoken)
+    array: bool = False
 
 
 # the package each library is installed as, for the versions printed at the top of a run
@@ -82,6 +86,7 @@ def _pymtok(path: Path) -> Library:
         offsets=lambda t: tok(t, add_special_tokens=False, return_offsets_mapping=True),
         call=lambda t: tok(t, add_special_tokens=False),
         native=tok._native_segment is not None,
+        encode_array=lambda t: tok.encode_to_numpy(t, add_special_tokens=False),
     )
 
 
@@ -184,6 +189,7 @@ def load_gigatoken(model_dir: Path, mtok_dir: Path) -> Library:
         encode=tok.encode,
         batch=lambda ts: tok.encode_batch_list(ts, parallel=True),
         decode=lambda ids: tok.decode(ids).decode("utf-8", "replace"),
+        array=True,
     )
 
 
