@@ -2558,8 +2558,7 @@ typedef struct {
 } Flat;
 
 static int flat_put(Flat *f, Encoder *self, Py_ssize_t k, const IdBuf *ids, int special) {
-    static const IdBuf none = {0};
-    const IdBuf *pre = special ? &self->prefix : &none, *suf = special ? &self->suffix : &none;
+    const IdBuf *pre = special ? &self->prefix : &no_ids, *suf = special ? &self->suffix : &no_ids;
     if (f->mode == BATCH_COUNT) {
         f->ends[k] = (int64_t)(pre->n + ids->n + suf->n);
         return 0;
