@@ -974,8 +974,13 @@ typedef struct {
     size_t *user_lengths; /* their distinct byte lengths, longest first */
     size_t nuser_lengths;
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, treat_whitespace_as_suffix;
+    /* each ASCII byte's SP_PLAIN_* class: a unit of its own whatever follows (no charsmap key
+     * or user piece starts with it) mapped to itself is copied with the others of its run, a
+     * space of that kind written at once, where each would be a walk of the charsmap */
+    uint8_t plain[128];
 } SpNormalizer;
 
+enum { SP_PLAIN_NO, SP_PLAIN_COPY, SP_PLAIN_SPACE };
 int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t *lens, size_t nuser);
 void sp_normalizer_free(SpNormalizer *m);
 /* The normalized UTF-8 of in[0..n) (valid UTF-8) into a malloc'd *out; -1 when out of memory,

@@ -388,8 +388,9 @@ static int bpe_encode(SpModel *m, const uint8_t *text, size_t n, int *previous_u
     Agenda agenda = {0};
     int err = sym ? 0 : -1;
     /* With word_split no symbol holds U+2581 right after another character, so no merge
-     * crosses the position before a U+2581 that follows one: each word merges alone, in the order it would among all of them, and
-     * a word without unknown symbols has the same ids wherever it is (then cached). */
+     * crosses the position before a U+2581 that follows one: each word merges alone, in the
+     * order it would among all of them, and has the same ids wherever it is (then cached)
+     * unless it holds an unknown symbol, which may join the unknown piece before it. */
     Cache *cache = m->word_split ? cache_enter(&m->cache) : NULL;
     for (size_t start = 0; start < n && !err;) {
         size_t end = n;
@@ -414,7 +415,9 @@ static int bpe_encode(SpModel *m, const uint8_t *text, size_t n, int *previous_u
         size_t before = out->n;
         int any_unk = 0;
         err = bpe_word(m, text, start, end, sym, &agenda, out, previous_unk, &any_unk);
-        if (!err && cache && len <= CACHE_MAX_PIECE && !any_unk)
+        /* an unknown symbol's id depends on the one before only where runs of them are one
+         * unknown piece: with byte fallback each is its bytes, the same wherever it is */
+        if (!err && cache && len <= CACHE_MAX_PIECE && (!any_unk || m->byte_fallback))
             cache_put(cache, text + start, len, h, out->v + before, out->n - before);
         start = end;
     }
@@ -607,6 +610,10 @@ void sp_run_free(SpRun *run) {
 
 /* ---- the normalizer (normalizer.cc) ---------------------------------------------------------- */
 
+static size_t unit_offset(uint32_t unit) {
+    return (size_t)(unit >> 10) << ((unit & 0x200) >> 6);
+}
+
 int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t *lens, size_t nuser) {
     m->user_lengths = malloc((nuser ? nuser : 1) * sizeof *m->user_lengths);
     if (!m->user_lengths || strmap_init(&m->user, nuser) < 0)
@@ -619,6 +626,16 @@ int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t
     }
     qsort(m->user_lengths, distinct, sizeof *m->user_lengths, cmp_desc);
     m->nuser_lengths = distinct;
+    /* a key starts with byte b where walk's first step from the root finds it */
+    size_t root = m->nunits ? unit_offset(m->units[0]) : 0;
+    for (uint32_t b = 0; b < 128; b++) {
+        size_t at = root ^ b;
+        int key = m->nunits && at < m->nunits && (m->units[at] & 0x800000FFu) == b;
+        m->plain[b] = key ? SP_PLAIN_NO : b == ' ' ? SP_PLAIN_SPACE : SP_PLAIN_COPY;
+    }
+    for (size_t i = 0; i < nuser; i++)
+        if (lens[i] && user[i][0] < 128)
+            m->plain[user[i][0]] = SP_PLAIN_NO;
     return 0;
 }
 
@@ -626,10 +643,6 @@ void sp_normalizer_free(SpNormalizer *m) {
     strmap_free(&m->user);
     free(m->user_lengths);
     m->user_lengths = NULL;
-}
-
-static size_t unit_offset(uint32_t unit) {
-    return (size_t)(unit >> 10) << ((unit & 0x200) >> 6);
 }
 
 /* darts-clone's common-prefix search over d[start, end) from node: the longest key's length and
@@ -783,6 +796,25 @@ int sp_normalize_part(const SpNormalizer *m, SpNormState *st, const uint8_t *d, 
         st->previous_space = m->remove_extra_whitespaces;
     }
     while (pos < n) {
+        int plain = d[pos] < 128 ? m->plain[d[pos]] : SP_PLAIN_NO;
+        if (plain == SP_PLAIN_COPY) {
+            size_t end = pos + 1;
+            while (end < n && d[end] < 128 && m->plain[d[end]] == SP_PLAIN_COPY)
+                end++;
+            if (out_put(o, d + pos, end - pos) < 0)
+                return -1;
+            st->previous_space = 0;
+            pos = end;
+            continue;
+        }
+        /* the steps below on a unit of one space */
+        if (plain == SP_PLAIN_SPACE) {
+            if (!st->previous_space && out_put(o, space, space_n) < 0)
+                return -1;
+            st->previous_space = m->remove_extra_whitespaces;
+            pos++;
+            continue;
+        }
         if ((err = next_unit(m, d, n, pos, last, &piece, &piece_n, &used)) != 0)
             goto stop;
         if (st->previous_space)
