@@ -485,6 +485,55 @@ def test_lstrip_rstrip_normalized_added_tokens(pieces: list[str]) -> None:
     assert ours.encode(text, add_special_tokens=False) == theirs.encode(text, add_special_tokens=False).ids
 
 
+
+@functools.lru_cache(maxsize=None)
+def single_word_tokenizers() -> tuple[pymtok.Tokenizer, object]:
+    """t5-small with single_word added tokens, raw and normalized, stripping or not (ours, HF)."""
+    from tokenizers import Tokenizer
+
+    config = json.loads(fixture_path("tokenizers", "t5-small", "tokenizer.json").read_text(encoding="utf-8"))
+    # (content, lstrip, rstrip, normalized): " sw" starts with a space (a part of a long text may
+    # start with it, after a word character), "in" is also inside words, "ｗｉｄｅ" matches as
+    # "wide" in the normalized text
+    extra = [("<W>", False, False, False), ("in", False, False, False), ("<LW>", True, False, False),
+             ("<RW>", False, True, False), (" sw", False, False, False), ("ｗｉｄｅ", False, False, True),
+             ("<W>x", False, False, False)]
+    next_id = max(t["id"] for t in config["added_tokens"]) + 1
+    for i, (content, lstrip, rstrip, normalized) in enumerate(extra):
+        config["added_tokens"].append({"id": next_id + i, "content": content, "single_word": True,
+                                       "lstrip": lstrip, "rstrip": rstrip, "normalized": normalized,
+                                       "special": not normalized})
+    return pymtok.Tokenizer.from_config(config), Tokenizer.from_str(json.dumps(config))
+
+
+# Neighbours a single_word token is (not) matched beside: HF's \w is the Rust regex crate's
+# (letters, marks, decimal digits, connector punctuation, joiners), whatever the script.
+_SINGLE_WORD_PIECES = ["<W>", "in", "<LW>", "<RW>", " sw", "ｗｉｄｅ", "wide", "<W>x", " ", "  ", "\t", "a", "1", "_",
+                       "\u0301", "\u200d", "\u00b2", "\u0663", "中", "!", "-", ".", "\u2581", "\n", "sw"]
+
+
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(_SINGLE_WORD_PIECES), max_size=16))
+def test_single_word_added_tokens(pieces: list[str]) -> None:
+    ours, theirs = single_word_tokenizers()
+    assert ours._native_text is not None
+    text = "".join(pieces)
+    encoding = theirs.encode(text)
+    assert ours.encode(text) == encoding.ids
+    assert ours(text, return_offsets_mapping=True)["offset_mapping"] == encoding.offsets
+    # a text long enough to be encoded a part at a time, cut before spaces
+    long = " ".join([text, "abc"] * (20_000 // (len(text) + 5) + 1))
+    assert ours.encode(long, add_special_tokens=False) == theirs.encode(long, add_special_tokens=False).ids
+
+
+@pytest.mark.parametrize("long", ["x sw " * 5000, "<W>x " * 5000, "x <W> x" * 3000])
+def test_single_word_tokens_where_a_long_text_is_cut(long: str) -> None:
+    """A long text is cut before a space between ASCII letters: not where a part would start with
+    a single_word token that a word character precedes in the whole."""
+    ours, theirs = single_word_tokenizers()
+    assert ours.encode(long, add_special_tokens=False) == theirs.encode(long, add_special_tokens=False).ids
+
+
 # --- WordPiece pieces in place ------------------------------------------------------------
 # A WordPiece piece of ASCII characters is looked up where a first pass put every character's
 # low byte (models.c wordpiece_spans), within blocks of 16 characters all ASCII, unless the

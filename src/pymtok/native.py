@@ -211,9 +211,8 @@ def _model_encoder(_native: Any, model: Any, steps: list[Step], byte_level: bool
 def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
     """A native ``encode(text, add_special_tokens)`` for ``tokenizer``, or None.
 
-    Needs the native segment encoder (:func:`accelerate`); None when an added token is
-    ``single_word``, which stays on the pure path, or when the post-processor does more than put
-    fixed ids around the text's.
+    Needs the native segment encoder (:func:`accelerate`); None when the post-processor does more
+    than put fixed ids around the text's.
     """
     _native = _core()
     encoder = getattr(tokenizer._native_segment, "__self__", None)
@@ -225,9 +224,10 @@ def accelerate_text(tokenizer: Tokenizer) -> TextEncoder | None:
     raw: list[tuple[str, int, int]] = []
     normalized: list[tuple[str, int, int]] = []
     for id, token in added.by_id.items():
-        if token.single_word or id > _MAX_ID:
+        if id > _MAX_ID:
             return None
-        flags = _native.ADDED_LSTRIP * token.lstrip | _native.ADDED_RSTRIP * token.rstrip
+        flags = (_native.ADDED_LSTRIP * token.lstrip | _native.ADDED_RSTRIP * token.rstrip
+                 | _native.ADDED_SINGLE_WORD * token.single_word)
         if token.normalized:
             # matched in normalized text, in their normalized form
             normalized.append((added.token_for_decode(id) or token.content, id, flags))

@@ -1,8 +1,8 @@
 /* Added tokens: HF's leftmost-longest matching of the added vocabulary, before normalization
  * (tokens flagged normalized: false) and inside each normalized segment (the others).
  *
- * The cuts reproduce pymtok.added_tokens.AddedVocabulary._find step by step, lstrip and
- * rstrip included; tokens with single_word stay on the pure path (native.py checks).
+ * The cuts reproduce pymtok.added_tokens.AddedVocabulary._find step by step, single_word,
+ * lstrip and rstrip included.
  */
 #include "native.h"
 
@@ -163,6 +163,11 @@ int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out)
         if (!stop)
             break;
         pos = stop; /* the next search starts at this match's end, before any rstrip */
+        /* a single_word token with a word character beside it is no match, and the search goes
+         * on after it, as HF's find_iter does past a match it then drops */
+        if ((t->strip[best] & ADDED_SINGLE_WORD) &&
+            ((start > 0 && rust_word(s[start - 1])) || (stop < n && rust_word(s[stop]))))
+            continue;
         if (t->strip[best] & ADDED_LSTRIP) {
             size_t ws = start;
             while (ws > 0 && rust_white_space(s[ws - 1]))

@@ -81,8 +81,9 @@ typedef struct {
     Cache cache;
     Ints ints;
     AddedTrie raw, norm; /* added tokens matched before / after normalization (set_added) */
-    /* per trie: the pairs of characters side by side in a token, and (CUT_RSTRIP | c) for the
-     * last character c of an rstrip token, sorted: what a cut between two characters must not be */
+    /* per trie: the pairs of characters side by side in a token, (CUT_RSTRIP | c) for the last
+     * character c of an rstrip token and (CUT_WORD_FIRST | c) for the first of a single_word one,
+     * sorted: what a cut between two characters must not be (added_cut_ok) */
     uint64_t *inside[2];
     size_t ninside[2];
     IdBuf prefix, suffix; /* the post-processor's ids around a text's (set_post) */
@@ -1200,6 +1201,7 @@ static PyObject *Encoder_encode(Encoder *self, PyObject *const *args, Py_ssize_t
 }
 
 #define CUT_RSTRIP ((uint64_t)1 << 42)
+#define CUT_WORD_FIRST ((uint64_t)1 << 43)
 
 static int u64_order(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -1210,12 +1212,16 @@ static int u64_find(const uint64_t *v, size_t n, uint64_t key) {
     return n && bsearch(&key, v, n, sizeof *v, u64_order) != NULL;
 }
 
-/* Whether a text cut between p and q is matched as its two parts are, one after the other: no
- * token holds p before q, none with rstrip ends in p, and p is no space an lstrip would take. */
+/* Whether a text cut between p and q, a space (part_cut_ok), is matched as its two parts are,
+ * one after the other: no token holds p before q, none with rstrip ends in p, p is no space an
+ * lstrip would take, and no single_word token starts with q after a word character (at a
+ * part's start it has none before it; one ending in p has q, no word character, after it in
+ * both). */
 static int added_cut_ok(const Encoder *self, int trie, uint32_t p, uint32_t q) {
     const uint64_t *v = self->inside[trie];
     size_t n = self->ninside[trie];
-    return !rust_white_space(p) && !u64_find(v, n, (uint64_t)p << 21 | q) && !u64_find(v, n, CUT_RSTRIP | p);
+    return !rust_white_space(p) && !u64_find(v, n, (uint64_t)p << 21 | q) && !u64_find(v, n, CUT_RSTRIP | p) &&
+           !(rust_word(p) && u64_find(v, n, CUT_WORD_FIRST | q));
 }
 
 /* keys[0..n) each once, in their first order; the number kept, or -1 without memory. Added
@@ -1226,7 +1232,7 @@ static Py_ssize_t u64_unique(uint64_t *keys, size_t n) {
     size_t size = 16;
     while (size < 2 * n)
         size *= 2;
-    /* each key + 1 (keys are below 2^43), so that 0 is an empty slot */
+    /* each key + 1 (keys are below 2^44), so that 0 is an empty slot */
     uint64_t *seen = calloc(size, sizeof *seen);
     if (!seen)
         return -1;
@@ -1265,8 +1271,10 @@ static int build_added(AddedTrie *t, PyObject *tokens, uint64_t **inside, size_t
     added_trie_free(t);
     free(*inside);
     *ninside = 0;
-    /* a key per character: a pair with the next one, or for the last one its rstrip key */
-    if (added_trie_init(t, total) < 0 || !(*inside = malloc((total ? total : 1) * sizeof **inside))) {
+    /* a key per character: a pair with the next one, or for the last one its rstrip key; one
+     * more for a single_word token */
+    size_t keys = total + (size_t)PyList_GET_SIZE(tokens);
+    if (added_trie_init(t, total) < 0 || !(*inside = malloc((keys ? keys : 1) * sizeof **inside))) {
         PyErr_NoMemory();
         return -1;
     }
@@ -1287,6 +1295,8 @@ static int build_added(AddedTrie *t, PyObject *tokens, uint64_t **inside, size_t
             (*inside)[(*ninside)++] = (uint64_t)cps[k] << 21 | cps[k + 1];
         if (strip & ADDED_RSTRIP)
             (*inside)[(*ninside)++] = CUT_RSTRIP | cps[n - 1];
+        if (strip & ADDED_SINGLE_WORD)
+            (*inside)[(*ninside)++] = CUT_WORD_FIRST | cps[0];
         PyMem_Free(cps);
         if (err < 0) {
             PyErr_NoMemory();
@@ -4203,6 +4213,7 @@ PyMODINIT_FUNC PyInit__native(void) {
         PyModule_AddIntConstant(m, "BERT_LOWER", BERT_LOWER) < 0 ||
         PyModule_AddIntConstant(m, "ADDED_LSTRIP", ADDED_LSTRIP) < 0 ||
         PyModule_AddIntConstant(m, "ADDED_RSTRIP", ADDED_RSTRIP) < 0 ||
+        PyModule_AddIntConstant(m, "ADDED_SINGLE_WORD", ADDED_SINGLE_WORD) < 0 ||
         PyModule_AddIntConstant(m, "MAX_STEPS", MAX_STEPS) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -884,7 +884,7 @@ int normalize_shifted(const NormOp *ops, size_t nops, const uint32_t *in, size_t
 
 /* ---- added tokens (added.c) ----------------------------------------------------------------- */
 
-enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2 };
+enum { ADDED_LSTRIP = 1, ADDED_RSTRIP = 2, ADDED_SINGLE_WORD = 4 };
 #define ADDED_FEW_FIRSTS 4
 
 typedef struct {
@@ -910,10 +910,13 @@ typedef struct {
 int added_trie_init(AddedTrie *t, size_t total_chars);
 int added_trie_insert(AddedTrie *t, const uint32_t *s, size_t n, int32_t id, int strip);
 void added_trie_free(AddedTrie *t);
-/* Cut s into added tokens and the text between them (leftmost-longest, lstrip, rstrip). */
+/* Cut s into added tokens and the text between them (leftmost-longest, single_word, lstrip,
+ * rstrip). */
 int added_split(const AddedTrie *t, const uint32_t *s, size_t n, AddedCuts *out);
 /* Rust's char::is_whitespace (the White_Space property), from unicode_data.h. */
 int rust_white_space(uint32_t c);
+/* The Rust regex crate's \w (Unicode 16), which HF's single_word tests, from unicode_data.h. */
+int rust_word(uint32_t c);
 /* The regex \s of the pure pre-tokenizers and normalizers, from unicode_data.h. */
 int regex_white_space(uint32_t c);
 

@@ -34,6 +34,8 @@ uint32_t unicode_class(uint32_t c) { return ucls(c); }
 
 int rust_white_space(uint32_t c) { return IS(c, U_RUST_WS); }
 
+int rust_word(uint32_t c) { return IS(c, U_WORD); }
+
 int regex_white_space(uint32_t c) { return IS(c, WS_); }
 
 /* ASCII members of a character class, 16 characters at a time, as bytes (ascii16 for code
