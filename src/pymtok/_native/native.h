@@ -929,7 +929,12 @@ typedef struct {
     StrMap ids;           /* piece -> id as the model's vocabulary answers it */
     StrMap matchable;     /* the pieces matched (Unigram) or merged (BPE) in text -> first id */
     StrMap user;          /* user-defined pieces: BPE's unmergeable symbols */
-    StrMap prefixes;      /* Unigram: prefixes of matchable pieces -> id + 1, or 0 */
+    /* Unigram: the matchable pieces' bytes as a trie, (node, byte) -> child (in .id), node 0
+     * the root; a node's value is id + 1 where its bytes are a piece, else 0 */
+    PairMap trie;
+    int32_t *trie_value;
+    size_t trie_nodes;
+    uint32_t trie_root[256]; /* the root's edges, where every search starts: child, or 0 for none */
     uint8_t *types;       /* SentencePiece piece types, one per id */
     float *scores;        /* Unigram: as its lattice scores them (user-defined pieces by length) */
     size_t *user_lengths; /* distinct byte lengths of the user-defined pieces, longest first */
@@ -977,13 +982,14 @@ typedef struct {
     size_t *user_lengths; /* their distinct byte lengths, longest first */
     size_t nuser_lengths;
     int add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, treat_whitespace_as_suffix;
-    /* each ASCII byte's SP_PLAIN_* class: a unit of its own whatever follows (no charsmap key
-     * or user piece starts with it) mapped to itself is copied with the others of its run, a
-     * space of that kind written at once, where each would be a walk of the charsmap */
+    /* each ASCII byte's SP_PLAIN_* class: a unit of its own mapped to itself, whatever follows
+     * (no charsmap key or user piece starts with it) or before an ASCII byte (its keys go on
+     * with other bytes only: NFKC's letter and accent), is copied with the others of its run,
+     * a space of the first kind written at once, where each would be a walk of the charsmap */
     uint8_t plain[128];
 } SpNormalizer;
 
-enum { SP_PLAIN_NO, SP_PLAIN_COPY, SP_PLAIN_SPACE };
+enum { SP_PLAIN_NO, SP_PLAIN_COPY, SP_PLAIN_SPACE, SP_PLAIN_BEFORE_ASCII };
 int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t *lens, size_t nuser);
 void sp_normalizer_free(SpNormalizer *m);
 /* The normalized UTF-8 of in[0..n) (valid UTF-8) into a malloc'd *out; -1 when out of memory,

@@ -40,6 +40,13 @@ static int cmp_desc(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/* The edge of Unigram's trie from node on byte b: the pair map's key keeps node and byte in its
+ * low word, which its multiplicative hash mixes into every bit of the slot (a node alone in the
+ * high word would pick among a few slots) */
+static const PairSlot *trie_edge(const PairMap *trie, uint32_t node, uint8_t b) {
+    return pairmap_get(trie, node >> 24, (uint32_t)(node << 8) | b);
+}
+
 int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size_t *lens, const uint8_t *types,
                   const float *scores, size_t n, int32_t unk_id, int byte_fallback) {
     memset(m, 0, sizeof *m);
@@ -48,11 +55,13 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
     m->byte_fallback = byte_fallback;
     m->types = malloc(n ? n : 1);
     m->scores = malloc((n ? n : 1) * sizeof *m->scores);
-    size_t prefixes = 0;
+    size_t bytes = 0;
     for (size_t i = 0; i < n; i++)
-        prefixes += lens[i];
+        bytes += lens[i];
     if (!m->types || !m->scores || strmap_init(&m->ids, n) < 0 || strmap_init(&m->matchable, n) < 0 ||
-        strmap_init(&m->user, n) < 0 || (kind == SP_KIND_UNIGRAM && strmap_init(&m->prefixes, prefixes) < 0))
+        strmap_init(&m->user, n) < 0 ||
+        (kind == SP_KIND_UNIGRAM &&
+         (pairmap_init(&m->trie, bytes) < 0 || !(m->trie_value = calloc(bytes + 1, sizeof *m->trie_value)))))
         goto fail;
     memcpy(m->types, types, n);
     memcpy(m->scores, scores, n * sizeof *scores);
@@ -106,18 +115,26 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
     }
     m->unk_score = min_score - 10.0f;
     if (kind == SP_KIND_UNIGRAM) {
-        /* every prefix of a matchable piece at a character boundary: Viterbi's search stops at
-         * the first that is none. Values are id + 1 for a piece, 0 for a prefix only. */
+        /* every matchable piece walked byte by byte from the root: Viterbi's search from a
+         * position follows the text's bytes and stops where no piece goes on, where a hash of
+         * each longer prefix anew was most of a Unigram model's time */
+        m->trie_nodes = 1;
         for (size_t i = 0; i < n; i++) {
             int t = types[i];
             if (t != SP_NORMAL && t != SP_USER_DEFINED)
                 continue;
-            for (size_t e = utf8_len(pieces[i][0]); e <= lens[i]; e += e < lens[i] ? utf8_len(pieces[i][e]) : 1) {
-                int32_t id = strmap_get(&m->matchable, pieces[i], e);
-                int32_t have = strmap_get(&m->prefixes, pieces[i], e);
-                if ((have < 0 || (have == 0 && id >= 0)) &&
-                    strmap_put(&m->prefixes, pieces[i], e, id >= 0 ? id + 1 : 0) < 0)
-                    goto fail;
+            uint32_t node = 0;
+            for (size_t e = 0; e < lens[i]; e++) {
+                const PairSlot *edge = trie_edge(&m->trie, node, pieces[i][e]);
+                if (!edge)
+                    pairmap_put(&m->trie, node >> 24, (uint32_t)(node << 8) | pieces[i][e], 0,
+                                (int32_t)m->trie_nodes++);
+                node = edge ? (uint32_t)edge->id : (uint32_t)m->trie_nodes - 1;
+                int32_t id = strmap_get(&m->matchable, pieces[i], e + 1);
+                if (id >= 0)
+                    m->trie_value[node] = id + 1;
+                if (!e)
+                    m->trie_root[pieces[i][0]] = node;
             }
         }
     }
@@ -157,7 +174,8 @@ void sp_model_free(SpModel *m) {
     strmap_free(&m->ids);
     strmap_free(&m->matchable);
     strmap_free(&m->user);
-    strmap_free(&m->prefixes);
+    pairmap_free(&m->trie);
+    free(m->trie_value);
     free(m->types);
     free(m->scores);
     free(m->user_lengths);
@@ -481,10 +499,19 @@ static int unigram_part(const SpModel *m, SpRun *run, const uint8_t *text, size_
         }
         int single = 0, open = 0;
         size_t reach = run->reach;
+        /* the first byte's step from the root's table; without one the walk below stops there */
+        uint32_t at = m->trie_root[text[i]];
+        size_t walked = at ? i + 1 : i;
         for (size_t end = i + first; end <= n;) {
-            int32_t value = strmap_get(&m->prefixes, text + i, end - i);
-            if (value < 0)
+            for (; walked < end; walked++) {
+                const PairSlot *edge = trie_edge(&m->trie, at, text[walked]);
+                if (!edge)
+                    break;
+                at = (uint32_t)edge->id;
+            }
+            if (walked < end)
                 break;
+            int32_t value = m->trie_value[at];
             if (value > 0) {
                 int32_t id = value - 1;
                 /* a float32 sum, compared as one, as the library's */
@@ -626,12 +653,21 @@ int sp_normalizer_init(SpNormalizer *m, const uint8_t *const *user, const size_t
     }
     qsort(m->user_lengths, distinct, sizeof *m->user_lengths, cmp_desc);
     m->nuser_lengths = distinct;
-    /* a key starts with byte b where walk's first step from the root finds it */
+    /* a key starts with byte b where walk's first step from the root finds it, and goes on
+     * with byte c where the next step from there does */
     size_t root = m->nunits ? unit_offset(m->units[0]) : 0;
     for (uint32_t b = 0; b < 128; b++) {
         size_t at = root ^ b;
         int key = m->nunits && at < m->nunits && (m->units[at] & 0x800000FFu) == b;
         m->plain[b] = key ? SP_PLAIN_NO : b == ' ' ? SP_PLAIN_SPACE : SP_PLAIN_COPY;
+        if (!key || b == ' ' || m->units[at] & 0x100)
+            continue;
+        size_t next = at ^ unit_offset(m->units[at]);
+        int ascii_after = 0;
+        for (uint32_t c = 0; c < 128; c++)
+            ascii_after |= (next ^ c) < m->nunits && (m->units[next ^ c] & 0x800000FFu) == c;
+        if (!ascii_after)
+            m->plain[b] = SP_PLAIN_BEFORE_ASCII;
     }
     for (size_t i = 0; i < nuser; i++)
         if (lens[i] && user[i][0] < 128)
@@ -797,9 +833,13 @@ int sp_normalize_part(const SpNormalizer *m, SpNormState *st, const uint8_t *d, 
     }
     while (pos < n) {
         int plain = d[pos] < 128 ? m->plain[d[pos]] : SP_PLAIN_NO;
+        if (plain == SP_PLAIN_BEFORE_ASCII && pos + 1 < n && d[pos + 1] < 128)
+            plain = SP_PLAIN_COPY;
         if (plain == SP_PLAIN_COPY) {
             size_t end = pos + 1;
-            while (end < n && d[end] < 128 && m->plain[d[end]] == SP_PLAIN_COPY)
+            while (end < n && d[end] < 128 &&
+                   (m->plain[d[end]] == SP_PLAIN_COPY ||
+                    (m->plain[d[end]] == SP_PLAIN_BEFORE_ASCII && end + 1 < n && d[end + 1] < 128)))
                 end++;
             if (out_put(o, d + pos, end - pos) < 0)
                 return -1;
