@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
 import struct
 import warnings
@@ -160,6 +161,37 @@ def test_sentencepiece_vocabularies_give_the_librarys_offsets(name: str, tmp_pat
         *sentencepiece_offsets(sp, left), (1, len(left), shift),
         *((id, start + shift, end + shift) for id, start, end in sentencepiece_offsets(sp, right)),
     ]
+
+
+
+@functools.lru_cache(maxsize=2)
+def loaded_pure(name: str) -> pymtok.Tokenizer:
+    old = os.environ.get("PYMTOK_PURE")
+    os.environ["PYMTOK_PURE"] = "1"
+    try:
+        return pymtok.load(gguf_file(name))
+    finally:
+        if old is None:
+            del os.environ["PYMTOK_PURE"]
+        else:
+            os.environ["PYMTOK_PURE"] = old
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "phi-3"])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_added_tokens_of_a_sentencepiece_vocabulary_as_the_pure_path(name: str, data: st.DataObject) -> None:
+    """A text holding none of the added tokens is one native call on the whole text, the others
+    are split in Python: the ids are the pure path's either way, with the tokens, their first
+    characters alone and texts with neither."""
+    tok = loaded(name)
+    assert tok._native_text is not None
+    contents = sorted({t["content"] for t in tok.config["added_tokens"]})
+    pieces = data.draw(st.lists(st.one_of(st.sampled_from(contents), st.sampled_from(["<", "[", "|", "s>", " ", "x"]),
+                                          st.sampled_from(chunks(FAST)).map(lambda t: t[:40])), max_size=8))
+    text = "".join(pieces)
+    for special in (False, True):
+        assert tok.encode(text, add_special_tokens=special) == loaded_pure(name).encode(text, add_special_tokens=special)
 
 
 def test_metadata_into_the_pipeline() -> None:

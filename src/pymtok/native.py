@@ -250,18 +250,43 @@ def is_encoder(obj: Any) -> bool:
     return _native is not None and isinstance(obj, _native.Encoder)
 
 
+_FEW_FIRSTS = 4
+
+
 def _sentencepiece_text(tokenizer: Tokenizer, model: Any) -> TextEncoder | None:
     """The sentencepiece library's pipeline (its normalizer, then its model on the whole text) in
-    one native call that reads a long text a part at a time; None with added tokens to match."""
+    one native call that reads a long text a part at a time. With added tokens (a GGUF's control
+    tokens), a text holding none of them takes that call, the others the split in Python; None
+    with a normalized added token, matched in the normalized text."""
     _native = _core()
     normalizer = tokenizer.normalizer
     affixes = _affixes(tokenizer.post_processor)
-    if (tokenizer.added.by_id or affixes is None
+    added = tokenizer.added
+    if (affixes is None or any(token.normalized for token in added.by_id.values())
             or not (normalizer is None or isinstance(normalizer, _native.SentencePieceNormalizer))):
         return None
     model.set_post(*affixes)
     encode: TextEncoder = functools.partial(model.encode_text, normalizer)
-    return encode
+    if not added.by_id:
+        return encode
+    # weak: the tokenizer holds this function
+    owner = weakref.ref(tokenizer)
+    # a text without the tokens' first characters (a few: str's search for one runs at memory
+    # speed, the matcher's regex at a tenth of it) needs no search for the tokens
+    firsts = {token.content[0] for token in added.by_id.values() if token.content}
+    few = tuple(firsts) if len(firsts) <= _FEW_FIRSTS else None
+
+    def encode_text(text: str, add_special_tokens: bool) -> list[int]:
+        if few is not None and not any(first in text for first in few):
+            return encode(text, add_special_tokens)
+        matcher = added._raw
+        if matcher is None or matcher[0].search(text) is None:
+            return encode(text, add_special_tokens)
+        tok = owner()
+        assert tok is not None, "a tokenizer's encoder outlived it"
+        return tok._encode_split(text, add_special_tokens)
+
+    return encode_text
 
 
 def accelerate_offsets(tokenizer: Tokenizer) -> OffsetsEncoder | None:

@@ -427,6 +427,10 @@ class Tokenizer:
     def _encode_ids(self, text: str, add_special_tokens: bool, skip: frozenset[int] = frozenset()) -> list[int]:
         if self._native_text is not None and not skip:
             return self._native_text(text, add_special_tokens)  # checks for lone surrogates itself
+        return self._encode_split(text, add_special_tokens, skip)
+
+    def _encode_split(self, text: str, add_special_tokens: bool, skip: frozenset[int] = frozenset()) -> list[int]:
+        """``_encode_ids`` by the added tokens' split in Python, each segment encoded alone."""
         _check_encodable(text)
         ids: list[int] = []
         for piece, offset, added_id in self.added.split(text, self.normalizer, skip, self._normalize_first):
