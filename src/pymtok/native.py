@@ -283,7 +283,8 @@ def _sentencepiece_text(tokenizer: Tokenizer, model: Any) -> TextEncoder | None:
         if matcher is None or matcher[0].search(text) is None:
             return encode(text, add_special_tokens)
         tok = owner()
-        assert tok is not None, "a tokenizer's encoder outlived it"
+        if tok is None:
+            raise ReferenceError("encode_text: the tokenizer it was made for is gone")
         return tok._encode_split(text, add_special_tokens)
 
     return encode_text
