@@ -458,21 +458,26 @@ def test_few_first_characters_found_in_blocks(firsts: tuple[str, ...], data: st.
     assert ours.encode(text, add_special_tokens=False) == theirs.encode(text, add_special_tokens=False).ids
 
 
-@functools.lru_cache(maxsize=None)
-def stripped_tokenizers() -> tuple[pymtok.Tokenizer, object]:
-    """t5-small with added tokens that lstrip, rstrip, are normalized, or overlap (ours, HF)."""
+def t5_with_added(extra: list[tuple[str, bool, bool, bool]], single_word: bool) -> tuple[pymtok.Tokenizer, object]:
+    """t5-small with added tokens (content, lstrip, rstrip, normalized), special unless normalized
+    (ours, HF)."""
     from tokenizers import Tokenizer
 
     config = json.loads(fixture_path("tokenizers", "t5-small", "tokenizer.json").read_text(encoding="utf-8"))
-    extra = [("<L>", True, False, False), ("<R>", False, True, False), ("<LR>", True, True, False),
-             ("ＮＯＲＭ", False, False, True), ("<R", False, False, False), ("  ", False, False, True),
-             ("<LR>x", False, True, True)]
     next_id = max(t["id"] for t in config["added_tokens"]) + 1
     for i, (content, lstrip, rstrip, normalized) in enumerate(extra):
-        config["added_tokens"].append({"id": next_id + i, "content": content, "single_word": False,
+        config["added_tokens"].append({"id": next_id + i, "content": content, "single_word": single_word,
                                        "lstrip": lstrip, "rstrip": rstrip, "normalized": normalized,
                                        "special": not normalized})
     return pymtok.Tokenizer.from_config(config), Tokenizer.from_str(json.dumps(config))
+
+
+@functools.lru_cache(maxsize=None)
+def stripped_tokenizers() -> tuple[pymtok.Tokenizer, object]:
+    """t5-small with added tokens that lstrip, rstrip, are normalized, or overlap (ours, HF)."""
+    return t5_with_added([("<L>", True, False, False), ("<R>", False, True, False), ("<LR>", True, True, False),
+                          ("ＮＯＲＭ", False, False, True), ("<R", False, False, False), ("  ", False, False, True),
+                          ("<LR>x", False, True, True)], single_word=False)
 
 
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -485,25 +490,14 @@ def test_lstrip_rstrip_normalized_added_tokens(pieces: list[str]) -> None:
     assert ours.encode(text, add_special_tokens=False) == theirs.encode(text, add_special_tokens=False).ids
 
 
-
 @functools.lru_cache(maxsize=None)
 def single_word_tokenizers() -> tuple[pymtok.Tokenizer, object]:
     """t5-small with single_word added tokens, raw and normalized, stripping or not (ours, HF)."""
-    from tokenizers import Tokenizer
-
-    config = json.loads(fixture_path("tokenizers", "t5-small", "tokenizer.json").read_text(encoding="utf-8"))
-    # (content, lstrip, rstrip, normalized): " sw" starts with a space (a part of a long text may
-    # start with it, after a word character), "in" is also inside words, "ｗｉｄｅ" matches as
-    # "wide" in the normalized text
-    extra = [("<W>", False, False, False), ("in", False, False, False), ("<LW>", True, False, False),
-             ("<RW>", False, True, False), (" sw", False, False, False), ("ｗｉｄｅ", False, False, True),
-             ("<W>x", False, False, False)]
-    next_id = max(t["id"] for t in config["added_tokens"]) + 1
-    for i, (content, lstrip, rstrip, normalized) in enumerate(extra):
-        config["added_tokens"].append({"id": next_id + i, "content": content, "single_word": True,
-                                       "lstrip": lstrip, "rstrip": rstrip, "normalized": normalized,
-                                       "special": not normalized})
-    return pymtok.Tokenizer.from_config(config), Tokenizer.from_str(json.dumps(config))
+    # " sw" starts with a space (a part of a long text may start with it, after a word
+    # character), "in" is also inside words, "ｗｉｄｅ" matches as "wide" in the normalized text
+    return t5_with_added([("<W>", False, False, False), ("in", False, False, False), ("<LW>", True, False, False),
+                          ("<RW>", False, True, False), (" sw", False, False, False), ("ｗｉｄｅ", False, False, True),
+                          ("<W>x", False, False, False)], single_word=True)
 
 
 # Neighbours a single_word token is (not) matched beside: HF's \w is the Rust regex crate's
