@@ -238,7 +238,13 @@ class Tokenizer:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], meta: TokenizerMeta | None = None) -> Tokenizer:
-        """Build from a ``tokenizer.json``-shaped mapping (vocab tables may be any Mapping)."""
+        """Build from a ``tokenizer.json``-shaped mapping (vocab tables may be any Mapping).
+
+        Its numbers are taken as the floats they are. HF reads a file's numbers (``load``
+        does too) otherwise than Python's ``json`` at times, by an ulp: where a Unigram's scores
+        tie to the ulp, ``from_config(json.load(f))`` may then split a piece otherwise than
+        ``load(f)`` and HF's ``Tokenizer.from_str(json.dumps(config))``.
+        """
         if not isinstance(config, Mapping):
             raise FormatError(f"tokenizer config must be an object, got {type(config).__name__}")
         if "model" not in config:
