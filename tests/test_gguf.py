@@ -177,6 +177,7 @@ def loaded_pure(name: str) -> pymtok.Tokenizer:
             os.environ["PYMTOK_PURE"] = old
 
 
+@pytest.mark.skipif(os.environ.get("PYMTOK_PURE", "") not in ("", "0"), reason="PYMTOK_PURE disables the native core")
 @pytest.mark.parametrize("name", ["llama-spm", "phi-3"])
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
