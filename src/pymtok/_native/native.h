@@ -933,7 +933,6 @@ typedef struct {
      * the root; a node's value is id + 1 where its bytes are a piece, else 0 */
     PairMap trie;
     int32_t *trie_value;
-    size_t trie_nodes;
     uint32_t trie_root[256]; /* the root's edges, where every search starts: child, or 0 for none */
     uint8_t *types;       /* SentencePiece piece types, one per id */
     float *scores;        /* Unigram: as its lattice scores them (user-defined pieces by length) */

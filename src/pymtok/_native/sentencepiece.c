@@ -40,11 +40,14 @@ static int cmp_desc(const void *a, const void *b) {
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* The edge of Unigram's trie from node on byte b: the pair map's key keeps node and byte in its
- * low word, which its multiplicative hash mixes into every bit of the slot (a node alone in the
+/* Unigram's trie edge from node on byte b as a pair map's key: node and byte in its low word,
+ * which the map's multiplicative hash mixes into every bit of the slot (a node alone in the
  * high word would pick among a few slots) */
+static uint64_t trie_key(uint32_t node, uint8_t b) { return (uint64_t)node << 8 | b; }
+
 static const PairSlot *trie_edge(const PairMap *trie, uint32_t node, uint8_t b) {
-    return pairmap_get(trie, node >> 24, (uint32_t)(node << 8) | b);
+    uint64_t key = trie_key(node, b);
+    return pairmap_get(trie, (uint32_t)(key >> 32), (uint32_t)key);
 }
 
 int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size_t *lens, const uint8_t *types,
@@ -118,7 +121,7 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
         /* every matchable piece walked byte by byte from the root: Viterbi's search from a
          * position follows the text's bytes and stops where no piece goes on, where a hash of
          * each longer prefix anew was most of a Unigram model's time */
-        m->trie_nodes = 1;
+        uint32_t nodes = 1;
         for (size_t i = 0; i < n; i++) {
             int t = types[i];
             if (t != SP_NORMAL && t != SP_USER_DEFINED)
@@ -126,10 +129,11 @@ int sp_model_init(SpModel *m, int kind, const uint8_t *const *pieces, const size
             uint32_t node = 0;
             for (size_t e = 0; e < lens[i]; e++) {
                 const PairSlot *edge = trie_edge(&m->trie, node, pieces[i][e]);
-                if (!edge)
-                    pairmap_put(&m->trie, node >> 24, (uint32_t)(node << 8) | pieces[i][e], 0,
-                                (int32_t)m->trie_nodes++);
-                node = edge ? (uint32_t)edge->id : (uint32_t)m->trie_nodes - 1;
+                if (!edge) {
+                    uint64_t key = trie_key(node, pieces[i][e]);
+                    pairmap_put(&m->trie, (uint32_t)(key >> 32), (uint32_t)key, 0, (int32_t)nodes++);
+                }
+                node = edge ? (uint32_t)edge->id : nodes - 1;
                 int32_t id = strmap_get(&m->matchable, pieces[i], e + 1);
                 if (id >= 0)
                     m->trie_value[node] = id + 1;
