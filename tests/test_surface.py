@@ -307,6 +307,60 @@ def test_encode_to_numpy_gives_hfs_ids(name: str) -> None:
     assert tok.encode_to_numpy("a b").flags.writeable  # the caller's own array, as tiktoken's
 
 
+@pytest.mark.parametrize("name", ["qwen3"])  # with qwen3's tests, which load its oracle
+def test_encode_to_numpy_answers_every_call_shape_as_hf(name: str) -> None:
+    """encode_to_numpy's common call is C's too (module.c FastEncode): a meta changed after load,
+    a numpy in sys.modules that is not the one first found, and a subclass's own method still
+    get HF's ids."""
+    hf = hf_tokenizer(name)
+    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    texts = [*special_texts(tok, 4), *chunks()[:8]]
+    try:
+        hf.encode_special_tokens = True
+        split = [hf.encode(t).ids for t in texts]
+    finally:
+        hf.encode_special_tokens = False
+    plain = [hf.encode(t).ids for t in texts]
+    bare = [hf.encode(t, add_special_tokens=False).ids for t in texts]
+
+    def arrays(**kwargs: Any) -> list[list[int]]:
+        return [tok.encode_to_numpy(t, **kwargs).tolist() for t in texts]
+
+    assert arrays() == plain and arrays(add_special_tokens=False) == bare
+    assert arrays(split_special_tokens=True) == split
+    tok.meta.split_special_tokens = True
+    assert arrays() == split
+    tok.meta.split_special_tokens = False
+    assert arrays() == plain
+    with pytest.raises(TypeError, match="add_special_tokens must be True or False"):
+        tok.encode_to_numpy("abc", add_special_tokens=None)  # type: ignore[arg-type]
+
+    class Arrays:
+        """numpy as another module would stand in for it: its own frombuffer"""
+
+        @staticmethod
+        def frombuffer(data: Any, dtype: Any) -> list[int]:
+            return np.frombuffer(data, dtype).tolist()  # type: ignore[no-any-return]
+
+        dtype = np.dtype
+
+    if "_encode_fast" in vars(tok):  # the native core's call (the pure method's numpy is the first found)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setitem(sys.modules, "numpy", Arrays)
+            assert tok.encode_to_numpy(texts[0]) == plain[0]
+    assert tok.encode_to_numpy(texts[0]).tolist() == plain[0]
+    assert inspect.signature(tok.encode_to_numpy) == inspect.signature(
+        functools.partial(pymtok.Tokenizer.encode_to_numpy, tok)
+    )
+    assert tok.encode_to_numpy.__doc__ == pymtok.Tokenizer.encode_to_numpy.__doc__
+
+    class Shouting(pymtok.Tokenizer):
+        def encode_to_numpy(self, text: str, **kwargs: Any) -> Any:
+            return super().encode_to_numpy(text.upper(), **kwargs)
+
+    assert Shouting.from_config(tok.config, tok.meta).encode_to_numpy("hello").tolist() == hf.encode("HELLO").ids
+
+
 def test_encode_to_numpy_refuses_as_encode_does(monkeypatch: pytest.MonkeyPatch) -> None:
     tok = ours("llama3")
     with pytest.raises(TypeError, match=r"encode_to_numpy\(\) takes a str"):

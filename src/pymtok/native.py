@@ -746,16 +746,17 @@ def _built() -> Any:
     return _native
 
 
-def fast_encode(method: Callable[..., Any]) -> Any:
-    """``Tokenizer.encode`` as the native core's method descriptor (``FastEncode``), which runs
-    the common call in C with what a tokenizer's ``_encode_fast`` holds; the method itself when
-    the core is not built. Quiet: the warning that the core is missing is the first load's."""
+def fast_encode(method: Callable[..., Any], to_numpy: bool = False) -> Any:
+    """``Tokenizer.encode`` (``encode_to_numpy`` with ``to_numpy``) as the native core's method
+    descriptor (``FastEncode``), which runs the common call in C with what a tokenizer's
+    ``_encode_fast`` holds; the method itself when the core is not built. Quiet: the warning that
+    the core is missing is the first load's."""
     try:
         from . import _native  # type: ignore[attr-defined]
     except ImportError:
         return method
     fast = getattr(_native, "FastEncode", None)
-    return fast(method) if fast is not None else method
+    return fast(method, to_numpy) if fast is not None else method
 
 
 def _core() -> Any:

@@ -1582,6 +1582,7 @@ def _no_encodings() -> list[Any]:
 # the common call in C, on the class: a tokenizer holding a callable bound to itself would be freed
 # only by the cycle collector
 Tokenizer.encode = native.fast_encode(Tokenizer.encode)  # type: ignore[method-assign]
+Tokenizer.encode_to_numpy = native.fast_encode(Tokenizer.encode_to_numpy, to_numpy=True)  # type: ignore[method-assign]
 
 
 def _no_native_decode(ids: Any, skip_special_tokens: Any) -> None:

@@ -2928,7 +2928,9 @@ static PyTypeObject EncoderType = {
 
 /* Tokenizer.encode as the class's attribute, a method descriptor: the common call, encode(text)
  * or encode(text, add_special_tokens=flag), goes straight to the tokenizer's encode_text without
- * a Python frame (the frame and its keyword parsing cost more than encoding "Hello"); any other
+ * a Python frame (the frame and its keyword parsing cost more than encoding "Hello"); so does
+ * encode_to_numpy's, to encode_u32 and numpy.frombuffer (its frame, and looking up numpy and
+ * the tokenizer's attributes, cost as much as encoding a sentence). Any other
  * call, a tokenizer without "_encode_fast" = (Encoder, normalizer) in its __dict__, and every call
  * while its meta.split_special_tokens is set go to the Python method. It lives on the class, not
  * as a callable bound to each tokenizer in its __dict__: a tokenizer then holds no reference to
@@ -2938,7 +2940,37 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *func; /* the Python Tokenizer.encode */
+    int to_numpy;   /* Tokenizer.encode_to_numpy: the ids as numpy's uint32 array */
 } FastEncode;
+
+/* The numpy module encode_to_numpy last found imported, its frombuffer and dtype(uint32) */
+static PyObject *np_module, *np_frombuffer, *np_uint32;
+
+/* 1 when numpy is imported and np_frombuffer and np_uint32 are its, 0 when it is not (the Python
+ * method imports it, or says it is not installed), -1 on an error. sys.modules is read on every
+ * call, as the method's import would: numpy stood in for there is the stand-in's. */
+static int numpy_found(void) {
+    static PyObject *name;
+    if (!name && !(name = PyUnicode_InternFromString("numpy")))
+        return -1;
+    PyObject *np = PyImport_GetModule(name);
+    if (!np || np == Py_None || np == np_module) {
+        int found = np && np != Py_None;
+        Py_XDECREF(np);
+        return found ? 1 : PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *frombuffer = PyObject_GetAttrString(np, "frombuffer");
+    PyObject *u32 = frombuffer ? PyObject_CallMethod(np, "dtype", "s", "uint32") : NULL;
+    if (!u32) {
+        Py_XDECREF(frombuffer);
+        Py_DECREF(np);
+        return -1;
+    }
+    Py_XSETREF(np_frombuffer, frombuffer);
+    Py_XSETREF(np_uint32, u32);
+    Py_XSETREF(np_module, np);
+    return 1;
+}
 
 static PyObject *str_add_special_tokens, *str_split_special_tokens, *str_meta, *str_encode_fast;
 
@@ -2976,27 +3008,37 @@ static PyObject *FastEncode_vectorcall(FastEncode *self, PyObject *const *args, 
                       (PyTuple_GET_ITEM(kwnames, 0) == str_add_special_tokens ||
                        PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_add_special_tokens) == 0)))) {
         PyObject *fast = NULL;
-        int ok = fast_state(args[0], &fast);
+        int ok = self->to_numpy ? numpy_found() : 1;
+        if (ok > 0)
+            ok = fast_state(args[0], &fast);
         if (ok < 0)
             return NULL;
         if (ok) {
             PyObject *call[3] = {PyTuple_GET_ITEM(fast, 1), args[1], nkw ? args[2] : Py_True};
-            PyObject *ids = Encoder_encode_text((Encoder *)PyTuple_GET_ITEM(fast, 0), call, 3);
+            Encoder *encoder = (Encoder *)PyTuple_GET_ITEM(fast, 0);
+            PyObject *ids = self->to_numpy ? Encoder_encode_u32(encoder, call, 3) : Encoder_encode_text(encoder, call, 3);
             Py_DECREF(fast);
+            if (ids && self->to_numpy) {
+                PyObject *array = PyObject_Vectorcall(np_frombuffer, (PyObject *[]){ids, np_uint32}, 2, NULL);
+                Py_DECREF(ids);
+                ids = array;
+            }
             return ids;
         }
     }
     return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
 }
 
-/* FastEncode(func): func (Tokenizer.encode) as the descriptor above. */
+/* FastEncode(func[, to_numpy]): func (Tokenizer.encode, or with to_numpy set
+ * Tokenizer.encode_to_numpy) as the descriptor above. */
 static PyObject *FastEncode_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     PyObject *func;
+    int to_numpy = 0;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "FastEncode() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "O:FastEncode", &func))
+    if (!PyArg_ParseTuple(args, "O|p:FastEncode", &func, &to_numpy))
         return NULL;
     if (!PyCallable_Check(func)) {
         PyErr_SetString(PyExc_TypeError, "FastEncode() takes the Python method it stands for");
@@ -3007,6 +3049,7 @@ static PyObject *FastEncode_new(PyTypeObject *type, PyObject *args, PyObject *kw
         return NULL;
     self->vectorcall = (vectorcallfunc)FastEncode_vectorcall;
     self->func = Py_NewRef(func);
+    self->to_numpy = to_numpy;
     return (PyObject *)self;
 }
 
@@ -3060,7 +3103,7 @@ static PyTypeObject FastEncodeType = {
     .tp_getattro = (getattrofunc)FastEncode_getattro,
     .tp_repr = (reprfunc)FastEncode_repr,
     .tp_descr_get = FastEncode_get,
-    .tp_doc = "FastEncode(func): Tokenizer.encode with the common call in C, on the class.",
+    .tp_doc = "FastEncode(func[, to_numpy]): Tokenizer.encode (encode_to_numpy) with the common call in C, on the class.",
 };
 
 /* ---- Normalizer ------------------------------------------------------------------------- */
