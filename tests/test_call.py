@@ -28,6 +28,11 @@ _SKIPPED_CONFIG = ("tokenizer_class", "auto_map", "added_tokens_decoder", "add_b
 # a few fixtures at a time: every oracle and tokenizer held at once would take gigabytes
 @functools.lru_cache(maxsize=3)
 def hf_call(name: str) -> Any:
+    return hf_built(name)
+
+
+def hf_built(name: str, **overrides: Any) -> Any:
+    """hf_call's oracle, made anew (a test may change it), with ``overrides`` over its settings"""
     from transformers import PreTrainedTokenizerFast
     from transformers.utils import logging
 
@@ -37,7 +42,7 @@ def hf_call(name: str) -> Any:
     config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
     kwargs = {k: _added_token(v) for k, v in config.items() if k not in _SKIPPED_CONFIG}
     return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"),
-                                   **{**auto_settings(name), **kwargs})
+                                   **{**auto_settings(name), **kwargs, **overrides})
 
 
 @functools.lru_cache(maxsize=None)
@@ -235,6 +240,52 @@ def test_class_call_settings_are_transformers() -> None:
         assert got == want, name
         checked += 1
     assert checked > 100
+
+
+def test_short_call_follows_the_tokenizer_after_load() -> None:
+    """tok(text[, add_special_tokens=..., return_offsets_mapping=...]) runs in C from the plan kept
+    per tokenizer (module.c plain_call): its settings, post-processor and split_special_tokens
+    changed after the first calls, special tokens in the text, and a subclass's own encode still
+    get transformers' answers."""
+    name = "all-minilm-l6-v2"  # type ids, an attention mask, a post-processor with tokens at both ends
+    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+    texts = [*corpus_chunks(6), "hello [SEP] world [CLS]", "", "[UNK]"]
+
+    def same(hf: Any, **kwargs: Any) -> None:
+        for text in texts:
+            for flags in ({}, {"add_special_tokens": False}, {"return_offsets_mapping": True},
+                          {"add_special_tokens": False, "return_offsets_mapping": True}):
+                got, want = tok(text, **flags), hf(text, **flags, **kwargs)
+                assert list(got.keys()) == list(want.keys()), (text, flags, kwargs)
+                for key in want:
+                    assert _plain(got[key]) == _plain(want[key]), (text, flags, key, kwargs)
+                assert got.tokens() == want.tokens(), (text, flags, kwargs)
+
+    hf = hf_built(name)
+    same(hf)
+    settings = dict(tok.meta.call_settings)
+    tok.meta.call_settings["model_input_names"] = ["input_ids", "attention_mask"]
+    same(hf_built(name, model_input_names=["input_ids", "attention_mask"]))
+    tok.meta.call_settings.clear()
+    tok.meta.call_settings.update(settings)
+    tok.meta.split_special_tokens = True
+    same(hf, split_special_tokens=True)
+    tok.meta.split_special_tokens = False
+    other = hf_built(name)
+    from tokenizers import processors as hf_processors
+
+    other.backend_tokenizer.post_processor = hf_processors.TemplateProcessing(
+        single="[SEP] $A:1", pair="$A $B:1", special_tokens=[("[SEP]", 102)])
+    tok.post_processor = pymtok.processors.from_config(json.loads(other.backend_tokenizer.to_str())["post_processor"])
+    same(other)
+
+    class Greeting(pymtok.Tokenizer):
+        def encode(self, text: str, *args: Any, **kwargs: Any) -> list[int]:
+            return super().encode("hi " + text, *args, **kwargs)
+
+    greeting = Greeting.from_config(ours(name).config, ours(name).meta)
+    for _ in range(2):  # the first call makes the plan the next ones run
+        assert greeting("there")["input_ids"] == hf("hi there")["input_ids"]
 
 
 def test_encode_rejects_misplaced_arguments() -> None:

@@ -818,7 +818,9 @@ def _plain_call(tok: Tokenizer, text: str, add_special_tokens: bool, offsets: bo
     """``call`` for one text with every other keyword at its default but ``return_offsets_mapping``,
     the commonest calls, without the general path's bookkeeping (a sixth of a 2 KB call's time):
     the same checks that can fail there, the same columns. None when the post-processor's layout
-    (or offsets' trimming) needs the general path."""
+    (or offsets' trimming) needs the general path. On the native path ``Tokenizer.__call__`` is
+    module.c's ``plain_call`` where this has kept its plan: the same fields and columns from it, in
+    C (test_call's short-call test holds the two together)."""
     # _plain_plan's memo checked here, a frame less on every call
     meta = tok.meta
     known = tok._call_memo.get(_PLAIN_KEYS[2 * add_special_tokens + offsets])

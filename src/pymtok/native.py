@@ -756,7 +756,20 @@ def fast_encode(method: Callable[..., Any], to_numpy: bool = False) -> Any:
     except ImportError:
         return method
     fast = getattr(_native, "FastEncode", None)
-    return fast(method, to_numpy) if fast is not None else method
+    return fast(method, int(to_numpy)) if fast is not None else method
+
+
+def fast_call(method: Callable[..., Any], batch_encoding: type) -> Any:
+    """``Tokenizer.__call__`` as ``FastEncode``'s third form: the commonest call, one text with at
+    most ``add_special_tokens`` and ``return_offsets_mapping``, made in C from the plan
+    ``encoding._plain_call`` keeps (the same fields and columns), where the tokenizer is a
+    ``Tokenizer`` itself; the method itself when the core is not built."""
+    try:
+        from . import _native  # type: ignore[attr-defined]
+    except ImportError:
+        return method
+    fast = getattr(_native, "FastEncode", None)
+    return fast(method, 2, batch_encoding) if fast is not None else method
 
 
 def _core() -> Any:

@@ -1583,6 +1583,7 @@ def _no_encodings() -> list[Any]:
 # only by the cycle collector
 Tokenizer.encode = native.fast_encode(Tokenizer.encode)  # type: ignore[method-assign]
 Tokenizer.encode_to_numpy = native.fast_encode(Tokenizer.encode_to_numpy, to_numpy=True)  # type: ignore[method-assign]
+Tokenizer.__call__ = native.fast_call(Tokenizer.__call__, encoding.BatchEncoding)  # type: ignore[method-assign]
 
 
 def _no_native_decode(ids: Any, skip_special_tokens: Any) -> None:

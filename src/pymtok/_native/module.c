@@ -2936,11 +2936,14 @@ static PyTypeObject EncoderType = {
  * as a callable bound to each tokenizer in its __dict__: a tokenizer then holds no reference to
  * itself and is freed when it is dropped, not at the next full garbage collection (a process
  * loading a tokenizer per task grew by the tokenizers it had dropped). */
+enum { FAST_ENCODE, FAST_NUMPY, FAST_CALL };
+
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *func; /* the Python Tokenizer.encode */
-    int to_numpy;   /* Tokenizer.encode_to_numpy: the ids as numpy's uint32 array */
+    PyObject *func;  /* the Python method */
+    int mode;        /* FAST_NUMPY: encode_to_numpy's uint32 array; FAST_CALL: __call__'s BatchEncoding */
+    PyObject *batch; /* FAST_CALL: the BatchEncoding class */
 } FastEncode;
 
 /* The numpy module encode_to_numpy last found imported, its frombuffer and dtype(uint32) */
@@ -3001,14 +3004,236 @@ static int fast_state(PyObject *tok, PyObject **fast) {
     return ok;
 }
 
+/* The names plain_call reads and writes: encoding._plain_call's, interned at import */
+enum {
+    N_RETURN_OFFSETS, N_CALL_MEMO, N_POST_PROCESSOR, N_CALL_SETTINGS, N_SPECIAL_TOKENS, N_BACKEND_UNMODELED,
+    N_BACKEND_ADDED, N_BACKEND_DECODER, N_PLAIN, /* and the three after: encoding._PLAIN_KEYS */
+    N_GET_ENCODINGS = N_PLAIN + 4, N_ENCODINGS, N_N_SEQUENCES, N_TOK, N_TEXT, N_POST, N_ADD, N_INPUT_IDS,
+    N_TOKEN_TYPE_IDS, N_ATTENTION_MASK, N_OFFSET_MAPPING, N_DUNDER_CALL, N_NAMES
+};
+static const char *const call_name_text[N_NAMES] = {
+    "return_offsets_mapping", "_call_memo", "post_processor", "call_settings", "special_tokens",
+    "backend_unmodeled", "backend_added_tokens", "backend_decoder", "plain", "plain+offsets", "plain+special",
+    "plain+special+offsets", "_get_encodings", "_encodings", "_n_sequences", "_tok", "_text", "_post", "_add",
+    "input_ids", "token_type_ids", "attention_mask", "offset_mapping", "__call__",
+};
+static PyObject *call_name[N_NAMES];
+
+/* A new reference to dict[name] (NULL, without an error, where it has none) */
+static PyObject *dict_ref(PyObject *dict, PyObject *name) {
+    PyObject *v = PyDict_GetItemWithError(dict, name);
+    return Py_XNewRef(v);
+}
+
+/* 1 when meta's backend is the tokenizer itself (Tokenizer._backend's first answer), 0 when not,
+ * -1 on an error */
+static int own_backend(PyObject *meta) {
+    PyObject *unmodeled = PyObject_GetAttr(meta, call_name[N_BACKEND_UNMODELED]);
+    PyObject *added = unmodeled ? PyObject_GetAttr(meta, call_name[N_BACKEND_ADDED]) : NULL;
+    PyObject *decoder = added ? PyObject_GetAttr(meta, call_name[N_BACKEND_DECODER]) : NULL;
+    int some = decoder ? PyObject_IsTrue(added) : -1;
+    int own = some < 0 ? -1 : unmodeled == Py_None && !some && decoder == Py_None;
+    Py_XDECREF(unmodeled);
+    Py_XDECREF(added);
+    Py_XDECREF(decoder);
+    return own;
+}
+
+/* The plan encoding._plain_call keeps in tok._call_memo for this call, where it still holds for
+ * the tokenizer's post-processor, call settings and special tokens (a new reference), else NULL;
+ * -1 on an error */
+static int plain_plan(PyObject *dict, PyObject *meta, int add, int offsets, PyObject **plan) {
+    *plan = NULL;
+    PyObject *memo = dict_ref(dict, call_name[N_CALL_MEMO]), *known = NULL, *post = NULL, *settings = NULL,
+             *specials = NULL;
+    int err = -1;
+    if (!memo && PyErr_Occurred())
+        return -1;
+    if (memo && PyDict_CheckExact(memo)) {
+        known = dict_ref(memo, call_name[N_PLAIN + 2 * add + offsets]);
+        if (!known && PyErr_Occurred())
+            goto done;
+    }
+    if (!known || !PyTuple_CheckExact(known) || PyTuple_GET_SIZE(known) != 4) {
+        err = 0;
+        goto done;
+    }
+    post = dict_ref(dict, call_name[N_POST_PROCESSOR]);
+    if (!post) {
+        err = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    if (PyTuple_GET_ITEM(known, 0) != post ||
+        !(settings = PyObject_GetAttr(meta, call_name[N_CALL_SETTINGS])) ||
+        PyObject_RichCompareBool(PyTuple_GET_ITEM(known, 1), settings, Py_EQ) != 1 ||
+        !(specials = PyObject_GetAttr(meta, call_name[N_SPECIAL_TOKENS])) ||
+        PyObject_RichCompareBool(PyTuple_GET_ITEM(known, 2), specials, Py_EQ) != 1) {
+        err = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    *plan = Py_NewRef(PyTuple_GET_ITEM(known, 3));
+    err = 0;
+done:
+    Py_XDECREF(memo);
+    Py_XDECREF(known);
+    Py_XDECREF(post);
+    Py_XDECREF(settings);
+    Py_XDECREF(specials);
+    return err;
+}
+
+/* A list of n references to v */
+static PyObject *list_of(PyObject *v, Py_ssize_t n) {
+    PyObject *list = PyList_New(n);
+    for (Py_ssize_t i = 0; list && i < n; i++)
+        PyList_SET_ITEM(list, i, Py_NewRef(v));
+    return list;
+}
+
+/* encoding._plain_call's BatchEncoding of tok(text, add_special_tokens=add,
+ * return_offsets_mapping=offsets), its fields and columns set as it sets them, from the plan it
+ * keeps: 1 with *result set, 0 where the Python method must answer (no plan kept yet, or one for
+ * the general path, a backend of its own, the pure path's offsets), -1 on an error. */
+static int plain_call(FastEncode *self, PyObject *tok, PyObject *text, int add, int offsets, PyObject **result) {
+    /* a subclass may answer otherwise (its own encode, which _plain_call calls): its method's */
+    PyObject *own = PyDict_GetItemWithError(Py_TYPE(tok)->tp_dict, call_name[N_DUNDER_CALL]);
+    if (own != (PyObject *)self)
+        return PyErr_Occurred() ? -1 : 0;
+    PyObject **where = _PyObject_GetDictPtr(tok), *dict = where ? *where : NULL;
+    if (!dict)
+        return 0;
+    PyObject *meta = dict_ref(dict, str_meta), *plan = NULL, *ids = NULL, *spans = NULL, *laid = NULL, *fast = NULL,
+             *found = NULL;
+    int ok = meta ? own_backend(meta) : PyErr_Occurred() ? -1 : 0;
+    if (ok == 1)
+        ok = plain_plan(dict, meta, add, offsets, &plan) < 0 ? -1 : plan != NULL;
+    /* (post, (before, before_types, type_id, after, after_types), trim, type_ids, attention,
+     * native_offsets): _plain_plan's */
+    PyObject *layout = ok == 1 && PyTuple_CheckExact(plan) && PyTuple_GET_SIZE(plan) == 6 ? PyTuple_GET_ITEM(plan, 1)
+                                                                                          : NULL;
+    if (ok == 1 && !(layout && PyTuple_CheckExact(layout) && PyTuple_GET_SIZE(layout) == 5))
+        ok = 0;
+    PyObject *before = NULL, *after = NULL;
+    if (ok == 1) {
+        before = PyTuple_GET_ITEM(layout, 0);
+        after = PyTuple_GET_ITEM(layout, 3);
+        if (!PyList_CheckExact(before) || !PyList_CheckExact(after) ||
+            !PyList_CheckExact(PyTuple_GET_ITEM(layout, 1)) || !PyList_CheckExact(PyTuple_GET_ITEM(layout, 4)))
+            ok = 0;
+    }
+    if (ok == 1 && !offsets) {
+        ok = fast_state(tok, &fast);
+        if (ok == 1) {
+            PyObject *call[3] = {PyTuple_GET_ITEM(fast, 1), text, Py_False};
+            ids = Encoder_encode_text((Encoder *)PyTuple_GET_ITEM(fast, 0), call, 3);
+            Py_ssize_t end = ids ? PyList_GET_SIZE(ids) + PyList_GET_SIZE(before) : 0;
+            if (!ids || (PyList_GET_SIZE(before) && PyList_SetSlice(ids, 0, 0, before) < 0) ||
+                (PyList_GET_SIZE(after) && PyList_SetSlice(ids, end, end, after) < 0))
+                ok = -1;
+        }
+    } else if (ok == 1) {
+        PyObject *split = PyObject_GetAttr(meta, str_split_special_tokens), *native = PyTuple_GET_ITEM(plan, 5);
+        ok = !split ? -1 : split == Py_False && native != Py_None;
+        Py_XDECREF(split);
+        if (ok == 1) {
+            laid = PyObject_Vectorcall(native, (PyObject *[]){text, PyTuple_GET_ITEM(plan, 2), before, after}, 4, NULL);
+            ok = !laid ? -1 : PyTuple_CheckExact(laid) && PyTuple_GET_SIZE(laid) == 2;
+            if (ok == 1) {
+                ids = Py_NewRef(PyTuple_GET_ITEM(laid, 0));
+                spans = Py_NewRef(PyTuple_GET_ITEM(laid, 1));
+                ok = PyList_CheckExact(ids);
+            }
+        }
+    }
+    if (ok == 1) {
+        PyTypeObject *cls = (PyTypeObject *)self->batch;
+        PyObject *none = PyTuple_New(0);
+        found = none ? cls->tp_new(cls, none, NULL) : NULL;
+        Py_XDECREF(none);
+        PyObject *one = PyLong_FromLong(1);
+        if (!one)
+            Py_CLEAR(found);
+        PyObject *fields[7] = {Py_None, Py_None, one, tok, text, PyTuple_GET_ITEM(plan, 0), add ? Py_True : Py_False};
+        for (int i = 0; found && i < 7; i++)
+            if (PyObject_SetAttr(found, call_name[N_GET_ENCODINGS + i], fields[i]) < 0)
+                Py_CLEAR(found);
+        if (found && PyDict_SetItem(found, call_name[N_INPUT_IDS], ids) < 0)
+            Py_CLEAR(found);
+        Py_ssize_t n = PyList_GET_SIZE(ids);
+        int type_ids = found ? PyObject_IsTrue(PyTuple_GET_ITEM(plan, 3)) : 0;
+        int attention = found && type_ids >= 0 ? PyObject_IsTrue(PyTuple_GET_ITEM(plan, 4)) : 0;
+        if (type_ids < 0 || attention < 0)
+            Py_CLEAR(found);
+        if (found && type_ids) {
+            /* the special tokens' type ids over the list's ends, as _plain_call writes them */
+            PyObject *head = PyTuple_GET_ITEM(layout, 1), *tail = PyTuple_GET_ITEM(layout, 4);
+            Py_ssize_t h = PyList_GET_SIZE(head), t = PyList_GET_SIZE(tail);
+            PyObject *types = list_of(PyTuple_GET_ITEM(layout, 2), n);
+            if (!types || (h && PyList_SetSlice(types, 0, h < n ? h : n, head) < 0) ||
+                (t && PyList_SetSlice(types, PyList_GET_SIZE(types) - t > 0 ? PyList_GET_SIZE(types) - t : 0,
+                                      PyList_GET_SIZE(types), tail) < 0) ||
+                PyDict_SetItem(found, call_name[N_TOKEN_TYPE_IDS], types) < 0)
+                Py_CLEAR(found);
+            Py_XDECREF(types);
+        }
+        if (found && attention) {
+            PyObject *mask = list_of(one, n);
+            if (!mask || PyDict_SetItem(found, call_name[N_ATTENTION_MASK], mask) < 0)
+                Py_CLEAR(found);
+            Py_XDECREF(mask);
+        }
+        if (found && offsets && PyDict_SetItem(found, call_name[N_OFFSET_MAPPING], spans) < 0)
+            Py_CLEAR(found);
+        Py_XDECREF(one);
+        ok = found ? 1 : -1;
+    }
+    Py_XDECREF(meta);
+    Py_XDECREF(plan);
+    Py_XDECREF(fast);
+    Py_XDECREF(laid);
+    Py_XDECREF(ids);
+    Py_XDECREF(spans);
+    *result = found;
+    return ok;
+}
+
+/* 1 when kwnames[0..nkw) are only add_special_tokens and return_offsets_mapping, with exact
+ * bools (args' values from args[0] on) into *add and *offsets */
+static int call_flags(PyObject *const *args, PyObject *kwnames, Py_ssize_t nkw, int *add, int *offsets) {
+    *add = 1;
+    *offsets = 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (!PyBool_Check(args[i]))
+            return 0;
+        if (name == str_add_special_tokens || PyUnicode_Compare(name, str_add_special_tokens) == 0)
+            *add = args[i] == Py_True;
+        else if (name == call_name[N_RETURN_OFFSETS] || PyUnicode_Compare(name, call_name[N_RETURN_OFFSETS]) == 0)
+            *offsets = args[i] == Py_True;
+        else
+            return 0;
+    }
+    return 1;
+}
+
 static PyObject *FastEncode_vectorcall(FastEncode *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    int add, offsets;
+    if (self->mode == FAST_CALL) {
+        if (nargs == 2 && PyUnicode_CheckExact(args[1]) && call_flags(args + 2, kwnames, nkw, &add, &offsets)) {
+            PyObject *found = NULL;
+            int ok = plain_call(self, args[0], args[1], add, offsets, &found);
+            if (ok)
+                return ok < 0 ? NULL : found;
+        }
+        return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
+    }
     if (nargs == 2 && PyUnicode_CheckExact(args[1]) &&
         (nkw == 0 || (nkw == 1 && PyBool_Check(args[2]) &&
                       (PyTuple_GET_ITEM(kwnames, 0) == str_add_special_tokens ||
                        PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_add_special_tokens) == 0)))) {
         PyObject *fast = NULL;
-        int ok = self->to_numpy ? numpy_found() : 1;
+        int ok = self->mode == FAST_NUMPY ? numpy_found() : 1;
         if (ok > 0)
             ok = fast_state(args[0], &fast);
         if (ok < 0)
@@ -3016,9 +3241,9 @@ static PyObject *FastEncode_vectorcall(FastEncode *self, PyObject *const *args, 
         if (ok) {
             PyObject *call[3] = {PyTuple_GET_ITEM(fast, 1), args[1], nkw ? args[2] : Py_True};
             Encoder *encoder = (Encoder *)PyTuple_GET_ITEM(fast, 0);
-            PyObject *ids = self->to_numpy ? Encoder_encode_u32(encoder, call, 3) : Encoder_encode_text(encoder, call, 3);
+            PyObject *ids = self->mode == FAST_NUMPY ? Encoder_encode_u32(encoder, call, 3) : Encoder_encode_text(encoder, call, 3);
             Py_DECREF(fast);
-            if (ids && self->to_numpy) {
+            if (ids && self->mode == FAST_NUMPY) {
                 PyObject *array = PyObject_Vectorcall(np_frombuffer, (PyObject *[]){ids, np_uint32}, 2, NULL);
                 Py_DECREF(ids);
                 ids = array;
@@ -3029,19 +3254,23 @@ static PyObject *FastEncode_vectorcall(FastEncode *self, PyObject *const *args, 
     return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
 }
 
-/* FastEncode(func[, to_numpy]): func (Tokenizer.encode, or with to_numpy set
- * Tokenizer.encode_to_numpy) as the descriptor above. */
+/* FastEncode(func[, mode[, batch]]): func as the descriptor above, Tokenizer.encode (mode
+ * FAST_ENCODE), encode_to_numpy (FAST_NUMPY) or __call__ (FAST_CALL, batch the BatchEncoding class). */
 static PyObject *FastEncode_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
-    PyObject *func;
-    int to_numpy = 0;
+    PyObject *func, *batch = Py_None;
+    int mode = FAST_ENCODE;
     if (kw && PyDict_GET_SIZE(kw)) {
         PyErr_SetString(PyExc_TypeError, "FastEncode() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "O|p:FastEncode", &func, &to_numpy))
+    if (!PyArg_ParseTuple(args, "O|iO:FastEncode", &func, &mode, &batch))
         return NULL;
     if (!PyCallable_Check(func)) {
         PyErr_SetString(PyExc_TypeError, "FastEncode() takes the Python method it stands for");
+        return NULL;
+    }
+    if (mode < FAST_ENCODE || mode > FAST_CALL || (mode == FAST_CALL) != PyType_Check(batch)) {
+        PyErr_SetString(PyExc_TypeError, "FastEncode() takes a mode 0 to 2, and a class with mode 2 only");
         return NULL;
     }
     FastEncode *self = (FastEncode *)type->tp_alloc(type, 0);
@@ -3049,17 +3278,20 @@ static PyObject *FastEncode_new(PyTypeObject *type, PyObject *args, PyObject *kw
         return NULL;
     self->vectorcall = (vectorcallfunc)FastEncode_vectorcall;
     self->func = Py_NewRef(func);
-    self->to_numpy = to_numpy;
+    self->mode = mode;
+    self->batch = Py_NewRef(batch);
     return (PyObject *)self;
 }
 
 static int FastEncode_traverse(FastEncode *self, visitproc visit, void *arg) {
     Py_VISIT(self->func);
+    Py_VISIT(self->batch);
     return 0;
 }
 
 static int FastEncode_clear(FastEncode *self) {
     Py_CLEAR(self->func);
+    Py_CLEAR(self->batch);
     return 0;
 }
 
@@ -3103,7 +3335,8 @@ static PyTypeObject FastEncodeType = {
     .tp_getattro = (getattrofunc)FastEncode_getattro,
     .tp_repr = (reprfunc)FastEncode_repr,
     .tp_descr_get = FastEncode_get,
-    .tp_doc = "FastEncode(func[, to_numpy]): Tokenizer.encode (encode_to_numpy) with the common call in C, on the class.",
+    .tp_doc = "FastEncode(func[, mode[, batch]]): Tokenizer.encode, encode_to_numpy (mode 1) or __call__ (mode 2)\n"
+              "with the common call in C, on the class.",
 };
 
 /* ---- Normalizer ------------------------------------------------------------------------- */
@@ -4233,6 +4466,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     str_encode_fast = PyUnicode_InternFromString("_encode_fast");
     if (!str_add_special_tokens || !str_split_special_tokens || !str_meta || !str_encode_fast)
         return NULL;
+    for (int i = 0; i < N_NAMES; i++)
+        if (!(call_name[i] = PyUnicode_InternFromString(call_name_text[i])))
+            return NULL;
     if (PyType_Ready(&EncoderType) < 0 || PyType_Ready(&FastEncodeType) < 0 || PyType_Ready(&NormalizerType) < 0 ||
         PyType_Ready(&DecoderType) < 0 || PyType_Ready(&DecodeStreamType) < 0 ||
         PyType_Ready(&SentencePieceModelType) < 0 || PyType_Ready(&SentencePieceNormalizerType) < 0)
