@@ -86,11 +86,9 @@ def test_split_special_tokens_matches_hf(name: str) -> None:
     assert tok.encode_batch(texts) == default
 
 
-@pytest.mark.parametrize("name", ["qwen3"])  # with qwen3's tests, which load its oracle
-def test_encode_answers_every_call_shape_as_hf(name: str) -> None:
-    """tok.encode is a C callable on the native path for its common call; every other shape of
-    call, a meta replaced after load, wrong types and a subclass's own encode still get the
-    method's answers, which are HF's."""
+def call_shape_case(name: str) -> tuple[Any, pymtok.Tokenizer, list[str], tuple[list[list[int]], ...]]:
+    """HF's tokenizer, a fresh pymtok one (a test changes its meta), texts with special tokens, and
+    HF's ids of them: with the special tokens, without, and with them split"""
     hf = hf_tokenizer(name)
     tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
     texts = [*special_texts(tok, 4), *chunks()[:8]]
@@ -99,8 +97,16 @@ def test_encode_answers_every_call_shape_as_hf(name: str) -> None:
         split = [hf.encode(t).ids for t in texts]
     finally:
         hf.encode_special_tokens = False
-    plain = [hf.encode(t).ids for t in texts]
     bare = [hf.encode(t, add_special_tokens=False).ids for t in texts]
+    return hf, tok, texts, ([hf.encode(t).ids for t in texts], bare, split)
+
+
+@pytest.mark.parametrize("name", ["qwen3"])  # with qwen3's tests, which load its oracle
+def test_encode_answers_every_call_shape_as_hf(name: str) -> None:
+    """tok.encode is a C callable on the native path for its common call; every other shape of
+    call, a meta replaced after load, wrong types and a subclass's own encode still get the
+    method's answers, which are HF's."""
+    hf, tok, texts, (plain, bare, split) = call_shape_case(name)
     assert [tok.encode(t) for t in texts] == plain
     assert [tok.encode(t, add_special_tokens=True) for t in texts] == plain
     assert [tok.encode(t, add_special_tokens=False) for t in texts] == bare
@@ -312,16 +318,7 @@ def test_encode_to_numpy_answers_every_call_shape_as_hf(name: str) -> None:
     """encode_to_numpy's common call is C's too (module.c FastEncode): a meta changed after load,
     a numpy in sys.modules that is not the one first found, and a subclass's own method still
     get HF's ids."""
-    hf = hf_tokenizer(name)
-    tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
-    texts = [*special_texts(tok, 4), *chunks()[:8]]
-    try:
-        hf.encode_special_tokens = True
-        split = [hf.encode(t).ids for t in texts]
-    finally:
-        hf.encode_special_tokens = False
-    plain = [hf.encode(t).ids for t in texts]
-    bare = [hf.encode(t, add_special_tokens=False).ids for t in texts]
+    hf, tok, texts, (plain, bare, split) = call_shape_case(name)
 
     def arrays(**kwargs: Any) -> list[list[int]]:
         return [tok.encode_to_numpy(t, **kwargs).tolist() for t in texts]
