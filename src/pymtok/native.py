@@ -746,30 +746,26 @@ def _built() -> Any:
     return _native
 
 
-def fast_encode(method: Callable[..., Any], to_numpy: bool = False) -> Any:
-    """``Tokenizer.encode`` (``encode_to_numpy`` with ``to_numpy``) as the native core's method
-    descriptor (``FastEncode``), which runs the common call in C with what a tokenizer's
-    ``_encode_fast`` holds; the method itself when the core is not built. Quiet: the warning that
+# FastEncode's modes, in module.c's order (FAST_ENCODE, FAST_NUMPY, FAST_CALL)
+_FAST_FORMS = ("encode", "encode_to_numpy", "__call__")
+
+
+def fast_method(method: Callable[..., Any], batch_encoding: type | None = None) -> Any:
+    """The ``Tokenizer`` method of that name (``encode``, ``encode_to_numpy``, or ``__call__``,
+    which makes ``batch_encoding``'s instances) as the native core's method descriptor
+    (``FastEncode``): its commonest call runs in C with what a tokenizer's ``_encode_fast`` holds
+    (``__call__``: from the plan ``encoding._plain_call`` keeps, where the tokenizer is a
+    ``Tokenizer`` itself); the method itself when the core is not built. Quiet: the warning that
     the core is missing is the first load's."""
     try:
         from . import _native  # type: ignore[attr-defined]
     except ImportError:
         return method
     fast = getattr(_native, "FastEncode", None)
-    return fast(method, int(to_numpy)) if fast is not None else method
-
-
-def fast_call(method: Callable[..., Any], batch_encoding: type) -> Any:
-    """``Tokenizer.__call__`` as ``FastEncode``'s third form: the commonest call, one text with at
-    most ``add_special_tokens`` and ``return_offsets_mapping``, made in C from the plan
-    ``encoding._plain_call`` keeps (the same fields and columns), where the tokenizer is a
-    ``Tokenizer`` itself; the method itself when the core is not built."""
-    try:
-        from . import _native  # type: ignore[attr-defined]
-    except ImportError:
+    if fast is None:
         return method
-    fast = getattr(_native, "FastEncode", None)
-    return fast(method, 2, batch_encoding) if fast is not None else method
+    mode = _FAST_FORMS.index(method.__name__)
+    return fast(method, mode, batch_encoding) if batch_encoding is not None else fast(method, mode)
 
 
 def _core() -> Any:

@@ -216,7 +216,7 @@ class Tokenizer:
         self._native_u32 = functools.partial(encoder.encode_u32, self.normalizer) if batched else None
         self._native_arrow = encoder.encode_arrow if batched else None
         if batched:
-            # the class's encode (native.fast_encode) runs the common call, encode(text[,
+            # the class's encode (native.fast_method) runs the common call, encode(text[,
             # add_special_tokens=flag]), with these in C, without the method's Python frame (which
             # costs more than encoding a word); every other call is the method's
             self._encode_fast = (encoder, self.normalizer)
@@ -1581,9 +1581,9 @@ def _no_encodings() -> list[Any]:
 
 # the common call in C, on the class: a tokenizer holding a callable bound to itself would be freed
 # only by the cycle collector
-Tokenizer.encode = native.fast_encode(Tokenizer.encode)  # type: ignore[method-assign]
-Tokenizer.encode_to_numpy = native.fast_encode(Tokenizer.encode_to_numpy, to_numpy=True)  # type: ignore[method-assign]
-Tokenizer.__call__ = native.fast_call(Tokenizer.__call__, encoding.BatchEncoding)  # type: ignore[method-assign]
+Tokenizer.encode = native.fast_method(Tokenizer.encode)  # type: ignore[method-assign]
+Tokenizer.encode_to_numpy = native.fast_method(Tokenizer.encode_to_numpy)  # type: ignore[method-assign]
+Tokenizer.__call__ = native.fast_method(Tokenizer.__call__, encoding.BatchEncoding)  # type: ignore[method-assign]
 
 
 def _no_native_decode(ids: Any, skip_special_tokens: Any) -> None:
