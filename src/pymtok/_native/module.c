@@ -3197,18 +3197,20 @@ static int plain_call(FastEncode *self, PyObject *tok, PyObject *text, int add, 
     return ok;
 }
 
-/* 1 when kwnames[0..nkw) are only add_special_tokens and return_offsets_mapping, with exact
- * bools (args' values from args[0] on) into *add and *offsets */
+/* 1 when kwnames[0..nkw) are only add_special_tokens and (where offsets is given)
+ * return_offsets_mapping, with exact bools (args' values from args[0] on) into *add and *offsets */
 static int call_flags(PyObject *const *args, PyObject *kwnames, Py_ssize_t nkw, int *add, int *offsets) {
     *add = 1;
-    *offsets = 0;
+    if (offsets)
+        *offsets = 0;
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
         if (!PyBool_Check(args[i]))
             return 0;
         if (name == str_add_special_tokens || PyUnicode_Compare(name, str_add_special_tokens) == 0)
             *add = args[i] == Py_True;
-        else if (name == call_name[N_RETURN_OFFSETS] || PyUnicode_Compare(name, call_name[N_RETURN_OFFSETS]) == 0)
+        else if (offsets &&
+                 (name == call_name[N_RETURN_OFFSETS] || PyUnicode_Compare(name, call_name[N_RETURN_OFFSETS]) == 0))
             *offsets = args[i] == Py_True;
         else
             return 0;
@@ -3228,10 +3230,7 @@ static PyObject *FastEncode_vectorcall(FastEncode *self, PyObject *const *args, 
         }
         return PyObject_Vectorcall(self->func, args, nargsf, kwnames);
     }
-    if (nargs == 2 && PyUnicode_CheckExact(args[1]) &&
-        (nkw == 0 || (nkw == 1 && PyBool_Check(args[2]) &&
-                      (PyTuple_GET_ITEM(kwnames, 0) == str_add_special_tokens ||
-                       PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, 0), str_add_special_tokens) == 0)))) {
+    if (nargs == 2 && PyUnicode_CheckExact(args[1]) && call_flags(args + 2, kwnames, nkw, &add, NULL)) {
         PyObject *fast = NULL;
         int ok = self->mode == FAST_NUMPY ? numpy_found() : 1;
         if (ok > 0)
@@ -3239,7 +3238,7 @@ static PyObject *FastEncode_vectorcall(FastEncode *self, PyObject *const *args, 
         if (ok < 0)
             return NULL;
         if (ok) {
-            PyObject *call[3] = {PyTuple_GET_ITEM(fast, 1), args[1], nkw ? args[2] : Py_True};
+            PyObject *call[3] = {PyTuple_GET_ITEM(fast, 1), args[1], add ? Py_True : Py_False};
             Encoder *encoder = (Encoder *)PyTuple_GET_ITEM(fast, 0);
             PyObject *ids = self->mode == FAST_NUMPY ? Encoder_encode_u32(encoder, call, 3) : Encoder_encode_text(encoder, call, 3);
             Py_DECREF(fast);
