@@ -8,14 +8,17 @@ through at least one emptying, and compares each text with HF before, across and
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import tokenizers
 
 import pymtok
-from conftest import fixture_path, hf_tokenizer
+from conftest import corpus_files, fixture_path, hf_tokenizer
 from pymtok.mtok import dumps_mtok, loads_mtok
 
 pytestmark = pytest.mark.skipif(
@@ -150,3 +153,60 @@ def test_spans_kept_beside_entries_go_with_an_emptying(name: str) -> None:
     assert encoder.cache_stats()[1] > resets
     assert_offsets(then)
     assert_offsets(first)
+
+
+def unmade_tokens(name: str) -> list[str]:
+    """The model's ASCII tokens that HF's BPE without ignore_merges does not make of their text,
+    each as a piece of its own (one that starts with a letter after a digit)."""
+    config = json.loads(fixture_path("tokenizers", name, "tokenizer.json").read_text(encoding="utf-8"))
+    if not config["model"].get("ignore_merges"):
+        return []
+    config["model"]["ignore_merges"] = False
+    merged = tokenizers.Tokenizer.from_str(json.dumps(config))
+    text_of = tokenizers.decoders.ByteLevel()
+    out = []
+    for token, id_ in config["model"]["vocab"].items():
+        text = text_of.decode([token])
+        if text.isascii() and 2 <= len(text) <= 32 and text.strip() and merged.encode(text, add_special_tokens=False).ids != [id_]:
+            out.append(text if text[0] == " " else "1" + text)
+    assert len(out) > 20
+    return out
+
+
+@pytest.mark.parametrize(("name", "via"), [("llama3", "json"), ("llama3", "mtok"), ("gpt-4o", "json")])
+def test_new_pieces_met_many_at_once_are_hf_s(name: str, via: str) -> None:
+    """The pieces of a text that the cache lacks are merged several at a time before they are
+    read in order (models.c merge_ahead): the corpus's words, each new, a few met again a few
+    pieces on, some joined past the length merged that way, as one long text (more pieces than
+    one look ahead takes) and as 2 KB texts, in a fresh tokenizer and then from the cache, are
+    HF's ids. llama3 looks a new piece up whole first (ignore_merges), GPT-4o does not: among
+    llama3's pieces, its tokens that its merges do not make."""
+    rng = random.Random(7)
+    words = sorted({w for _, text in corpus_files() for w in re.findall(r"[A-Za-z][a-z]*|\d+|[^\sA-Za-z\d]+", text)
+                    if w.isascii()})
+    rng.shuffle(words)
+    pieces = words[:8000] + ["".join(rng.sample(words, 6)) for _ in range(300)] + unmade_tokens(name)
+    rng.shuffle(pieces)
+    seq: list[str] = []
+    for i, piece in enumerate(pieces):
+        seq.append(piece)
+        if i % 7 == 3:
+            seq.append(pieces[i - 3])
+    text = " ".join(seq)
+    docs = [" ".join(seq[i : i + 300]) for i in range(0, len(seq), 300)]
+    hf = hf_tokenizer(name)
+
+    def fresh() -> pymtok.Tokenizer:
+        tok = pymtok.load(fixture_path("tokenizers", name, "tokenizer.json"))
+        tok = loads_mtok(dumps_mtok(tok.config, tok.meta), name) if via == "mtok" else tok
+        native(tok)
+        return tok
+
+    want = hf.encode(text, add_special_tokens=False).ids
+    tok = fresh()
+    assert tok.encode(text, add_special_tokens=False) == want
+    assert tok.encode(text, add_special_tokens=False) == want
+    want_docs = hf_ids(name, docs)
+    tok = fresh()
+    assert [tok.encode(d, add_special_tokens=False) for d in docs] == want_docs
+    assert [tok.encode(d, add_special_tokens=False) for d in docs] == want_docs

@@ -155,6 +155,13 @@ static inline int key_eq_padded(const uint8_t *a, const uint8_t *b, size_t n) {
     return !(((a0 ^ b0) & low_bytes_mask(n)) | ((a1 ^ b1) & m1));
 }
 
+/* Start fetching p's cache line. A function of nothing but reads and prefetches GCC takes for
+ * pure, and drops its calls (their result, none, goes unused): the empty asm is a side effect. */
+static inline void fetch_line(const void *p) {
+    __builtin_prefetch(p);
+    __asm__ __volatile__("" : : "r"(p));
+}
+
 /* ---- byte string -> id ------------------------------------------------------------------ */
 
 /* Open addressing with the entry inline in its slot: a lookup touches the slot and, on a hash
@@ -210,6 +217,13 @@ static inline int32_t strmap_get_h(const StrMap *m, const uint8_t *key, size_t l
 
 static inline void strmap_prefetch(const StrMap *m, uint64_t h) {
     __builtin_prefetch(&m->slots[(size_t)(h >> 32) & m->mask]);
+}
+
+/* The key bytes of the entry in h's home slot, where its hash matches: a lookup's second miss */
+static inline void strmap_prefetch_key(const StrMap *m, uint64_t h) {
+    const StrSlot *s = &m->slots[(size_t)(h >> 32) & m->mask];
+    if (s->id >= 0 && s->hash == (uint32_t)h)
+        fetch_line(m->pool + s->off);
 }
 
 static inline int32_t strmap_get(const StrMap *m, const uint8_t *key, size_t len) {
@@ -352,6 +366,12 @@ static inline int cache_prefetch_entry(const Cache *c, uint64_t h) {
     if (ref)
         __builtin_prefetch(cache_at(c, ref));
     return ref != 0;
+}
+/* Whether the cache surely lacks the piece of hash h (its home slot is empty: probes stop
+ * there), and a put would store it now */
+static inline int cache_lacks(const Cache *c, uint64_t h) {
+    return !atomic_load_explicit(&c->slots[h & c->mask], memory_order_relaxed) &&
+           !atomic_load_explicit(&c->full, memory_order_relaxed) && !atomic_load_explicit(&c->grow, memory_order_relaxed);
 }
 void cache_free(Cache *c);
 
