@@ -1,9 +1,11 @@
-"""The native core's piece cache once it is full: emptied and refilled, the ids stay HF's.
+"""The native core's piece cache once it is full: emptied and refilled, the ids stay HF's; and
+the new pieces of a text put in it ahead of their turn.
 
 The cache holds a bounded number of pieces (module.c CACHE_SLOTS, CACHE_BYTES); a stream of
 more distinct pieces than that fills it, it is emptied when no other thread reads it, and it
-fills again. These texts hold far more distinct pieces than it can, so every case below runs
-through at least one emptying, and compares each text with HF before, across and after it.
+fills again. These texts hold far more distinct pieces than it can, so every case of a full
+cache runs through at least one emptying, and compares each text with HF before, across and
+after it.
 """
 
 from __future__ import annotations
@@ -167,7 +169,9 @@ def unmade_tokens(name: str) -> list[str]:
     out = []
     for token, id_ in config["model"]["vocab"].items():
         text = text_of.decode([token])
-        if text.isascii() and 2 <= len(text) <= 32 and text.strip() and merged.encode(text, add_special_tokens=False).ids != [id_]:
+        if not (text.isascii() and 2 <= len(text) <= 32 and text.strip()):
+            continue
+        if merged.encode(text, add_special_tokens=False).ids != [id_]:
             out.append(text if text[0] == " " else "1" + text)
     assert len(out) > 20
     return out
@@ -182,8 +186,8 @@ def test_new_pieces_met_many_at_once_are_hf_s(name: str, via: str) -> None:
     HF's ids. llama3 looks a new piece up whole first (ignore_merges), GPT-4o does not: among
     llama3's pieces, its tokens that its merges do not make."""
     rng = random.Random(7)
-    words = sorted({w for _, text in corpus_files() for w in re.findall(r"[A-Za-z][a-z]*|\d+|[^\sA-Za-z\d]+", text)
-                    if w.isascii()})
+    found = (re.findall(r"[A-Za-z][a-z]*|\d+|[^\sA-Za-z\d]+", text) for _, text in corpus_files())
+    words = sorted({w for ws in found for w in ws if w.isascii()})
     rng.shuffle(words)
     pieces = words[:8000] + ["".join(rng.sample(words, 6)) for _ in range(300)] + unmade_tokens(name)
     rng.shuffle(pieces)
