@@ -289,6 +289,17 @@ def test_random_patterns_match_hf() -> None:
             assert engine_spans(pattern, text) == hf_spans(pattern, text), (pattern, text)
 
 
+@pytest.mark.parametrize("name", ["L\x00", "L\x00G", "N\x00\x00", "L|x", "L1", "Lé"])
+def test_property_names_with_other_characters_name_nothing(name: str) -> None:
+    # a NUL ended the name where the engine looked it up ("L\0G" was "l"): it took a pattern
+    # Oniguruma refuses (fuzz/mtok_fuzz.py found it in a .mtok's pattern, the pure reader refusing)
+    pattern = "\\p{" + name + "}+"
+    with pytest.raises(Exception):
+        tokenizers.Regex(pattern)
+    assert _native.regex_refusal(pattern) is not None
+    assert not native.engine_takes(pattern)
+
+
 def test_compile_errors_are_value_errors() -> None:
     with pytest.raises(ValueError, match="refuses"):
         _native.pretokenize((("split", "regex", "Isolated", False, r"\p{Greek}"),), "x")

@@ -241,9 +241,11 @@ static uint32_t category_mask(const uint32_t *name, size_t len) {
         uint32_t c = name[j];
         if (c == ' ' || c == '-' || c == '_')
             continue;
-        if (c >= 0x80 || k + 1 >= sizeof key)
+        /* every known name is letters: any other character (a NUL too, which would end the
+         * key early and make "L\0x" the name "l") names nothing */
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) || k + 1 >= sizeof key)
             return 0;
-        key[k++] = (char)((c >= 'A' && c <= 'Z') ? c | 0x20 : c);
+        key[k++] = (char)(c | 0x20);
     }
     key[k] = 0;
     for (size_t j = 0; j < sizeof names / sizeof *names; j++)
