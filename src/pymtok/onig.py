@@ -456,8 +456,10 @@ class _OnigTranslator:
             else:
                 # Ruby's syntax has no \pL: the letter itself, as HF matches "\pL" on "pL"
                 return True, kind
-            if regex.search(r"[=:&]", name):
-                # the regex module's property=value forms and L& are no Oniguruma names (HF refuses them)
+            if not regex.fullmatch(r"\^?[A-Za-z0-9 _-]*", name):
+                # Oniguruma's names are letters, digits, spaces, '-' and '_' (HF refuses others);
+                # the regex module takes property=value forms, L&, and a name with a NUL or '|'
+                # in it (one that matches nothing)
                 raise FormatError(f"Split pattern {src!r}: \\{kind}{{{name}}} is no Oniguruma property")
             # Oniguruma ignores case, spaces, '-' and '_' in property names
             plain = regex.sub(r"[\s_-]", "", name).lower()
