@@ -216,7 +216,7 @@ static inline int32_t strmap_get_h(const StrMap *m, const uint8_t *key, size_t l
 }
 
 static inline void strmap_prefetch(const StrMap *m, uint64_t h) {
-    __builtin_prefetch(&m->slots[(size_t)(h >> 32) & m->mask]);
+    fetch_line(&m->slots[(size_t)(h >> 32) & m->mask]);
 }
 
 /* The key bytes of the entry in h's home slot, where its hash matches: a lookup's second miss */
@@ -354,7 +354,7 @@ static inline const CacheEntry *cache_at(const Cache *c, uint32_t ref) {
  * entry the slot points to, so that the two dependent misses of a hit overlap other work. */
 static inline void cache_prefetch_slot(const Cache *c, uint64_t h) {
     if (c)
-        __builtin_prefetch(&c->slots[h & c->mask]);
+        fetch_line(&c->slots[h & c->mask]);
 }
 
 /* Whether the cache may hold the piece of hash h: its entry is fetched where its home slot has
@@ -364,7 +364,7 @@ static inline int cache_prefetch_entry(const Cache *c, uint64_t h) {
         return 0;
     uint32_t ref = atomic_load_explicit(&c->slots[h & c->mask], memory_order_acquire);
     if (ref)
-        __builtin_prefetch(cache_at(c, ref));
+        fetch_line(cache_at(c, ref));
     return ref != 0;
 }
 /* Whether the cache surely lacks the piece of hash h (its home slot is empty: probes stop
