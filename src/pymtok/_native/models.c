@@ -743,21 +743,39 @@ static int spans_unknown(IdBuf *spans_out, size_t n) {
 /* How many pieces merge_ahead merges in turns, and how many from a miss on it looks at */
 enum { AHEAD_LANES = 8, AHEAD_WINDOW = 128 };
 
-/* Whether the cache lacks piece w and bpe_word would merge it whole from its bytes' tokens (or
- * with ignore_merges take it whole): a byte-level BPE's (no suffix) ASCII piece of
+/* Whether the cache lacks piece w and it may be one bpe_word would merge whole from its bytes'
+ * tokens (or with ignore_merges take whole): a byte-level BPE's (no suffix) piece of
  * 2..SCAN_MERGE_MAX bytes */
 static inline int ahead_piece(Cache *cache, const Word *w) {
-    return w->nb >= 2 && w->nb <= SCAN_MERGE_MAX && w->nb == w->nc && cache_lacks(cache, w->h);
+    return w->nb >= 2 && w->nb <= SCAN_MERGE_MAX && cache_lacks(cache, w->h);
 }
 
-/* Whether merge_ahead merges piece w (UTF-8 at b): an ahead_piece whose every byte is a token.
- * With ignore_merges a piece that is a token is that token, as in bpe_word: cached here. */
-static int ahead_wanted(const BPE *m, Cache *cache, const Word *w, const uint8_t *b) {
+/* Whether bpe_word takes the piece of code points cps[0..n) (nb bytes) through its parts
+ * rather than merged whole from its bytes: one of characters of three bytes or more (CJK text),
+ * whose parts, cached apart, repeat far more than pieces do (merged whole, new CJK text took 45%
+ * more time), or one bpe_merged would cut (where the byte-level joins are built: at a pair of
+ * characters no token joins). */
+static int ahead_cut(const BPE *m, const uint32_t *cps, size_t n, size_t nb) {
+    if (nb == n)
+        return 0;
+    if (nb > 2 * n)
+        return 1;
+    if (!m->byte_joins || n <= 2 || atomic_load_explicit(&m->byte_joins->state, memory_order_acquire) != JOINS_READY)
+        return 0;
+    return byte_part_end(m, m->byte_joins->bits, cps, n) < n;
+}
+
+/* Whether merge_ahead merges piece w (UTF-8 at b, code points at buf + w->c): an ahead_piece
+ * whose every byte is a token and that bpe_merged would not cut. With ignore_merges a piece that
+ * is a token is that token, as in bpe_word: cached here. */
+static int ahead_wanted(const BPE *m, Cache *cache, const Word *w, const uint8_t *b, const uint32_t *buf) {
     if (!ahead_piece(cache, w))
         return 0;
     for (size_t i = 0; i < w->nb; i++)
         if (m->byte_unit[b[i]] < 0)
             return 0;
+    if (ahead_cut(m, buf + w->c, w->nc, w->nb))
+        return 0;
     if (!m->ignore_merges)
         return 1;
     int32_t id = m->mtok ? mtok_byte_level_id(m->mtok, b, w->nb) : strmap_get_h(&m->vocab, b, w->nb, w->h);
@@ -773,9 +791,11 @@ static int ahead_wanted(const BPE *m, Cache *cache, const Word *w, const uint8_t
  * lookups of the one before; in turns the pieces' waits overlap, each step's lookups fetched at
  * its end and read at the next. A new English word takes 15-25% less time (llama3, GPT-4o,
  * Qwen3: 26K words, each new once); a first pass over 400 KB of English, whose words repeat,
- * 3-10%. With ignore_merges the whole-token lookups (slot, then key) are fetched first. What
- * this leaves, and what the cache did not keep, bpe_words merges as before. */
-static void merge_ahead(const BPE *m, Cache *cache, const Word *w, size_t nw, Scratch *sc) {
+ * 3-10%; new text of other alphabets (words of two-byte characters, Cyrillic, Greek, Arabic)
+ * 2-5% (A/B in fresh processes). With ignore_merges the whole-token lookups (slot,
+ * then key) are fetched first. What this leaves, and what the cache did not keep, bpe_words
+ * merges as before. */
+static void merge_ahead(const BPE *m, Cache *cache, const Word *w, size_t nw, const uint32_t *buf, Scratch *sc) {
     PairMemo *memo = pair_memo(m, sc);
     if (!memo)
         return;
@@ -806,7 +826,7 @@ static void merge_ahead(const BPE *m, Cache *cache, const Word *w, size_t nw, Sc
             }
             for (; k < nw && !of[l]; k++) {
                 const uint8_t *b = bytes + w[k].b;
-                if (!ahead_wanted(m, cache, &w[k], b))
+                if (!ahead_wanted(m, cache, &w[k], b, buf))
                     continue;
                 for (size_t i = 0; i < w[k].nb; i++)
                     sym[l][i] = m->byte_unit[b[i]];
@@ -848,7 +868,7 @@ static int bpe_words(const BPE *m, Cache *cache, const uint32_t *buf, size_t nw,
         if (!e && k >= ahead) {
             /* new text: the misses of the next pieces merged at once */
             ahead = k + AHEAD_WINDOW < nw ? k + AHEAD_WINDOW : nw;
-            merge_ahead(m, cache, w + k, ahead - k, sc);
+            merge_ahead(m, cache, w + k, ahead - k, buf, sc);
             e = w[k].nb <= CACHE_MAX_PIECE ? cache_get_padded(cache, b, w[k].nb, w[k].h) : NULL;
         }
         size_t before = out->n;
