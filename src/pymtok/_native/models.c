@@ -792,7 +792,7 @@ static int ahead_wanted(const BPE *m, Cache *cache, const Word *w, const uint8_t
  * its end and read at the next. A new English word takes 15-25% less time (llama3, GPT-4o,
  * Qwen3: 26K words, each new once); a first pass over 400 KB of English, whose words repeat,
  * 3-10%; new text of other alphabets (words of two-byte characters, Cyrillic, Greek, Arabic)
- * 2-5% (A/B in fresh processes). With ignore_merges the whole-token lookups (slot,
+ * 2-11% (llama3, GPT-4o; Qwen3's as before). With ignore_merges the whole-token lookups (slot,
  * then key) are fetched first. What this leaves, and what the cache did not keep, bpe_words
  * merges as before. */
 static void merge_ahead(const BPE *m, Cache *cache, const Word *w, size_t nw, const uint32_t *buf, Scratch *sc) {
